@@ -1,0 +1,355 @@
+/*
+ * dlpg.h -- the dlpg ABI: a process group over DLPack tensors.
+ *
+ * This is the only header a host needs. It includes only <stddef.h>, <stdint.h> and
+ * <dlpack/dlpack.h> and compiles as C99 and as C++. The contract it implements is
+ * shared/design/ABI.md; where the exact C spelling below refines that page, the comment
+ * beside the declaration says so.
+ *
+ * Conventions that hold for every function unless its comment says otherwise:
+ *  - It returns a dlpg_status_t; results travel through out-parameters, which are written
+ *    only on DLPG_OK.
+ *  - On failure, dlpg_last_error() on the same thread returns a message naming the
+ *    function, the argument and the offending values.
+ *  - It never calls abort() or exit() and never lets a C++ exception escape.
+ *  - It is thread-safe: handles may be used from several threads at once. Operations
+ *    issued concurrently on one group from different threads are executed in the order
+ *    they were submitted, which every rank must agree on (as with NCCL and c10d).
+ *  - Timeouts are in seconds (double). A timeout argument <= 0 means "the default of the
+ *    object it applies to" (the store's or the group's timeout).
+ */
+#ifndef DLPG_DLPG_H_
+#define DLPG_DLPG_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include <dlpack/dlpack.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ versions */
+
+#define DLPG_VERSION_MAJOR 0
+#define DLPG_VERSION_MINOR 1
+#define DLPG_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH, like NCCL_VERSION_CODE. */
+#define DLPG_VERSION_CODE (DLPG_VERSION_MAJOR * 10000 + DLPG_VERSION_MINOR * 100 + DLPG_VERSION_PATCH)
+/* The ABI major carried in the SONAME (libdlpg.so.0) and asked for by dlpg_get_api(). */
+#define DLPG_ABI_MAJOR DLPG_VERSION_MAJOR
+
+/* DLPack codes newer than the packaged dlpack.h (Debian ships 0.6). Values from DLPack 1.1;
+ * defined here only when the included dlpack.h lacks them. */
+#define DLPG_DL_BOOL 6
+#define DLPG_DL_FLOAT8_E4M3FN 10
+#define DLPG_DL_FLOAT8_E5M2 12
+
+/* ------------------------------------------------------------------ status */
+
+/* Values are explicit and never renumbered. */
+typedef enum dlpg_status {
+  DLPG_OK = 0,
+  DLPG_ERR_INVALID_ARGUMENT = 1, /* bad input: NULL, out of range, mismatched tensors */
+  DLPG_ERR_UNSUPPORTED = 2,      /* valid request this build or device cannot serve */
+  DLPG_ERR_TIMEOUT = 3,          /* a deadline passed (store key, rendezvous, wait) */
+  DLPG_ERR_REMOTE = 4,           /* a peer failed, left, or reported an error */
+  DLPG_ERR_ABORTED = 5,          /* the group was aborted */
+  DLPG_ERR_SYSTEM = 6,           /* an OS, CUDA or NCCL call failed */
+  DLPG_ERR_INTERNAL = 7          /* a bug in dlpg */
+} dlpg_status_t;
+
+/* "DLPG_OK", "DLPG_ERR_TIMEOUT", ...; "DLPG_ERR_UNKNOWN" for a value outside the enum.
+ * Returns a static string (not a status). */
+const char *dlpg_status_name(dlpg_status_t status);
+
+/* The message of the calling thread's last failed dlpg call ("" if none). The pointer is
+ * valid until the next dlpg call on this thread. Returns a string (not a status). */
+const char *dlpg_last_error(void);
+
+/* DLPG_VERSION_CODE of the loaded library (compare with the header's). */
+dlpg_status_t dlpg_get_version(int *version_code);
+
+/* A static string naming the dlpg version and the NCCL, CUDA and Gloo versions this
+ * library was built with ("dlpg 0.1.0; nccl 2.28.9; cuda 13.0; gloo 0.5.0", or "nccl none"). */
+dlpg_status_t dlpg_get_build_info(const char **info);
+
+/* ------------------------------------------------------------------ handles */
+
+typedef struct dlpg_store dlpg_store_t; /* key-value store for rendezvous */
+typedef struct dlpg_group dlpg_group_t; /* a process group */
+typedef struct dlpg_work dlpg_work_t;   /* one asynchronous operation */
+
+/* ------------------------------------------------------------------ store */
+
+/* Limits of the dlpg TCP store (and every store, as far as dlpg checks them). */
+#define DLPG_STORE_MAX_KEY_LEN 4096u            /* bytes, excluding the terminating NUL */
+#define DLPG_STORE_MAX_VALUE_LEN (64u << 20)    /* 64 MiB */
+
+/*
+ * Open a store. Blocking (connects, retrying with backoff until timeout_s has passed).
+ *   "tcp://HOST:PORT"          client of a dlpg TCP store server (dlpg-store, or a rank that serves)
+ *   "tcp://HOST:PORT?serve=1"  also host the server in this process; PORT 0 picks a free
+ *                              port (dlpg_store_port tells which)
+ *   "file:///PATH"             Gloo's FileStore on a shared filesystem
+ *   "env://"                   MASTER_ADDR and DLPG_STORE_PORT (else MASTER_PORT + 1); the
+ *                              process with RANK 0 (or unset) serves
+ * timeout_s also becomes the default deadline of get and wait on this store.
+ * The caller owns *store and releases it with dlpg_store_close.
+ */
+dlpg_status_t dlpg_store_open(const char *url, double timeout_s, dlpg_store_t **store);
+
+/* The TCP port of a tcp:// or env:// store (the port chosen when 0 was asked for). */
+dlpg_status_t dlpg_store_port(dlpg_store_t *store, int *port);
+
+/*
+ * A store implemented by the host (PyTorch's c10d store, JAX's key-value client).
+ * Callbacks may be called from any dlpg thread, one at a time per store. Each returns a
+ * dlpg_status_t; a non-OK status fails the dlpg operation that needed it.
+ */
+typedef struct dlpg_store_ops {
+  size_t struct_size; /* sizeof(dlpg_store_ops_t) as the host compiled it */
+  /* Store value (len bytes, may contain NULs) under key. */
+  dlpg_status_t (*set)(void *ctx, const char *key, const void *value, size_t len);
+  /* Block until key exists (at most timeout_s seconds, then DLPG_ERR_TIMEOUT). Copy up to
+   * capacity bytes of its value into buf and set *len to the value's full length. dlpg
+   * calls again with a larger buffer when *len > capacity. */
+  dlpg_status_t (*get)(void *ctx, const char *key, double timeout_s, void *buf,
+                       size_t capacity, size_t *len);
+  /* Atomically add delta to the integer stored under key (absent counts as 0) and return
+   * the new value. */
+  dlpg_status_t (*add)(void *ctx, const char *key, int64_t delta, int64_t *result);
+  /* Optional (NULL: dlpg waits by calling get on each key). Block until all keys exist. */
+  dlpg_status_t (*wait)(void *ctx, const char *const *keys, size_t nkeys, double timeout_s);
+  /* Optional. Called once when the last reference to the store is dropped. */
+  void (*release)(void *ctx);
+  /* Optional (NULL: check and delete_key return DLPG_ERR_UNSUPPORTED). */
+  dlpg_status_t (*check)(void *ctx, const char *const *keys, size_t nkeys, int *all_exist);
+  dlpg_status_t (*delete_key)(void *ctx, const char *key, int *deleted);
+} dlpg_store_ops_t;
+
+/* Wrap host callbacks as a store. ops is copied (only ops->struct_size bytes are read);
+ * ctx is borrowed until release is called. timeout_s is the default deadline of get/wait. */
+dlpg_status_t dlpg_store_from_ops(const dlpg_store_ops_t *ops, void *ctx, double timeout_s,
+                                  dlpg_store_t **store);
+
+/* Set key to value (len bytes). Keys are NUL-terminated, 1..DLPG_STORE_MAX_KEY_LEN bytes;
+ * values 0..DLPG_STORE_MAX_VALUE_LEN bytes. */
+dlpg_status_t dlpg_store_set(dlpg_store_t *store, const char *key, const void *value, size_t len);
+
+/* Block until key exists (timeout_s <= 0: the store's timeout), then copy up to capacity
+ * bytes into buf (buf may be NULL when capacity is 0) and set *len to the full length.
+ * Call with capacity 0 to learn the length. */
+dlpg_status_t dlpg_store_get(dlpg_store_t *store, const char *key, double timeout_s,
+                             void *buf, size_t capacity, size_t *len);
+
+/* Atomically add delta to the decimal integer stored under key (absent = 0); *result
+ * (may be NULL) receives the new value. */
+dlpg_status_t dlpg_store_add(dlpg_store_t *store, const char *key, int64_t delta, int64_t *result);
+
+/* Block until every key exists; DLPG_ERR_TIMEOUT names the keys still missing. */
+dlpg_status_t dlpg_store_wait(dlpg_store_t *store, const char *const *keys, size_t nkeys,
+                              double timeout_s);
+
+/* Non-blocking: *all_exist = 1 if every key exists, else 0. */
+dlpg_status_t dlpg_store_check(dlpg_store_t *store, const char *const *keys, size_t nkeys,
+                               int *all_exist);
+
+/* Remove key; *deleted (may be NULL) = 1 if it existed. */
+dlpg_status_t dlpg_store_delete_key(dlpg_store_t *store, const char *key, int *deleted);
+
+/* Drop the caller's reference. Groups created on the store hold their own reference, so a
+ * store may be closed right after dlpg_group_create. A serving store stops its server
+ * when the last reference goes. NULL is accepted and ignored. */
+dlpg_status_t dlpg_store_close(dlpg_store_t *store);
+
+/* ------------------------------------------------------------------ group */
+
+typedef struct dlpg_group_options {
+  size_t struct_size; /* sizeof(dlpg_group_options_t) as the host compiled it */
+  /* Deadline of every blocking step (rendezvous, communicator creation, wait).
+   * <= 0: DLPG_TIMEOUT from the environment, else 300 s. */
+  double timeout_s;
+  /* Key prefix in the store, so several groups share one store. NULL or "": DLPG_GROUP_NAME
+   * from the environment, else "dlpg". Copied. Every rank must pass the same name. */
+  const char *name;
+} dlpg_group_options_t;
+
+#define DLPG_GROUP_OPTIONS_INIT {sizeof(dlpg_group_options_t), 0.0, NULL}
+
+/* Create a group of world_size ranks on store. Cheap and non-blocking: no communicator
+ * or connection is made until the first operation that needs one. options may be NULL
+ * (defaults). The group keeps a reference to store. */
+dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
+                                const dlpg_group_options_t *options, dlpg_group_t **group);
+
+/* Create a group from RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (torchrun's variables),
+ * on an env:// store. options may be NULL. */
+dlpg_status_t dlpg_group_create_from_env(const dlpg_group_options_t *options,
+                                         dlpg_group_t **group);
+
+dlpg_status_t dlpg_group_rank(const dlpg_group_t *group, int *rank);
+dlpg_status_t dlpg_group_size(const dlpg_group_t *group, int *world_size);
+
+/* Abort from any thread: pending and later operations end with DLPG_ERR_ABORTED, NCCL
+ * communicators are aborted (ncclCommAbort), blocked waits return. Idempotent. */
+dlpg_status_t dlpg_group_abort(dlpg_group_t *group);
+
+/* Release the group: waits (up to the group's timeout) for queued operations, then
+ * destroys communicators and threads. Work handles stay valid until freed. NULL ignored. */
+dlpg_status_t dlpg_group_destroy(dlpg_group_t *group);
+
+/* ------------------------------------------------------------------ operations */
+
+typedef enum dlpg_reduce_op {
+  DLPG_SUM = 0,
+  DLPG_PROD = 1,
+  DLPG_MIN = 2,
+  DLPG_MAX = 3,
+  DLPG_AVG = 4,  /* sum divided by the number of contributions (world_size * ntensors) */
+  DLPG_BAND = 5, /* bitwise ops: integer and bool tensors, Gloo only */
+  DLPG_BOR = 6,
+  DLPG_BXOR = 7
+} dlpg_reduce_op_t;
+
+/*
+ * Common rules of every operation (ABI.md, "Operations" and "Tensors"):
+ *  - inputs/outputs: ntensors DLTensor pointers, one per local device: all CPU (ntensors
+ *    must be 1), or all CUDA on distinct devices. outputs == NULL means in place where the
+ *    operation allows it (allreduce, broadcast, reduce). The DLTensor structs are read
+ *    during the call only; the memory they point to is borrowed until the work completes.
+ *  - streams: ntensors cudaStream_t as void*, or NULL for each device's default stream.
+ *    Ignored for CPU tensors.
+ *  - work: if non-NULL receives a handle to free with dlpg_work_free. If NULL, the call
+ *    returns once a CPU operation has completed (its status is returned) or once a CUDA
+ *    operation has been enqueued on its stream.
+ *  - Between dlpg_group_start and dlpg_group_end, calls only enqueue; the batch is issued
+ *    at dlpg_group_end (work must then be non-NULL, or completion is not observable).
+ */
+dlpg_status_t dlpg_allreduce(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
+                             int ntensors, dlpg_reduce_op_t op, void *const *streams,
+                             dlpg_work_t **work);
+
+/* Root rank's inputs[0] is copied to every output (to every input when outputs == NULL). */
+dlpg_status_t dlpg_broadcast(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
+                             int ntensors, int root, void *const *streams, dlpg_work_t **work);
+
+/* The reduction lands in root's outputs[0] (inputs[0] when outputs == NULL); other ranks'
+ * outputs are not written. */
+dlpg_status_t dlpg_reduce(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
+                          int ntensors, dlpg_reduce_op_t op, int root, void *const *streams,
+                          dlpg_work_t **work);
+
+/* Each output (world_size * ntensors * numel(input) elements) receives every
+ * contribution, rank-major then device. outputs must not be NULL. */
+dlpg_status_t dlpg_allgather(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
+                             int ntensors, void *const *streams, dlpg_work_t **work);
+
+/* Each input holds world_size * ntensors blocks of numel(output) elements; contribution
+ * index c = rank * ntensors + i receives the reduction of block c. */
+dlpg_status_t dlpg_reduce_scatter(dlpg_group_t *g, DLTensor *const *inputs,
+                                  DLTensor *const *outputs, int ntensors, dlpg_reduce_op_t op,
+                                  void *const *streams, dlpg_work_t **work);
+
+/* input and output hold world_size equal blocks; block j of rank i lands as block i of
+ * rank j. One tensor per rank. stream may be NULL. */
+dlpg_status_t dlpg_alltoall(dlpg_group_t *g, DLTensor *input, DLTensor *output, void *stream,
+                            dlpg_work_t **work);
+
+/* Point-to-point to/from group rank peer (not self). On Gloo, tag (>= 0) matches sends to
+ * receives; on NCCL it only orders (messages between a pair arrive in issue order). */
+dlpg_status_t dlpg_send(dlpg_group_t *g, DLTensor *tensor, int peer, int tag, void *stream,
+                        dlpg_work_t **work);
+dlpg_status_t dlpg_recv(dlpg_group_t *g, DLTensor *tensor, int peer, int tag, void *stream,
+                        dlpg_work_t **work);
+
+/* Completes once every rank has reached it (and every earlier operation of this group on
+ * the calling rank has been issued). */
+dlpg_status_t dlpg_barrier(dlpg_group_t *g, dlpg_work_t **work);
+
+/* Batch the operations issued by the calling thread until the matching dlpg_group_end into
+ * one NCCL group (batched send/recv, coalesced collectives); on Gloo, sends and receives of
+ * a batch are posted together so pairs of them cannot deadlock. Calls may nest. */
+dlpg_status_t dlpg_group_start(dlpg_group_t *g);
+dlpg_status_t dlpg_group_end(dlpg_group_t *g);
+
+/* ------------------------------------------------------------------ work */
+
+/* Block the host until the operation is done (CUDA: its event has completed) and return
+ * the operation's status. timeout_s <= 0: the group's timeout. On expiry the group is
+ * aborted and DLPG_ERR_TIMEOUT returned, so no rank is left hanging. */
+dlpg_status_t dlpg_work_wait(dlpg_work_t *w, double timeout_s);
+
+/* Non-blocking: *done = 1 once the operation has finished (successfully or not). */
+dlpg_status_t dlpg_work_test(dlpg_work_t *w, int *done);
+
+/* The failed operation's own message, "" while pending or on success. Valid until
+ * dlpg_work_free. Returns a string (not a status). */
+const char *dlpg_work_error(const dlpg_work_t *w);
+
+/* Release the handle. Freeing unfinished work does not cancel it. NULL ignored. */
+dlpg_status_t dlpg_work_free(dlpg_work_t *w);
+
+/* ------------------------------------------------------------------ function table */
+
+/*
+ * The versioned table a host that dlopen()s the plugin uses (compare PJRT's GetPjrtApi).
+ * Fields are only ever appended; check struct_size before using a field added later.
+ */
+typedef struct dlpg_api {
+  size_t struct_size;     /* sizeof(dlpg_api_t) of the library */
+  uint32_t abi_major;     /* DLPG_ABI_MAJOR */
+  uint32_t version_code;  /* DLPG_VERSION_CODE */
+  const char *(*status_name)(dlpg_status_t);
+  const char *(*last_error)(void);
+  dlpg_status_t (*get_version)(int *);
+  dlpg_status_t (*get_build_info)(const char **);
+  dlpg_status_t (*store_open)(const char *, double, dlpg_store_t **);
+  dlpg_status_t (*store_port)(dlpg_store_t *, int *);
+  dlpg_status_t (*store_from_ops)(const dlpg_store_ops_t *, void *, double, dlpg_store_t **);
+  dlpg_status_t (*store_set)(dlpg_store_t *, const char *, const void *, size_t);
+  dlpg_status_t (*store_get)(dlpg_store_t *, const char *, double, void *, size_t, size_t *);
+  dlpg_status_t (*store_add)(dlpg_store_t *, const char *, int64_t, int64_t *);
+  dlpg_status_t (*store_wait)(dlpg_store_t *, const char *const *, size_t, double);
+  dlpg_status_t (*store_check)(dlpg_store_t *, const char *const *, size_t, int *);
+  dlpg_status_t (*store_delete_key)(dlpg_store_t *, const char *, int *);
+  dlpg_status_t (*store_close)(dlpg_store_t *);
+  dlpg_status_t (*group_create)(dlpg_store_t *, int, int, const dlpg_group_options_t *,
+                                dlpg_group_t **);
+  dlpg_status_t (*group_create_from_env)(const dlpg_group_options_t *, dlpg_group_t **);
+  dlpg_status_t (*group_rank)(const dlpg_group_t *, int *);
+  dlpg_status_t (*group_size)(const dlpg_group_t *, int *);
+  dlpg_status_t (*group_abort)(dlpg_group_t *);
+  dlpg_status_t (*group_destroy)(dlpg_group_t *);
+  dlpg_status_t (*allreduce)(dlpg_group_t *, DLTensor *const *, DLTensor *const *, int,
+                             dlpg_reduce_op_t, void *const *, dlpg_work_t **);
+  dlpg_status_t (*broadcast)(dlpg_group_t *, DLTensor *const *, DLTensor *const *, int, int,
+                             void *const *, dlpg_work_t **);
+  dlpg_status_t (*reduce)(dlpg_group_t *, DLTensor *const *, DLTensor *const *, int,
+                          dlpg_reduce_op_t, int, void *const *, dlpg_work_t **);
+  dlpg_status_t (*allgather)(dlpg_group_t *, DLTensor *const *, DLTensor *const *, int,
+                             void *const *, dlpg_work_t **);
+  dlpg_status_t (*reduce_scatter)(dlpg_group_t *, DLTensor *const *, DLTensor *const *, int,
+                                  dlpg_reduce_op_t, void *const *, dlpg_work_t **);
+  dlpg_status_t (*alltoall)(dlpg_group_t *, DLTensor *, DLTensor *, void *, dlpg_work_t **);
+  dlpg_status_t (*send)(dlpg_group_t *, DLTensor *, int, int, void *, dlpg_work_t **);
+  dlpg_status_t (*recv)(dlpg_group_t *, DLTensor *, int, int, void *, dlpg_work_t **);
+  dlpg_status_t (*barrier)(dlpg_group_t *, dlpg_work_t **);
+  dlpg_status_t (*group_start)(dlpg_group_t *);
+  dlpg_status_t (*group_end)(dlpg_group_t *);
+  dlpg_status_t (*work_wait)(dlpg_work_t *, double);
+  dlpg_status_t (*work_test)(dlpg_work_t *, int *);
+  const char *(*work_error)(const dlpg_work_t *);
+  dlpg_status_t (*work_free)(dlpg_work_t *);
+} dlpg_api_t;
+
+/* The table for ABI major abi_major, or NULL if this library does not implement it.
+ * Static storage; never freed. */
+const dlpg_api_t *dlpg_get_api(uint32_t abi_major);
+typedef const dlpg_api_t *(*dlpg_get_api_fn)(uint32_t abi_major);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* DLPG_DLPG_H_ */

@@ -1,0 +1,48 @@
+/* Every environment variable dlpg reads, declared once (model: NCCL_PARAM). No getenv()
+ * anywhere else. DLPG_* tuning variables are read once and cached; the launcher's
+ * variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) are read at each use, because they
+ * describe the job rather than tune the library. */
+#ifndef DLPG_CORE_PARAMS_H_
+#define DLPG_CORE_PARAMS_H_
+
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(id, env name, default as a string or NULL, cached?, description) */
+#define DLPG__PARAM_MAP(X)                                                                   \
+  X(TIMEOUT, "DLPG_TIMEOUT", "300", 1, "seconds before any blocking step fails")             \
+  X(GROUP_NAME, "DLPG_GROUP_NAME", "dlpg", 1, "default store key prefix of a group")         \
+  X(STORE_PORT, "DLPG_STORE_PORT", NULL, 0, "env:// store port (default MASTER_PORT + 1)")   \
+  X(DEBUG, "DLPG_DEBUG", "WARN", 1, "log level: NONE, WARN, INFO or TRACE")                  \
+  X(DEBUG_SUBSYS, "DLPG_DEBUG_SUBSYS", "ALL", 1, "comma list: INIT,STORE,COLL,P2P,GLOO,NCCL") \
+  X(GLOO_HOSTNAME, "DLPG_GLOO_HOSTNAME", NULL, 1, "address Gloo binds to (default: the store host's route)") \
+  X(GLOO_IFACE, "DLPG_GLOO_IFACE", NULL, 1, "network interface Gloo binds to")               \
+  X(NCCL_BLOCKING_INIT, "DLPG_NCCL_BLOCKING_INIT", "0", 1, "1: blocking ncclCommInitRank")   \
+  X(RANK, "RANK", NULL, 0, "launcher: this process's rank")                                  \
+  X(WORLD_SIZE, "WORLD_SIZE", NULL, 0, "launcher: number of ranks")                          \
+  X(MASTER_ADDR, "MASTER_ADDR", NULL, 0, "launcher: host of rank 0")                         \
+  X(MASTER_PORT, "MASTER_PORT", NULL, 0, "launcher: torchrun's store port")
+
+typedef enum dlpg__param_id {
+#define DLPG__PARAM_ENUM(id, env, def, cached, desc) DLPG__PARAM_##id,
+  DLPG__PARAM_MAP(DLPG__PARAM_ENUM)
+#undef DLPG__PARAM_ENUM
+  DLPG__PARAM_COUNT
+} dlpg__param_id_t;
+
+/* The value (environment, else default); NULL when unset with no default. */
+const char *dlpg__param_str(dlpg__param_id_t id);
+/* 1 and the parsed value when set and numeric; 0 when unset or unparsable (a warning is
+ * logged for unparsable values). */
+int dlpg__param_double(dlpg__param_id_t id, double *out);
+int dlpg__param_long(dlpg__param_id_t id, long *out);
+/* Print every parameter with its value, default and description (dlpg-info). */
+void dlpg__params_print(FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,65 @@
+/* Status table, thread-local last error and the check macros (models: libuv UV_ERRNO_MAP,
+ * NCCL checks.h). Every internal function that fails records its message here with
+ * dlpg__error() and returns the status, so the public entry point only propagates it. */
+#ifndef DLPG_CORE_STATUS_H_
+#define DLPG_CORE_STATUS_H_
+
+#include <stdarg.h>
+#include "dlpg/dlpg.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(name, value, description): the one table behind the enum's names and messages. */
+#define DLPG__STATUS_MAP(X)                                             \
+  X(DLPG_OK, 0, "success")                                             \
+  X(DLPG_ERR_INVALID_ARGUMENT, 1, "invalid argument")                  \
+  X(DLPG_ERR_UNSUPPORTED, 2, "unsupported by this build or device")    \
+  X(DLPG_ERR_TIMEOUT, 3, "timed out")                                  \
+  X(DLPG_ERR_REMOTE, 4, "a peer failed or left")                       \
+  X(DLPG_ERR_ABORTED, 5, "the group was aborted")                      \
+  X(DLPG_ERR_SYSTEM, 6, "an OS, CUDA or NCCL call failed")             \
+  X(DLPG_ERR_INTERNAL, 7, "internal error")
+
+/* Longest message kept; longer ones are truncated with "...". */
+#define DLPG__ERROR_MAX 1024
+
+/* Record "fmt..." as the calling thread's last error and return status. */
+dlpg_status_t dlpg__error(dlpg_status_t status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+dlpg_status_t dlpg__verror(dlpg_status_t status, const char *fmt, va_list ap);
+/* The calling thread's last message (never NULL). */
+const char *dlpg__last_error(void);
+/* Prefix the current message with "prefix: " (used when a lower layer's error surfaces
+ * through a public function). Returns status. */
+dlpg_status_t dlpg__error_prefix(dlpg_status_t status, const char *prefix);
+void dlpg__clear_error(void);
+
+/* Propagate a non-OK status. */
+#define DLPG_CHECK(call)                   \
+  do {                                     \
+    dlpg_status_t dlpg_s_ = (call);        \
+    if (dlpg_s_ != DLPG_OK) return dlpg_s_; \
+  } while (0)
+
+/* Propagate through a single-exit cleanup label: sets st and jumps. */
+#define DLPG_CHECK_GOTO(call, st, label) \
+  do {                                   \
+    (st) = (call);                       \
+    if ((st) != DLPG_OK) goto label;     \
+  } while (0)
+
+/* Argument check at the door: fails with INVALID_ARGUMENT and the formatted message. */
+#define DLPG_ARG_CHECK(cond, ...)                                   \
+  do {                                                              \
+    if (!(cond)) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, __VA_ARGS__); \
+  } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,36 @@
+/* The C face of the Gloo island (C++17 inside, extern "C" here). No C++ exception crosses
+ * this boundary: every function catches and turns it into a status and a message. */
+#ifndef DLPG_GLOO_GLOO_H_
+#define DLPG_GLOO_GLOO_H_
+
+#include "dlpg/dlpg.h"
+#include "core/op.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dlpg__gloo_ctx dlpg__gloo_ctx_t;
+
+/* Rendezvous a full-mesh Gloo context over store under key prefix, with Gloo's timeout set
+ * to timeout_s, so a missing peer ends in DLPG_ERR_TIMEOUT. Blocking. */
+dlpg_status_t dlpg__gloo_ctx_create(dlpg_store_t *store, const char *prefix, int rank, int size,
+                                    double timeout_s, dlpg__gloo_ctx_t **out);
+
+/* Run ops[0..n) (all backend GLOO) to completion. With n > 1 (a dlpg_group_start/end
+ * batch) the sends and receives are posted together before any is waited on, then the
+ * collectives run in order. Blocking; returns the first failure with its message. */
+dlpg_status_t dlpg__gloo_run(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const *ops, int n);
+
+/* From another thread: make a blocked dlpg__gloo_run return soon (closes connections
+ * where Gloo allows it). Best effort; the run also ends at Gloo's timeout. */
+void dlpg__gloo_ctx_abort(dlpg__gloo_ctx_t *ctx);
+void dlpg__gloo_ctx_destroy(dlpg__gloo_ctx_t *ctx);
+
+/* "0.5.0" */
+const char *dlpg__gloo_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,36 @@
+/* The NCCL path. Built only when CUDA and NCCL are found (DLPG_HAVE_NCCL); otherwise core
+ * answers CUDA tensors with DLPG_ERR_UNSUPPORTED and never calls these. */
+#ifndef DLPG_NCCL_NCCL_H_
+#define DLPG_NCCL_NCCL_H_
+
+#include "dlpg/dlpg.h"
+#include "core/op.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct dlpg_group;
+typedef struct dlpg__nccl dlpg__nccl_t; /* per-group state: communicator cache */
+
+/* Cheap: no communicator is created here. */
+dlpg_status_t dlpg__nccl_create(struct dlpg_group *g, dlpg__nccl_t **out);
+
+/* Enqueue ops[0..n) (all backend NCCL) on their streams; n > 1 is one NCCL group
+ * (dlpg_group_start/end). Creates the communicator of each device list lazily (store
+ * rendezvous, non-blocking init polled against the group's deadline). Attaches to each
+ * op->work a poller (CUDA event + ncclCommGetAsyncError) with dlpg__work_set_backend.
+ * Returns once enqueued; never synchronises the host on the fast path. */
+dlpg_status_t dlpg__nccl_issue(dlpg__nccl_t *st, dlpg__op_t *const *ops, int n);
+
+/* Abort every communicator (any thread). */
+void dlpg__nccl_abort(dlpg__nccl_t *st);
+void dlpg__nccl_destroy(dlpg__nccl_t *st);
+
+/* "nccl 2.28.9; cuda 13.0" of the build. */
+const char *dlpg__nccl_build_info(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
