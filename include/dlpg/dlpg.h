@@ -269,7 +269,11 @@ dlpg_status_t dlpg_barrier(dlpg_group_t *g, dlpg_work_t **work);
 
 /* Batch the operations issued by the calling thread until the matching dlpg_group_end into
  * one NCCL group (batched send/recv, coalesced collectives); on Gloo, sends and receives of
- * a batch are posted together so pairs of them cannot deadlock. Calls may nest. */
+ * a batch are posted together so pairs of them cannot deadlock. Calls may nest. As with
+ * ncclGroupStart, the batch belongs to the thread and spans every group the thread issues
+ * to until the outermost dlpg_group_end, so one thread can drive several ranks (a send on
+ * one group and the matching recv on another). g is the group the call is made for; the
+ * ends must match the starts per thread. */
 dlpg_status_t dlpg_group_start(dlpg_group_t *g);
 dlpg_status_t dlpg_group_end(dlpg_group_t *g);
 

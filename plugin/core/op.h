@@ -31,6 +31,7 @@ typedef struct dlpg__op {
   dlpg_reduce_op_t rop;      /* ALLREDUCE, REDUCE, REDUCE_SCATTER */
   int root;                  /* BROADCAST, REDUCE: group rank */
   int peer, tag;             /* SEND, RECV */
+  struct dlpg_group *group;  /* the group it was issued on (a batch may span groups) */
   struct dlpg_work *work;    /* always set: the completion target (internal when the caller
                                 passed work == NULL) */
 } dlpg__op_t;

@@ -17,11 +17,15 @@ typedef struct dlpg__nccl dlpg__nccl_t; /* per-group state: communicator cache *
 dlpg_status_t dlpg__nccl_create(struct dlpg_group *g, dlpg__nccl_t **out);
 
 /* Enqueue ops[0..n) (all backend NCCL) on their streams; n > 1 is one NCCL group
- * (dlpg_group_start/end). Creates the communicator of each device list lazily (store
+ * (dlpg_group_start/end). The ops may belong to different groups: the batch of
+ * dlpg_group_start/end is per thread and spans every group that thread issues to (like
+ * ncclGroupStart), so one thread can drive several ranks, e.g. a send on one rank's group and
+ * the matching recv on another's; communicators of all of them are created together first.
+ * Core has created op->group->nccl (dlpg__nccl_create) for every op before the call. Creates the communicator of each device list lazily (store
  * rendezvous, non-blocking init polled against the group's deadline). Attaches to each
  * op->work a poller (CUDA event + ncclCommGetAsyncError) with dlpg__work_set_backend.
  * Returns once enqueued; never synchronises the host on the fast path. */
-dlpg_status_t dlpg__nccl_issue(dlpg__nccl_t *st, dlpg__op_t *const *ops, int n);
+dlpg_status_t dlpg__nccl_issue(dlpg__op_t *const *ops, int n);
 
 /* Abort every communicator (any thread). */
 void dlpg__nccl_abort(dlpg__nccl_t *st);
