@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what dlpg needs from Debian's packages, only what is missing. CUDA and NCCL are
+# not Debian packages: they are used from /usr/local/cuda when present (optional).
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libgloo-dev libdlpack-dev libgtest-dev
+      python3-torch python3-numpy python3-pytest python3-setuptools python3-pip)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "ci/install-deps.sh: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "ci/install-deps.sh: all Debian packages present"
+fi
