@@ -24,7 +24,12 @@ dlpg_status_t dlpg__nccl_create(struct dlpg_group *g, dlpg__nccl_t **out);
  * Core has created op->group->nccl (dlpg__nccl_create) for every op before the call. Creates the communicator of each device list lazily (store
  * rendezvous, non-blocking init polled against the group's deadline). Attaches to each
  * op->work a poller (CUDA event + ncclCommGetAsyncError) with dlpg__work_set_backend.
- * Returns once enqueued; never synchronises the host on the fast path. */
+ * Returns once enqueued; never synchronises the host on the fast path.
+ * CUDA graphs: when a stream of an op is being captured (cudaStreamIsCapturing), no event is
+ * recorded and op->work completes with DLPG_OK as soon as the op is captured ("enqueued"):
+ * completion of each replay is ordered by the caller's stream, as for any captured kernel.
+ * The communicator must already exist (run the op once outside capture first), because
+ * creating one is a host-side rendezvous that cannot be captured. */
 dlpg_status_t dlpg__nccl_issue(dlpg__op_t *const *ops, int n);
 
 /* Abort every communicator (any thread). */

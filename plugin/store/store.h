@@ -39,11 +39,23 @@ dlpg_status_t dlpg__store_new(const dlpg__store_vtbl_t *vt, void *impl, double t
                               const char *host, dlpg_store_t **out);
 void dlpg__store_retain(dlpg_store_t *s);
 void dlpg__store_release(dlpg_store_t *s);
+/* Get the whole value of key (timeout_s <= 0: the store's timeout) into a malloc'ed buffer
+ * that grows until the value fits; the caller frees *value. For internal users (Gloo's
+ * store adapter, the NCCL unique-id exchange) that do not know the length in advance. */
+dlpg_status_t dlpg__store_get_alloc(dlpg_store_t *s, const char *key, double timeout_s,
+                                    void **value, size_t *len);
 
 /* Implementations (each in its own file). */
 dlpg_status_t dlpg__tcp_store_open(const char *host, int port, int serve, double timeout_s,
                                    dlpg_store_t **out);
 dlpg_status_t dlpg__file_store_open(const char *path, double timeout_s, dlpg_store_t **out); /* gloo/ */
+/* The general TCP opener behind dlpg__tcp_store_open and env://: connect to
+ * connect_host:port; when bind_host is non-NULL also serve on bind_host:port (port 0:
+ * ephemeral, then the client uses the bound port). store_host (NULL: connect_host) is
+ * recorded as the store's host, the address other machines reach. */
+dlpg_status_t dlpg__tcp_store_open_ex(const char *connect_host, int port, const char *bind_host,
+                                      double timeout_s, const char *store_host,
+                                      dlpg_store_t **out);
 
 /* Standalone server (dlpg-store command, embedded server). */
 typedef struct dlpg__tcp_server dlpg__tcp_server_t;

@@ -1,0 +1,122 @@
+/* dlpg-bench: an nccl-tests-style sweep over dlpg operations, with an optional NCCL
+ * baseline that runs the same loop on NCCL directly. This header is shared by the bench's
+ * files only; the bench reaches the plugin through the public header alone.
+ *
+ * Files: dlpg_bench_main.c (options, launching ranks), dlpg_bench_run.c (the sweep and the
+ * timing), dlpg_bench_data.c (dtypes, fill and check), dlpg_bench_mem.c (host and CUDA
+ * buffers), dlpg_bench_ops.c (issuing dlpg operations), dlpg_bench_nccl.c (the baseline),
+ * dlpg_bench_report.c (table and JSON). */
+#ifndef DLPG_BENCH_H_
+#define DLPG_BENCH_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "dlpg/dlpg.h"
+
+#define BENCH_MAX_GPUS 16
+
+typedef enum bench_op {
+  BENCH_ALLREDUCE, BENCH_BROADCAST, BENCH_REDUCE, BENCH_ALLGATHER,
+  BENCH_REDUCE_SCATTER, BENCH_ALLTOALL, BENCH_SENDRECV, BENCH_OP_COUNT
+} bench_op_t;
+
+typedef enum bench_dtype {
+  BENCH_F32, BENCH_F16, BENCH_BF16, BENCH_I32, BENCH_I64, BENCH_F64, BENCH_I8, BENCH_U8,
+  BENCH_DTYPE_COUNT
+} bench_dtype_t;
+
+/* Everything the command line says. */
+typedef struct bench_opts {
+  size_t min_bytes, max_bytes;
+  double factor;          /* -f: multiply the size by this each step (>= 1.0; 1 = one size) */
+  size_t step_bytes;      /* -i style additive step is not offered; kept 0 */
+  bench_op_t op;
+  bench_dtype_t dtype;
+  dlpg_reduce_op_t redop;
+  int nlocal;             /* -n: ranks to start here (0: from the environment) */
+  int cuda;               /* -D cuda */
+  int gpus;               /* -g: GPUs (tensors) per process */
+  int warmup, iters, reps;
+  int check;
+  const char *json_path;
+  int baseline;           /* --baseline nccl */
+  int no_dlpg;            /* --no-dlpg */
+  double timeout_s;
+  int root;
+} bench_opts_t;
+
+/* One process's view of the run. */
+typedef struct bench_ctx {
+  const bench_opts_t *o;
+  int rank, world;          /* dlpg ranks */
+  int local_rank;           /* selects the CUDA devices: local_rank * gpus + i */
+  int nparts;               /* participants: world * gpus */
+  dlpg_store_t *store;
+  dlpg_group_t *group;
+  int dev[BENCH_MAX_GPUS];  /* CUDA device ordinals */
+  void *stream[BENCH_MAX_GPUS];
+  void *in[BENCH_MAX_GPUS], *out[BENCH_MAX_GPUS]; /* device (or host) buffers of max_bytes */
+  void *host;               /* host staging buffer for check (max_bytes) */
+  void *nccl;               /* baseline state (dlpg_bench_nccl.c), NULL when off */
+} bench_ctx_t;
+
+/* One measured row, as rank 0 reports it. */
+typedef struct bench_result {
+  double time_us;   /* median over repetitions of the per-op time, max over ranks */
+  double algbw, busbw;
+  long long wrong;  /* summed over ranks; -1 when not checked */
+  int ok;           /* 0 when the operation failed */
+} bench_result_t;
+
+typedef struct bench_row {
+  size_t bytes, count;
+  bench_result_t d, b; /* dlpg, baseline */
+} bench_row_t;
+
+/* dlpg_bench_data.c */
+size_t bench_dtype_size(bench_dtype_t t);
+const char *bench_dtype_name(bench_dtype_t t);
+int bench_dtype_parse(const char *s, bench_dtype_t *t);
+DLDataType bench_dtype_dl(bench_dtype_t t);
+const char *bench_op_name(bench_op_t op);
+int bench_op_parse(const char *s, bench_op_t *op);
+const char *bench_redop_name(dlpg_reduce_op_t r);
+int bench_redop_parse(const char *s, dlpg_reduce_op_t *r);
+/* Write contribution c's value of element i for count elements into host buffer p. */
+void bench_fill(bench_dtype_t t, dlpg_reduce_op_t r, int c, void *p, size_t count);
+/* Compare count elements at p with the expected result of contribution me (ctx) for the
+ * operation; returns the number of wrong elements. per = elements per block/tensor. */
+long long bench_check(const bench_ctx_t *x, bench_op_t op, int me, const void *p, size_t per);
+
+/* dlpg_bench_mem.c */
+int bench_mem_setup(bench_ctx_t *x);
+void bench_mem_teardown(bench_ctx_t *x);
+/* Zero the output buffers (first bytes). */
+int bench_mem_clear_out(bench_ctx_t *x, size_t bytes);
+/* Copy bytes of output i into x->host. */
+int bench_mem_fetch_out(bench_ctx_t *x, int i, size_t bytes);
+int bench_sync(bench_ctx_t *x);
+double bench_now(void);
+
+/* dlpg_bench_ops.c: issue one dlpg operation on count elements (per-block count for
+ * allgather/reduce_scatter/alltoall). Returns 0 on success, else prints the error. */
+int bench_dlpg_issue(bench_ctx_t *x, size_t count);
+
+/* dlpg_bench_nccl.c: the baseline. Each returns 0 on success. */
+int bench_nccl_setup(bench_ctx_t *x);
+int bench_nccl_issue(bench_ctx_t *x, size_t count);
+void bench_nccl_teardown(bench_ctx_t *x);
+
+/* dlpg_bench_run.c */
+int bench_rank_main(const bench_opts_t *o, dlpg_store_t *store, int rank, int world,
+                    int local_rank);
+
+/* dlpg_bench_report.c */
+double bench_busbw_factor(bench_op_t op, int n);
+void bench_report_header(FILE *f, const bench_opts_t *o, const bench_ctx_t *x);
+void bench_report_row(FILE *f, const bench_opts_t *o, const bench_row_t *r);
+int bench_report_json(const char *path, const bench_opts_t *o, const bench_ctx_t *x,
+                      const bench_row_t *rows, int nrows, double first_us, double first_b_us);
+
+#endif

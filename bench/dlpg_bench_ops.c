@@ -1,0 +1,111 @@
+/* Issue one dlpg operation over the bench's buffers. Every call passes work == NULL: a CPU
+ * operation has completed when the call returns, a CUDA one is enqueued on the bench's
+ * streams (the caller synchronises them after the timed loop). Out of place throughout, so
+ * the inputs keep their fill and a check after the loop sees the result of one operation. */
+#include <string.h>
+#include "dlpg_bench.h"
+
+typedef struct tensors {
+  DLTensor in[BENCH_MAX_GPUS], out[BENCH_MAX_GPUS];
+  DLTensor *pin[BENCH_MAX_GPUS], *pout[BENCH_MAX_GPUS];
+  int64_t in_shape[BENCH_MAX_GPUS], out_shape[BENCH_MAX_GPUS];
+} tensors_t;
+
+static void describe(const bench_ctx_t *x, DLTensor *t, int64_t *shape, void *data, int g,
+                     int64_t n) {
+  memset(t, 0, sizeof(*t));
+  t->data = data;
+  t->device.device_type = x->o->cuda ? kDLCUDA : kDLCPU;
+  t->device.device_id = x->o->cuda ? x->dev[g] : 0;
+  t->ndim = 1;
+  *shape = n;
+  t->shape = shape;
+  t->strides = NULL;
+  t->byte_offset = 0;
+  t->dtype = bench_dtype_dl(x->o->dtype);
+}
+
+/* Input and output element counts of one tensor for count (per-block for allgather,
+ * reduce_scatter and alltoall). */
+static void counts(const bench_ctx_t *x, size_t count, int64_t *nin, int64_t *nout) {
+  int64_t c = (int64_t)count, n = x->nparts;
+  switch (x->o->op) {
+    case BENCH_ALLGATHER: *nin = c; *nout = c * n; break;
+    case BENCH_REDUCE_SCATTER: *nin = c * n; *nout = c; break;
+    case BENCH_ALLTOALL: *nin = c * x->world; *nout = c * x->world; break;
+    default: *nin = c; *nout = c; break;
+  }
+}
+
+static int fail(const bench_ctx_t *x, const char *what, dlpg_status_t st) {
+  fprintf(stderr, "dlpg-bench: rank %d: %s: %s: %s\n", x->rank, what, dlpg_status_name(st),
+          dlpg_last_error());
+  return -1;
+}
+
+int bench_dlpg_issue(bench_ctx_t *x, size_t count) {
+  const bench_opts_t *o = x->o;
+  tensors_t t;
+  int64_t nin, nout;
+  counts(x, count, &nin, &nout);
+  for (int g = 0; g < o->gpus; g++) {
+    describe(x, &t.in[g], &t.in_shape[g], x->in[g], g, nin);
+    describe(x, &t.out[g], &t.out_shape[g], x->out[g], g, nout);
+    t.pin[g] = &t.in[g];
+    t.pout[g] = &t.out[g];
+  }
+  void *const *streams = o->cuda ? (void *const *)x->stream : NULL;
+  dlpg_group_t *gr = x->group;
+  dlpg_status_t st = DLPG_OK;
+  switch (o->op) {
+    case BENCH_ALLREDUCE:
+      st = dlpg_allreduce(gr, t.pin, t.pout, o->gpus, o->redop, streams, NULL);
+      break;
+    case BENCH_BROADCAST:
+      st = dlpg_broadcast(gr, t.pin, t.pout, o->gpus, o->root, streams, NULL);
+      break;
+    case BENCH_REDUCE:
+      st = dlpg_reduce(gr, t.pin, t.pout, o->gpus, o->redop, o->root, streams, NULL);
+      break;
+    case BENCH_ALLGATHER:
+      st = dlpg_allgather(gr, t.pin, t.pout, o->gpus, streams, NULL);
+      break;
+    case BENCH_REDUCE_SCATTER:
+      st = dlpg_reduce_scatter(gr, t.pin, t.pout, o->gpus, o->redop, streams, NULL);
+      break;
+    case BENCH_ALLTOALL:
+      st = dlpg_alltoall(gr, t.pin[0], t.pout[0], o->cuda ? x->stream[0] : NULL, NULL);
+      break;
+    case BENCH_SENDRECV: {
+      /* A ring: send to the next rank, receive from the previous one, posted together so
+       * neither side waits for the other. work must be non-NULL inside a batch. */
+      int next = (x->rank + 1) % x->world, prev = (x->rank - 1 + x->world) % x->world;
+      void *s = o->cuda ? x->stream[0] : NULL;
+      dlpg_work_t *ws = NULL, *wr = NULL;
+      st = dlpg_group_start(gr);
+      if (st != DLPG_OK) return fail(x, "dlpg_group_start", st);
+      dlpg_status_t s1 = dlpg_send(gr, t.pin[0], next, 0, s, &ws);
+      if (s1 != DLPG_OK) fail(x, "dlpg_send", s1);
+      dlpg_status_t s2 = dlpg_recv(gr, t.pout[0], prev, 0, s, &wr);
+      if (s2 != DLPG_OK) fail(x, "dlpg_recv", s2);
+      st = dlpg_group_end(gr);
+      if (st != DLPG_OK) fail(x, "dlpg_group_end", st);
+      /* CPU: wait for completion here (the timed loop issues operations back to back, and
+       * a CPU operation counts as done when its call returns). CUDA: the operations are
+       * ordered on the bench's stream, whose synchronisation after the loop waits. */
+      if (!o->cuda) {
+        if (ws && st == DLPG_OK && (s1 = dlpg_work_wait(ws, o->timeout_s)) != DLPG_OK)
+          fail(x, "dlpg_work_wait(send)", s1);
+        if (wr && st == DLPG_OK && (s2 = dlpg_work_wait(wr, o->timeout_s)) != DLPG_OK)
+          fail(x, "dlpg_work_wait(recv)", s2);
+      }
+      dlpg_work_free(ws);
+      dlpg_work_free(wr);
+      if (st == DLPG_OK && (s1 != DLPG_OK || s2 != DLPG_OK)) st = s1 != DLPG_OK ? s1 : s2;
+      return st == DLPG_OK ? 0 : -1;
+    }
+    default: break;
+  }
+  if (st != DLPG_OK) return fail(x, bench_op_name(o->op), st);
+  return 0;
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Build the GPU bundle HERE (the development machine: CUDA 13 + NCCL in /usr/local/cuda, no
+# GPU) and fill the git-ignored folder .gpu/ with what the GPU test machine needs and lacks:
+#   .gpu/lib/     libdlpg.so*, libcudart.so.13, and the Debian shared libraries the plugin
+#                 needs (libgloo and its dependencies, found by following ldd)
+#   .gpu/bin/     test binaries (test_cuda + the CPU conformance binaries), dlpg-store,
+#                 dlpg-info, dlpg-bench when the bench is built
+#   .gpu/python_shim/, .gpu/tests_python/   copies, when present
+# libnccl is NOT shipped (218 MB): the GPU machine has /lib/x86_64-linux-gnu/libnccl.so.2
+# (and the copy in Python's nvidia/nccl package). Then ship it with the run tool:
+#   carry [".gpu"], command "bash ci/gpu-test.sh".
+# Usage: ci/gpu-bundle.sh [BUILD_DIR]   (default build-gpu; -j2, the machine is shared)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build="${1:-build-gpu}"
+jobs="${DLPG_JOBS:-2}"
+
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLPG_WITH_NCCL=ON >"$build.configure.log" 2>&1 \
+  || { cat "$build.configure.log"; exit 1; }
+grep -q "NCCL path ON" "$build.configure.log" || {
+  echo "gpu-bundle: the NCCL path is OFF in this configuration:" >&2
+  grep "dlpg:" "$build.configure.log" >&2
+  exit 1
+}
+# Build the library, the tools and the tests; the bench is another area's and may not
+# build yet, which must not stop the bundle.
+cmake --build "$build" -j"$jobs" --target dlpg
+for t in test_cuda test_collectives test_p2p test_errors test_group test_abi_c dlpg-store dlpg-info; do
+  cmake --build "$build" -j"$jobs" --target "$t" >/dev/null 2>&1 || echo "gpu-bundle: target $t did not build (skipped)"
+done
+cmake --build "$build" -j"$jobs" --target dlpg-bench >/dev/null 2>&1 || echo "gpu-bundle: dlpg-bench did not build (skipped)"
+
+rm -rf .gpu
+mkdir -p .gpu/lib .gpu/bin
+cp -a "$build"/libdlpg.so* .gpu/lib/
+for f in "$build"/tests/test_* "$build"/tools/dlpg-store "$build"/tools/dlpg-info "$build"/bench/dlpg-bench; do
+  [ -f "$f" ] && [ -x "$f" ] && cp "$f" .gpu/bin/
+done
+# The CUDA runtime is small; shipping it avoids depending on where the GPU machine keeps it.
+cudart=$(ldd "$build/libdlpg.so" | awk '/libcudart/ {print $3}')
+[ -n "$cudart" ] && cp -L "$cudart" .gpu/lib/
+
+# Debian libraries: everything libdlpg and the binaries resolve from /lib or /usr/lib except
+# glibc, the compiler runtime (the GPU machine's are newer) and the CUDA/NCCL libraries.
+skip='^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libstdc\+\+|libgcc_s|libcudart|libnccl|libcuda|libutil|libresolv)\.so'
+for bin in .gpu/lib/libdlpg.so .gpu/bin/*; do
+  ldd "$bin" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r name path; do
+  if [[ "$name" =~ $skip ]]; then continue; fi
+  case "$path" in
+    /lib/*|/usr/lib/*) [ -e ".gpu/lib/$name" ] || cp -L "$path" ".gpu/lib/$name" ;;
+  esac
+done
+strip --strip-unneeded .gpu/lib/*.so* .gpu/bin/* 2>/dev/null || true
+
+[ -d python_shim ] && { mkdir -p .gpu/python_shim; cp -a python_shim/. .gpu/python_shim/; rm -f .gpu/python_shim/dlpg/libdlpg.so*; }
+[ -d tests/python ] && { mkdir -p .gpu/tests_python; cp -a tests/python/. .gpu/tests_python/; }
+find .gpu -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# Every binary must resolve everything but the CUDA driver/runtime/NCCL from .gpu/lib.
+bad=0
+for bin in .gpu/lib/libdlpg.so .gpu/bin/*; do
+  miss=$(LD_LIBRARY_PATH=.gpu/lib ldd "$bin" 2>/dev/null | grep "not found" | grep -vE "libcuda\.so|libnccl" || true)
+  if [ -n "$miss" ]; then echo "gpu-bundle: $bin: $miss" >&2; bad=1; fi
+done
+size=$(du -sm .gpu | cut -f1)
+echo "gpu-bundle: .gpu is ${size} MiB:"
+ls -la .gpu/lib .gpu/bin
+[ "$size" -le 48 ] || { echo "gpu-bundle: .gpu is over the 48 MiB budget" >&2; bad=1; }
+exit $bad

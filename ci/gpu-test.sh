@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The whole GPU suite, run ON the GPU test machine from the repository root with the bundle
+# of ci/gpu-bundle.sh carried in .gpu/ (run tool: carry [".gpu"], command
+# "bash ci/gpu-test.sh"). Writes its logs to LOGDIR (argument; default $OUT, else
+# ./gpu-logs), prints a summary table (suite, passed, failed, skipped) last and exits
+# non-zero on any failure.
+#
+# Suites, in order (GPU_TEST_SUITES selects, default "cuda cpu python bench"):
+#   cuda    .gpu/bin/test_cuda (the NCCL path's conformance tests)
+#   cpu     the CPU conformance binaries (test_collectives, test_p2p, test_errors, ...)
+#   python  tests/python with the machine's python3 (PYTHONPATH=python_shim)
+#   bench   bench/run-gpu-bench.sh when .gpu/bin/dlpg-bench exists
+# GPU_TEST_FILTER is passed to test_cuda as --gtest_filter.
+set -u
+cd "$(dirname "$0")/.."
+repo="$PWD"
+logdir="${1:-${OUT:-$repo/gpu-logs}}"
+mkdir -p "$logdir"
+logdir="$(cd "$logdir" && pwd)"
+suites="${GPU_TEST_SUITES:-cuda cpu python bench}"
+
+# NVLink multicast can take the shared GPUs out of service: off here and in every process
+# started from here (exported, so children inherit it).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export LD_LIBRARY_PATH="$repo/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export DLPG_PLUGIN="$repo/.gpu/lib/libdlpg.so"
+export DLPG_LIBRARY="$repo/.gpu/lib/libdlpg.so"
+# libnccl.so.2 comes from the machine: the system copy, else Python's nvidia-nccl package.
+if ! ldconfig -p 2>/dev/null | grep -q 'libnccl.so.2 '; then
+  nccldir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
+  [ -n "$nccldir" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccldir"
+fi
+
+rows=()
+status=0
+add_row() { rows+=("$1|$2|$3|$4"); [ "$3" != "0" ] && status=1; return 0; }
+
+echo "== gpu-test: logs in $logdir"
+{ nvidia-smi -L; uname -r; } 2>&1 | tee "$logdir/machine.txt"
+if [ ! -f .gpu/lib/libdlpg.so ]; then
+  echo "gpu-test: .gpu/lib/libdlpg.so is missing; run ci/gpu-bundle.sh and carry .gpu" >&2
+  add_row bundle 0 1 0
+fi
+LD_LIBRARY_PATH="$LD_LIBRARY_PATH" ldd .gpu/lib/libdlpg.so 2>&1 | grep -E "not found|nccl|cudart" | tee -a "$logdir/machine.txt"
+
+# run_gtest SUITE BINARY TIMEOUT [ARGS...]: one googletest binary, counts from its summary.
+run_gtest() {
+  local suite="$1" bin="$2" limit="$3"; shift 3
+  local log="$logdir/$suite.log"
+  if [ ! -x "$bin" ]; then echo "gpu-test: $bin missing"; add_row "$suite" 0 1 0; return; fi
+  echo "== $suite: $bin $* (limit ${limit}s)"
+  local t0=$SECONDS
+  timeout -k 10 "$limit" "$bin" --gtest_color=no "$@" >"$log" 2>&1
+  local rc=$?
+  local passed failed skipped
+  passed=$(grep -oE '^\[  PASSED  \] [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+$' || true)
+  failed=$(grep -oE '^\[  FAILED  \] [0-9]+ test' "$log" | tail -1 | grep -oE '[0-9]+' || true)
+  skipped=$(grep -oE '^\[  SKIPPED \] [0-9]+ test' "$log" | tail -1 | grep -oE '[0-9]+' || true)
+  passed=${passed:-0} failed=${failed:-0} skipped=${skipped:-0}
+  if [ $rc -ne 0 ] && [ "$failed" = "0" ]; then failed=1; echo "gpu-test: $suite exited $rc (timeout or crash)"; fi
+  grep -E '^\[ +(OK|FAILED|SKIPPED) +\] .*\([0-9]+ ms\)' "$log" | sed 's/^/  /'
+  grep -E 'FAILURE:|Failure$|^  +(Expected|Which is|Value of)' "$log" | head -40 | sed 's/^/  ! /'
+  tail -3 "$log" | sed 's/^/  | /'
+  echo "== $suite: rc=$rc in $((SECONDS - t0)) s"
+  add_row "$suite" "$passed" "$failed" "$skipped"
+}
+
+for s in $suites; do
+  case "$s" in
+    cuda)
+      args=()
+      [ -n "${GPU_TEST_FILTER:-}" ] && args+=("--gtest_filter=$GPU_TEST_FILTER")
+      run_gtest test_cuda .gpu/bin/test_cuda "${GPU_TEST_CUDA_LIMIT:-420}" "${args[@]}"
+      ;;
+    cpu)
+      for b in test_collectives test_p2p test_errors test_group; do
+        [ -x ".gpu/bin/$b" ] && run_gtest "$b" ".gpu/bin/$b" "${GPU_TEST_CPU_LIMIT:-240}"
+      done
+      if [ -x .gpu/bin/test_abi_c ]; then
+        if .gpu/bin/test_abi_c >"$logdir/test_abi_c.log" 2>&1; then add_row test_abi_c 1 0 0; else add_row test_abi_c 0 1 0; fi
+      fi
+      ;;
+    python)
+      if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
+        echo "== python: tests/python with $(python3 --version 2>&1)"
+        log="$logdir/python.log"
+        PYTHONPATH="$repo/python_shim" PYTHONUNBUFFERED=1 timeout -k 10 "${GPU_TEST_PY_LIMIT:-300}" \
+          python3 -m pytest -q -p no:cacheprovider tests/python >"$log" 2>&1
+        rc=$?
+        last=$(grep -E '[0-9]+ (passed|failed|skipped|error)' "$log" | tail -1)
+        p=$(echo "$last" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || true)
+        f=$(echo "$last" | grep -oE '[0-9]+ (failed|errors?)' | awk '{s+=$1} END {print s+0}')
+        k=$(echo "$last" | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+' || true)
+        p=${p:-0} f=${f:-0} k=${k:-0}
+        [ $rc -ne 0 ] && [ "$f" = "0" ] && f=1
+        tail -15 "$log" | sed 's/^/  | /'
+        add_row python "$p" "$f" "$k"
+      else
+        echo "== python: no tests/python; skipped"
+      fi
+      ;;
+    bench)
+      if [ -x .gpu/bin/dlpg-bench ] && [ -f bench/run-gpu-bench.sh ]; then
+        echo "== bench: bench/run-gpu-bench.sh"
+        if timeout -k 10 "${GPU_TEST_BENCH_LIMIT:-300}" bash bench/run-gpu-bench.sh "$logdir/bench" \
+            "$repo/.gpu/bin/dlpg-bench" >"$logdir/bench.log" 2>&1; then
+          add_row bench 1 0 0
+        else
+          add_row bench 0 1 0
+        fi
+        tail -30 "$logdir/bench.log" | sed 's/^/  | /'
+      else
+        echo "== bench: no .gpu/bin/dlpg-bench or bench/run-gpu-bench.sh; skipped"
+      fi
+      ;;
+    *) echo "gpu-test: unknown suite '$s'"; add_row "$s" 0 1 0 ;;
+  esac
+done
+
+# The run tool returns at most 8 files two folders deep: keep everything in one archive and
+# the main logs beside it.
+tar czf /tmp/gpu-logs.$$.tar.gz -C "$logdir" . 2>/dev/null && mv /tmp/gpu-logs.$$.tar.gz "$logdir/gpu-logs.tar.gz"
+if [ "$(find "$logdir" -type f | wc -l)" -gt 8 ]; then
+  find "$logdir" -mindepth 1 -maxdepth 1 ! -name gpu-logs.tar.gz ! -name test_cuda.log ! -name summary.txt \
+    ! -name python.log ! -name bench.log ! -name machine.txt -exec rm -rf {} +
+fi
+
+{
+  printf '%-18s %8s %8s %8s\n' suite passed failed skipped
+  for r in "${rows[@]}"; do
+    IFS='|' read -r n p f k <<<"$r"
+    printf '%-18s %8s %8s %8s\n' "$n" "$p" "$f" "$k"
+  done
+  [ $status -eq 0 ] && echo "gpu-test: OK" || echo "gpu-test: FAILED"
+} | tee "$logdir/summary.txt"
+exit $status

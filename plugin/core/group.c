@@ -1,0 +1,198 @@
+/* Group lifecycle (ABI.md, "Group"): create (cheap, no connection), rank/size, abort,
+ * destroy, and the reference count that keeps the group's internals alive while work
+ * handles or a stuck worker thread still use them. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/group.h"
+#include "core/log.h"
+#include "core/params.h"
+#include "core/status.h"
+#include "core/worker.h"
+#include "gloo/gloo.h"
+#include "store/store.h"
+#ifdef DLPG_HAVE_NCCL
+#include "nccl/nccl.h"
+#endif
+
+/* Longest group name accepted: it prefixes every store key of the group. */
+#define DLPG__GROUP_NAME_MAX 512
+
+void dlpg__group_retain(struct dlpg_group *g) { atomic_fetch_add(&g->refs, 1); }
+
+void dlpg__group_release(struct dlpg_group *g) {
+  if (!g || atomic_fetch_sub(&g->refs, 1) != 1) return;
+  /* The last reference: no work, worker thread or handle uses the group any more. */
+#ifdef DLPG_HAVE_NCCL
+  if (g->nccl) dlpg__nccl_destroy(g->nccl);
+#endif
+  if (g->gloo) dlpg__gloo_ctx_destroy(g->gloo);
+  if (g->store) dlpg__store_release(g->store);
+  pthread_mutex_destroy(&g->nccl_mu);
+  free(g->name);
+  free(g);
+}
+
+/* The options the caller compiled against, copied as far as its struct_size reaches (a
+ * caller built against an older header passes fewer bytes; a newer one more, of which
+ * only the fields known here are read). */
+static dlpg_status_t dlpg__read_options(const char *fn, const dlpg_group_options_t *in,
+                                       dlpg_group_options_t *out) {
+  dlpg_group_options_t def = DLPG_GROUP_OPTIONS_INIT;
+  *out = def;
+  if (!in) return DLPG_OK;
+  if (in->struct_size < sizeof(size_t))
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "%s: options->struct_size is %zu; initialise options with "
+                       "DLPG_GROUP_OPTIONS_INIT",
+                       fn, in->struct_size);
+  size_t n = in->struct_size < sizeof *out ? in->struct_size : sizeof *out;
+  memcpy(out, in, n);
+  out->struct_size = sizeof *out;
+  return DLPG_OK;
+}
+
+/* Timeout precedence: option > DLPG_TIMEOUT > 300 s. */
+static dlpg_status_t dlpg__resolve_timeout(const char *fn, const dlpg_group_options_t *o,
+                                           double *timeout_s) {
+  if (isnan(o->timeout_s) || isinf(o->timeout_s))
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: options->timeout_s is %g (must be finite)",
+                       fn, o->timeout_s);
+  if (o->timeout_s > 0) {
+    *timeout_s = o->timeout_s;
+    return DLPG_OK;
+  }
+  double env = 0;
+  if (dlpg__param_double(DLPG__PARAM_TIMEOUT, &env) && env > 0 && isfinite(env)) {
+    *timeout_s = env;
+    return DLPG_OK;
+  }
+  *timeout_s = 300.0;
+  return DLPG_OK;
+}
+
+dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
+                                const dlpg_group_options_t *options, dlpg_group_t **group) {
+  static const char fn[] = "dlpg_group_create";
+  DLPG_ARG_CHECK(store != NULL, "%s: store is NULL", fn);
+  DLPG_ARG_CHECK(group != NULL, "%s: group is NULL", fn);
+  DLPG_ARG_CHECK(world_size >= 1, "%s: world_size is %d (must be >= 1)", fn, world_size);
+  DLPG_ARG_CHECK(rank >= 0 && rank < world_size, "%s: rank is %d but world_size is %d (rank "
+                 "must be in [0, %d))", fn, rank, world_size, world_size);
+  dlpg_group_options_t o;
+  DLPG_CHECK(dlpg__read_options(fn, options, &o));
+  double timeout_s;
+  DLPG_CHECK(dlpg__resolve_timeout(fn, &o, &timeout_s));
+
+  const char *name = (o.name && o.name[0]) ? o.name : dlpg__param_str(DLPG__PARAM_GROUP_NAME);
+  if (!name || !name[0]) name = "dlpg";
+  size_t nlen = strlen(name);
+  DLPG_ARG_CHECK(nlen <= DLPG__GROUP_NAME_MAX, "%s: name has %zu bytes (at most %d)", fn, nlen,
+                 DLPG__GROUP_NAME_MAX);
+
+  struct dlpg_group *g = calloc(1, sizeof *g);
+  char *name_copy = strdup(name);
+  if (!g || !name_copy) {
+    free(g);
+    free(name_copy);
+    return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
+  }
+  if (pthread_mutex_init(&g->nccl_mu, NULL) != 0) {
+    free(g);
+    free(name_copy);
+    return dlpg__error(DLPG_ERR_SYSTEM, "%s: cannot initialise a mutex", fn);
+  }
+  g->store = store;
+  dlpg__store_retain(store);
+  g->rank = rank;
+  g->size = world_size;
+  g->timeout_s = timeout_s;
+  g->name = name_copy;
+  atomic_init(&g->aborted, 0);
+  atomic_init(&g->refs, 1); /* the caller's handle */
+  DLPG_INFO(INIT, rank, "group \"%s\" created: rank %d of %d, timeout %g s", g->name, rank,
+            world_size, timeout_s);
+  *group = g;
+  return DLPG_OK;
+}
+
+/* RANK / WORLD_SIZE of the launcher, with a message naming the variable. */
+static dlpg_status_t dlpg__env_int(const char *fn, dlpg__param_id_t id, const char *var,
+                                   long *out) {
+  const char *v = dlpg__param_str(id);
+  if (!v)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "%s: %s is not set (a launcher such as torchrun sets RANK, WORLD_SIZE, "
+                       "MASTER_ADDR and MASTER_PORT)", fn, var);
+  if (!dlpg__param_long(id, out) || *out < 0 || *out > 0x7fffffffL)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s is \"%s\", not a non-negative integer",
+                       fn, var, v);
+  return DLPG_OK;
+}
+
+dlpg_status_t dlpg_group_create_from_env(const dlpg_group_options_t *options,
+                                         dlpg_group_t **group) {
+  static const char fn[] = "dlpg_group_create_from_env";
+  DLPG_ARG_CHECK(group != NULL, "%s: group is NULL", fn);
+  long rank = 0, size = 0;
+  DLPG_CHECK(dlpg__env_int(fn, DLPG__PARAM_RANK, "RANK", &rank));
+  DLPG_CHECK(dlpg__env_int(fn, DLPG__PARAM_WORLD_SIZE, "WORLD_SIZE", &size));
+  DLPG_ARG_CHECK(size >= 1, "%s: WORLD_SIZE is %ld (must be >= 1)", fn, size);
+  DLPG_ARG_CHECK(rank < size, "%s: RANK is %ld but WORLD_SIZE is %ld", fn, rank, size);
+  dlpg_group_options_t o;
+  DLPG_CHECK(dlpg__read_options(fn, options, &o));
+  double timeout_s;
+  DLPG_CHECK(dlpg__resolve_timeout(fn, &o, &timeout_s));
+
+  dlpg_store_t *store = NULL;
+  dlpg_status_t st = dlpg_store_open("env://", timeout_s, &store);
+  if (st != DLPG_OK) return dlpg__error_prefix(st, fn);
+  st = dlpg_group_create(store, (int)rank, (int)size, &o, group);
+  /* The group holds its own reference to the store. */
+  char saved[DLPG__ERROR_MAX];
+  memcpy(saved, dlpg__last_error(), sizeof saved);
+  dlpg_store_close(store);
+  if (st != DLPG_OK) return dlpg__error(st, "%s", saved);
+  return DLPG_OK;
+}
+
+dlpg_status_t dlpg_group_rank(const dlpg_group_t *group, int *rank) {
+  DLPG_ARG_CHECK(group != NULL, "dlpg_group_rank: group is NULL");
+  DLPG_ARG_CHECK(rank != NULL, "dlpg_group_rank: rank is NULL");
+  *rank = group->rank;
+  return DLPG_OK;
+}
+
+dlpg_status_t dlpg_group_size(const dlpg_group_t *group, int *world_size) {
+  DLPG_ARG_CHECK(group != NULL, "dlpg_group_size: group is NULL");
+  DLPG_ARG_CHECK(world_size != NULL, "dlpg_group_size: world_size is NULL");
+  *world_size = group->size;
+  return DLPG_OK;
+}
+
+dlpg_status_t dlpg_group_abort(dlpg_group_t *g) {
+  DLPG_ARG_CHECK(g != NULL, "dlpg_group_abort: group is NULL");
+  if (atomic_exchange(&g->aborted, 1) == 0)
+    DLPG_WARN(INIT, g->rank, "group \"%s\" aborted", g->name);
+  /* Waiters notice the flag within one wait slice; queued CPU work completes now, and the
+   * running Gloo operation and NCCL communicators are cut short. Repeating this is
+   * harmless, and catches work that raced past the flag. */
+  dlpg__worker_abort(g);
+#ifdef DLPG_HAVE_NCCL
+  pthread_mutex_lock(&g->nccl_mu);
+  if (g->nccl) dlpg__nccl_abort(g->nccl);
+  pthread_mutex_unlock(&g->nccl_mu);
+#endif
+  return DLPG_OK;
+}
+
+dlpg_status_t dlpg_group_destroy(dlpg_group_t *g) {
+  if (!g) return DLPG_OK;
+  /* Let queued CPU operations finish (within the group's timeout), then drop the handle's
+   * reference; communicators and the Gloo context go when the last work is freed. */
+  dlpg__worker_shutdown(g);
+  DLPG_INFO(INIT, g->rank, "group \"%s\" destroyed", g->name);
+  dlpg__group_release(g);
+  return DLPG_OK;
+}

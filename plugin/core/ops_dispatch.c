@@ -1,0 +1,246 @@
+/* Dispatch of validated operations: CPU ops go to the group's worker (Gloo), CUDA ops to
+ * the NCCL path. dlpg_group_start/end batches belong to the calling thread and span every
+ * group it issues to (like ncclGroupStart), so one thread can drive several ranks. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/ops_impl.h"
+#include "core/status.h"
+#include "core/work_impl.h"
+#include "core/worker.h"
+#ifdef DLPG_HAVE_NCCL
+#include "nccl/nccl.h"
+#endif
+
+/* One queued op of the thread's batch, and the work core keeps when the caller passed
+ * work == NULL (waited for, for CPU ops, at the batch's end). */
+typedef struct dlpg__batch_entry {
+  dlpg__op_t *op;
+  struct dlpg_work *internal;
+} dlpg__batch_entry_t;
+
+typedef struct dlpg__batch {
+  int depth;
+  int n, cap;
+  dlpg__batch_entry_t *v;
+} dlpg__batch_t;
+
+static _Thread_local dlpg__batch_t dlpg__tls_batch;
+
+/* Fail every work of ops that the NCCL path did not take, with the current message. */
+static void dlpg__fail_unclaimed(dlpg__op_t *const *ops, int n, dlpg_status_t st) {
+  char msg[DLPG__ERROR_MAX];
+  memcpy(msg, dlpg__last_error(), sizeof msg);
+  for (int i = 0; i < n; i++)
+    if (dlpg__work_is_unclaimed(ops[i]->work)) dlpg__work_complete(ops[i]->work, st, msg);
+  dlpg__error(st, "%s", msg);
+}
+
+/* Issue CUDA ops (one NCCL group when n > 1); ops stay owned by the caller. */
+static dlpg_status_t dlpg__issue_nccl(dlpg__op_t *const *ops, int n) {
+#ifdef DLPG_HAVE_NCCL
+  dlpg_status_t st = DLPG_OK;
+  for (int i = 0; i < n && st == DLPG_OK; i++) {
+    struct dlpg_group *g = ops[i]->group;
+    pthread_mutex_lock(&g->nccl_mu);
+    if (!g->nccl) {
+      st = dlpg__nccl_create(g, &g->nccl);
+      if (st != DLPG_OK) g->nccl = NULL;
+    }
+    pthread_mutex_unlock(&g->nccl_mu);
+    if (st != DLPG_OK) dlpg__error_prefix(st, dlpg__op_name(ops[i]->kind));
+  }
+  if (st == DLPG_OK) {
+    dlpg__clear_error();
+    st = dlpg__nccl_issue(ops, n);
+    if (st != DLPG_OK) dlpg__error_prefix(st, dlpg__op_name(ops[0]->kind));
+  }
+  if (st != DLPG_OK) {
+    dlpg__fail_unclaimed(ops, n, st);
+    return st;
+  }
+  /* A backend that returned OK must have attached a poller (or completed the work);
+   * anything else would leave a waiter hanging until its deadline. */
+  for (int i = 0; i < n; i++)
+    if (dlpg__work_is_unclaimed(ops[i]->work))
+      dlpg__work_complete(ops[i]->work, DLPG_ERR_INTERNAL,
+                          "the NCCL path returned without attaching the work's poller");
+  return DLPG_OK;
+#else
+  dlpg_status_t st = dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: this dlpg was built without NCCL",
+                                 dlpg__op_name(ops[0]->kind));
+  dlpg__fail_unclaimed(ops, n, st);
+  return st;
+#endif
+}
+
+/* Submit CPU ops of one group as one task (takes ownership of the ops). */
+static dlpg_status_t dlpg__issue_gloo(struct dlpg_group *g, dlpg__op_t **ops, int n) {
+  dlpg__op_t **arr = malloc(sizeof *arr * (size_t)n);
+  if (!arr) {
+    dlpg_status_t st = dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory",
+                                   dlpg__op_name(ops[0]->kind));
+    for (int i = 0; i < n; i++) {
+      dlpg__work_complete(ops[i]->work, st, dlpg__last_error());
+      free(ops[i]);
+    }
+    return st;
+  }
+  memcpy(arr, ops, sizeof *arr * (size_t)n);
+  return dlpg__worker_submit(g, arr, n);
+}
+
+/* Wait for an internal work (CPU: the operation's status) and drop core's reference. */
+static dlpg_status_t dlpg__finish_internal(struct dlpg_work *w, int wait) {
+  dlpg_status_t st = DLPG_OK;
+  if (wait) st = dlpg_work_wait(w, 0);
+  dlpg__work_unref(w);
+  return st;
+}
+
+dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
+  struct dlpg_work *w = NULL;
+  dlpg_status_t st = dlpg__work_new(op->group, &w);
+  if (st != DLPG_OK) {
+    free(op);
+    return st;
+  }
+  dlpg__work_set_op_name(w, dlpg__op_name(op->kind));
+  op->work = w;
+
+  dlpg__batch_t *b = &dlpg__tls_batch;
+  if (b->depth > 0) {
+    if (b->n == b->cap) {
+      int cap = b->cap ? b->cap * 2 : 16;
+      dlpg__batch_entry_t *v = realloc(b->v, sizeof *v * (size_t)cap);
+      if (!v) {
+        st = dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory queueing the batch",
+                         dlpg__op_name(op->kind));
+        dlpg__work_complete(w, st, dlpg__last_error());
+        dlpg__work_unref(w);
+        free(op);
+        return st;
+      }
+      b->v = v;
+      b->cap = cap;
+    }
+    b->v[b->n].op = op;
+    b->v[b->n].internal = work ? NULL : w;
+    b->n++;
+    if (work) *work = w;
+    return DLPG_OK;
+  }
+
+  int cpu = op->backend == DLPG__BACKEND_GLOO;
+  if (cpu) {
+    st = dlpg__issue_gloo(op->group, &op, 1); /* op now belongs to the worker */
+  } else {
+    st = dlpg__issue_nccl(&op, 1);
+    free(op);
+  }
+  if (st != DLPG_OK) {
+    /* The work was completed with st; the caller gets no handle. */
+    char msg[DLPG__ERROR_MAX];
+    memcpy(msg, dlpg__last_error(), sizeof msg);
+    dlpg__work_unref(w);
+    return dlpg__error(st, "%s", msg);
+  }
+  if (work) {
+    *work = w;
+    return DLPG_OK;
+  }
+  return dlpg__finish_internal(w, cpu);
+}
+
+dlpg_status_t dlpg_group_start(dlpg_group_t *g) {
+  DLPG_ARG_CHECK(g != NULL, "dlpg_group_start: g is NULL");
+  dlpg__tls_batch.depth++;
+  return DLPG_OK;
+}
+
+/* Issue the thread's batch: CUDA ops in one dlpg__nccl_issue, CPU ops as one task per
+ * group (in order of first appearance), then wait for CPU ops whose caller passed no work. */
+static dlpg_status_t dlpg__batch_flush(dlpg__batch_entry_t *v, int n) {
+  dlpg_status_t first = DLPG_OK;
+  char first_msg[DLPG__ERROR_MAX] = "";
+  dlpg__op_t **tmp = malloc(sizeof *tmp * (size_t)(n ? n : 1));
+  if (!tmp) {
+    first = dlpg__error(DLPG_ERR_SYSTEM, "dlpg_group_end: out of memory");
+    for (int i = 0; i < n; i++) {
+      dlpg__work_complete(v[i].op->work, first, dlpg__last_error());
+      free(v[i].op);
+      if (v[i].internal) dlpg__work_unref(v[i].internal);
+    }
+    return first;
+  }
+
+  int nn = 0;
+  for (int i = 0; i < n; i++)
+    if (v[i].op->backend == DLPG__BACKEND_NCCL) {
+      tmp[nn++] = v[i].op;
+      v[i].op = NULL; /* freed below, once issued */
+    }
+  if (nn > 0) {
+    dlpg_status_t st = dlpg__issue_nccl(tmp, nn);
+    if (st != DLPG_OK && first == DLPG_OK) {
+      first = st;
+      memcpy(first_msg, dlpg__last_error(), sizeof first_msg);
+    }
+    for (int i = 0; i < nn; i++) free(tmp[i]);
+  }
+
+  /* CPU ops: group them per group, keeping each group's order. A handled op's slot in v
+   * is set to NULL (its internal work stays for the wait below). */
+  for (int i = 0; i < n; i++) {
+    if (!v[i].op) continue; /* a CUDA op (issued above) or one already grouped */
+    struct dlpg_group *g = v[i].op->group;
+    int k = 0;
+    for (int j = i; j < n; j++)
+      if (v[j].op && v[j].op->backend == DLPG__BACKEND_GLOO && v[j].op->group == g) {
+        tmp[k++] = v[j].op;
+        v[j].op = NULL;
+      }
+    dlpg_status_t st = dlpg__issue_gloo(g, tmp, k);
+    if (st != DLPG_OK && first == DLPG_OK) {
+      first = st;
+      memcpy(first_msg, dlpg__last_error(), sizeof first_msg);
+    }
+  }
+  free(tmp);
+
+  /* Internal works: CPU ones are waited for (their status counts), CUDA ones are done
+   * once enqueued. A CUDA internal work is recognised by its backend poller. */
+  for (int i = 0; i < n; i++) {
+    struct dlpg_work *w = v[i].internal;
+    if (!w) continue;
+    pthread_mutex_lock(&w->mu);
+    int is_cuda = w->has_be;
+    pthread_mutex_unlock(&w->mu);
+    dlpg_status_t st = dlpg__finish_internal(w, !is_cuda);
+    if (st != DLPG_OK && first == DLPG_OK) {
+      first = st;
+      memcpy(first_msg, dlpg__last_error(), sizeof first_msg);
+    }
+  }
+  if (first != DLPG_OK) return dlpg__error(first, "%s", first_msg);
+  return DLPG_OK;
+}
+
+dlpg_status_t dlpg_group_end(dlpg_group_t *g) {
+  DLPG_ARG_CHECK(g != NULL, "dlpg_group_end: g is NULL");
+  dlpg__batch_t *b = &dlpg__tls_batch;
+  DLPG_ARG_CHECK(b->depth > 0,
+                 "dlpg_group_end: no matching dlpg_group_start on this thread (depth is 0)");
+  if (--b->depth > 0) return DLPG_OK;
+  /* Detach the list first, so an operation issued from inside the flush (none today)
+   * would start a fresh batch instead of corrupting this one. */
+  dlpg__batch_entry_t *v = b->v;
+  int n = b->n;
+  b->v = NULL;
+  b->n = b->cap = 0;
+  dlpg_status_t st = DLPG_OK;
+  if (n > 0) st = dlpg__batch_flush(v, n);
+  free(v);
+  return st;
+}

@@ -1,0 +1,98 @@
+/* Every environment variable dlpg reads (params.h, DLPG__PARAM_MAP). This is the only file
+ * that calls getenv(). Tuning variables are read once, under pthread_once, and cached for
+ * the life of the process; launcher variables (RANK, WORLD_SIZE, MASTER_*) are read at each
+ * use because a host may set them after loading the library. */
+#include "core/params.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+
+typedef struct dlpg__param_def {
+  const char *env;
+  const char *def;
+  int cached;
+  const char *desc;
+} dlpg__param_def_t;
+
+static const dlpg__param_def_t dlpg__params[DLPG__PARAM_COUNT] = {
+#define DLPG__PARAM_DEF(id, env, def, cached, desc) {env, def, cached, desc},
+    DLPG__PARAM_MAP(DLPG__PARAM_DEF)
+#undef DLPG__PARAM_DEF
+};
+
+/* Cached environment values (NULL when unset or empty). The strings are copies, so a later
+ * setenv() by the host cannot invalidate them; they live until the process ends. */
+static const char *dlpg__param_cache[DLPG__PARAM_COUNT];
+static pthread_once_t dlpg__param_once = PTHREAD_ONCE_INIT;
+
+static const char *dlpg__env_value(const char *name) {
+  const char *v = getenv(name);
+  return (v && v[0]) ? v : NULL;
+}
+
+static void dlpg__params_load(void) {
+  for (int i = 0; i < DLPG__PARAM_COUNT; i++) {
+    if (!dlpg__params[i].cached) continue;
+    const char *v = dlpg__env_value(dlpg__params[i].env);
+    dlpg__param_cache[i] = v ? strdup(v) : NULL;
+  }
+}
+
+/* The environment's value only (no default), cached or fresh as the table says. */
+static const char *dlpg__param_env(dlpg__param_id_t id) {
+  if ((int)id < 0 || id >= DLPG__PARAM_COUNT) return NULL;
+  if (!dlpg__params[id].cached) return dlpg__env_value(dlpg__params[id].env);
+  pthread_once(&dlpg__param_once, dlpg__params_load);
+  return dlpg__param_cache[id];
+}
+
+const char *dlpg__param_str(dlpg__param_id_t id) {
+  if ((int)id < 0 || id >= DLPG__PARAM_COUNT) return NULL;
+  const char *v = dlpg__param_env(id);
+  return v ? v : dlpg__params[id].def;
+}
+
+int dlpg__param_double(dlpg__param_id_t id, double *out) {
+  const char *v = dlpg__param_str(id);
+  if (!v) return 0;
+  char *end = NULL;
+  errno = 0;
+  double d = strtod(v, &end);
+  while (end && (*end == ' ' || *end == '\t')) end++;
+  if (end == v || (end && *end) || errno == ERANGE) {
+    DLPG_WARN(INIT, -1, "%s=\"%s\" is not a number; ignored", dlpg__params[id].env, v);
+    return 0;
+  }
+  if (out) *out = d;
+  return 1;
+}
+
+int dlpg__param_long(dlpg__param_id_t id, long *out) {
+  const char *v = dlpg__param_str(id);
+  if (!v) return 0;
+  char *end = NULL;
+  errno = 0;
+  long l = strtol(v, &end, 10);
+  while (end && (*end == ' ' || *end == '\t')) end++;
+  if (end == v || (end && *end) || errno == ERANGE) {
+    DLPG_WARN(INIT, -1, "%s=\"%s\" is not an integer; ignored", dlpg__params[id].env, v);
+    return 0;
+  }
+  if (out) *out = l;
+  return 1;
+}
+
+void dlpg__params_print(FILE *f) {
+  if (!f) return;
+  for (int i = 0; i < DLPG__PARAM_COUNT; i++) {
+    const dlpg__param_def_t *p = &dlpg__params[i];
+    const char *env = dlpg__param_env((dlpg__param_id_t)i);
+    const char *val = env ? env : p->def;
+    fprintf(f, "  %-24s = %-12s (default %s%s) %s\n", p->env, val ? val : "(unset)",
+            p->def ? p->def : "unset", env ? "; set in the environment" : "", p->desc);
+  }
+}

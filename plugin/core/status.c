@@ -1,0 +1,71 @@
+/* Status names and the thread-local last error (ABI.md, "Status and errors"). The names
+ * come from DLPG__STATUS_MAP, so the enum and its strings cannot drift apart. */
+#include "core/status.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* One buffer per thread: dlpg_last_error() returns a pointer into it, valid until the next
+ * dlpg call on the same thread overwrites it. */
+static _Thread_local char dlpg__err_buf[DLPG__ERROR_MAX];
+
+const char *dlpg_status_name(dlpg_status_t status) {
+  switch (status) {
+#define DLPG__STATUS_CASE(name, value, desc) \
+  case name:                                 \
+    return #name;
+    DLPG__STATUS_MAP(DLPG__STATUS_CASE)
+#undef DLPG__STATUS_CASE
+  }
+  return "DLPG_ERR_UNKNOWN";
+}
+
+const char *dlpg_last_error(void) { return dlpg__err_buf; }
+
+const char *dlpg__last_error(void) { return dlpg__err_buf; }
+
+void dlpg__clear_error(void) { dlpg__err_buf[0] = '\0'; }
+
+/* Marks a truncated message so a reader knows the tail is missing. */
+static void dlpg__mark_truncated(int written) {
+  if (written >= DLPG__ERROR_MAX) memcpy(dlpg__err_buf + DLPG__ERROR_MAX - 4, "...", 4);
+}
+
+dlpg_status_t dlpg__verror(dlpg_status_t status, const char *fmt, va_list ap) {
+  /* The format may name the current message itself (e.g. "%s", dlpg__last_error()), so
+   * format into a scratch buffer first. */
+  char tmp[DLPG__ERROR_MAX];
+  int n = vsnprintf(tmp, sizeof tmp, fmt ? fmt : "", ap);
+  if (n < 0) {
+    snprintf(dlpg__err_buf, sizeof dlpg__err_buf, "%s", dlpg_status_name(status));
+    return status;
+  }
+  memcpy(dlpg__err_buf, tmp, sizeof tmp);
+  dlpg__err_buf[DLPG__ERROR_MAX - 1] = '\0';
+  dlpg__mark_truncated(n);
+  return status;
+}
+
+dlpg_status_t dlpg__error(dlpg_status_t status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  dlpg__verror(status, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+dlpg_status_t dlpg__error_prefix(dlpg_status_t status, const char *prefix) {
+  if (!prefix || !prefix[0]) return status;
+  size_t plen = strlen(prefix);
+  /* Do not prefix twice when the lower layer already named the same function. */
+  if (strncmp(dlpg__err_buf, prefix, plen) == 0 && dlpg__err_buf[plen] == ':') return status;
+  char tmp[DLPG__ERROR_MAX];
+  int n;
+  if (dlpg__err_buf[0])
+    n = snprintf(tmp, sizeof tmp, "%s: %s", prefix, dlpg__err_buf);
+  else
+    n = snprintf(tmp, sizeof tmp, "%s: %s", prefix, dlpg_status_name(status));
+  memcpy(dlpg__err_buf, tmp, sizeof tmp);
+  if (n >= 0) dlpg__mark_truncated(n);
+  return status;
+}

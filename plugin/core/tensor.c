@@ -1,0 +1,311 @@
+/* DLPack rules in one place (ABI.md, "Tensors"): device and dtype mapping, the
+ * contiguity rule, byte_offset, and the reduce-op support tables of both backends. */
+#include "core/tensor.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/status.h"
+
+/* ------------------------------------------------------------------ dtypes */
+
+typedef struct dlpg__dtype_def {
+  uint8_t code, bits;
+  const char *name;
+} dlpg__dtype_def_t;
+
+/* Indexed by dlpg__dtype_t. */
+static const dlpg__dtype_def_t dlpg__dtypes[DLPG__DT_COUNT] = {
+    [DLPG__DT_INT8] = {kDLInt, 8, "int8"},
+    [DLPG__DT_INT16] = {kDLInt, 16, "int16"},
+    [DLPG__DT_INT32] = {kDLInt, 32, "int32"},
+    [DLPG__DT_INT64] = {kDLInt, 64, "int64"},
+    [DLPG__DT_UINT8] = {kDLUInt, 8, "uint8"},
+    [DLPG__DT_UINT16] = {kDLUInt, 16, "uint16"},
+    [DLPG__DT_UINT32] = {kDLUInt, 32, "uint32"},
+    [DLPG__DT_UINT64] = {kDLUInt, 64, "uint64"},
+    [DLPG__DT_FLOAT16] = {kDLFloat, 16, "float16"},
+    [DLPG__DT_BFLOAT16] = {kDLBfloat, 16, "bfloat16"},
+    [DLPG__DT_FLOAT32] = {kDLFloat, 32, "float32"},
+    [DLPG__DT_FLOAT64] = {kDLFloat, 64, "float64"},
+    [DLPG__DT_BOOL] = {DLPG_DL_BOOL, 8, "bool"},
+    [DLPG__DT_FLOAT8_E4M3FN] = {DLPG_DL_FLOAT8_E4M3FN, 8, "float8_e4m3fn"},
+    [DLPG__DT_FLOAT8_E5M2] = {DLPG_DL_FLOAT8_E5M2, 8, "float8_e5m2"},
+};
+
+const char *dlpg__dtype_name(dlpg__dtype_t dt) {
+  if ((int)dt < 0 || dt >= DLPG__DT_COUNT) return "invalid dtype";
+  return dlpg__dtypes[dt].name;
+}
+
+size_t dlpg__dtype_size(dlpg__dtype_t dt) {
+  if ((int)dt < 0 || dt >= DLPG__DT_COUNT) return 0;
+  return dlpg__dtypes[dt].bits / 8u;
+}
+
+static int dlpg__dtype_lookup(uint8_t code, uint8_t bits, dlpg__dtype_t *out) {
+  for (int i = 0; i < DLPG__DT_COUNT; i++)
+    if (dlpg__dtypes[i].code == code && dlpg__dtypes[i].bits == bits) {
+      *out = (dlpg__dtype_t)i;
+      return 1;
+    }
+  return 0;
+}
+
+/* ------------------------------------------------------------------ devices */
+
+const char *dlpg__device_name(int device_type) {
+  switch (device_type) {
+    case 1: return "cpu";
+    case 2: return "cuda";
+    case 3: return "cuda_host";
+    case 4: return "opencl";
+    case 7: return "vulkan";
+    case 8: return "metal";
+    case 9: return "vpi";
+    case 10: return "rocm";
+    case 11: return "rocm_host";
+    case 12: return "ext_dev";
+    case 13: return "cuda_managed";
+    case 14: return "oneapi";
+    case 15: return "webgpu";
+    case 16: return "hexagon";
+    case 17: return "maia";
+  }
+  return "unknown device";
+}
+
+const char *dlpg__reduce_op_name(dlpg_reduce_op_t op) {
+  static const char *names[] = {"sum", "prod", "min", "max", "avg", "band", "bor", "bxor"};
+  if ((int)op >= 0 && (int)op < (int)(sizeof names / sizeof names[0])) return names[op];
+  static _Thread_local char buf[32];
+  snprintf(buf, sizeof buf, "op(%d)", (int)op);
+  return buf;
+}
+
+/* ------------------------------------------------------------------ tensors */
+
+/* "(4, 4)" into buf; long lists are cut with "...". */
+static void dlpg__fmt_dims(char *buf, size_t cap, const int64_t *v, int n) {
+  size_t len = 0;
+  len += (size_t)snprintf(buf, cap, "(");
+  for (int i = 0; i < n && len < cap; i++) {
+    if (i == 8 && n > 9) {
+      len += (size_t)snprintf(buf + len, cap - len, "...");
+      break;
+    }
+    len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "", (long long)v[i]);
+  }
+  if (len < cap) snprintf(buf + len, cap - len, ")");
+}
+
+dlpg_status_t dlpg__tensor_from_dl(const char *fn, const char *arg, int index, const DLTensor *t,
+                                   dlpg__tensor_t *out) {
+  char name[64];
+  if (index >= 0)
+    snprintf(name, sizeof name, "%s[%d]", arg ? arg : "tensors", index);
+  else
+    snprintf(name, sizeof name, "%s", arg ? arg : "tensor");
+  if (!fn) fn = "dlpg";
+
+  if (!t) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, name);
+
+  int dt = (int)t->device.device_type;
+  dlpg__backend_t backend;
+  if (dt == kDLCPU || dt == kDLCUDAHost) {
+    backend = DLPG__BACKEND_GLOO;
+  } else if (dt == kDLCUDA || dt == kDLCUDAManaged) {
+    backend = DLPG__BACKEND_NCCL;
+  } else {
+    return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                       "%s: %s is on device type %d (%s); dlpg serves cpu and cuda_host "
+                       "(Gloo), cuda and cuda_managed (NCCL)",
+                       fn, name, dt, dlpg__device_name(dt));
+  }
+  if (t->device.device_id < 0)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s has device id %d (must be >= 0)", fn,
+                       name, t->device.device_id);
+
+  if (t->dtype.lanes != 1)
+    return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                       "%s: %s has %u lanes; dlpg supports only lanes == 1", fn, name,
+                       (unsigned)t->dtype.lanes);
+  dlpg__dtype_t dtype;
+  if (!dlpg__dtype_lookup(t->dtype.code, t->dtype.bits, &dtype))
+    return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                       "%s: %s has dtype code %u with %u bits, which dlpg does not support "
+                       "(int/uint 8-64, float16/32/64, bfloat16, bool, float8 e4m3fn/e5m2)",
+                       fn, name, (unsigned)t->dtype.code, (unsigned)t->dtype.bits);
+
+  if (t->ndim < 0)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s has ndim %d (must be >= 0)", fn, name,
+                       t->ndim);
+  if (t->ndim > 0 && !t->shape)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s has ndim %d but shape is NULL", fn,
+                       name, t->ndim);
+
+  int64_t numel = 1;
+  int overflow = 0;
+  for (int i = 0; i < t->ndim; i++) {
+    int64_t d = t->shape[i];
+    if (d < 0)
+      return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s has shape[%d] = %lld (must be >= 0)",
+                         fn, name, i, (long long)d);
+    if (d == 0) numel = 0;
+    else if (numel != 0 && numel > INT64_MAX / d) overflow = 1;
+    else numel *= d;
+  }
+  if (overflow && numel != 0)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s has a shape whose element count "
+                       "overflows 64 bits", fn, name);
+
+  size_t esize = dlpg__dtype_size(dtype);
+  if ((uint64_t)numel > (uint64_t)(SIZE_MAX / esize) ||
+      (uint64_t)numel > (uint64_t)INT64_MAX / esize)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "%s: %s has %lld elements of %zu bytes, too many to address", fn, name,
+                       (long long)numel, esize);
+
+  /* Contiguity: strides must equal the compact row-major ones, except on size-1 dims (and
+   * a tensor with no elements, whose strides address nothing). */
+  if (t->strides && t->ndim > 0 && numel > 0) {
+    int64_t expect[64];
+    int64_t *exp = expect;
+    if (t->ndim > 64) {
+      /* More dims than any framework produces; check without keeping the list. */
+      int64_t s = 1;
+      for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->strides[i] != s)
+          return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                             "%s: %s has stride[%d] = %lld but compact row-major needs %lld",
+                             fn, name, i, (long long)t->strides[i], (long long)s);
+        s *= t->shape[i];
+      }
+    } else {
+      int64_t s = 1;
+      int bad = 0;
+      for (int i = t->ndim - 1; i >= 0; i--) {
+        exp[i] = s;
+        if (t->shape[i] != 1 && t->strides[i] != s) bad = 1;
+        s *= t->shape[i];
+      }
+      if (bad) {
+        char sb[256], shb[256], eb[256];
+        dlpg__fmt_dims(sb, sizeof sb, t->strides, t->ndim);
+        dlpg__fmt_dims(shb, sizeof shb, t->shape, t->ndim);
+        dlpg__fmt_dims(eb, sizeof eb, exp, t->ndim);
+        return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                           "%s: %s has strides %s but shape %s needs compact row-major "
+                           "strides %s (dlpg supports contiguous tensors only)",
+                           fn, name, sb, shb, eb);
+      }
+    }
+  }
+
+  if (!t->data && numel > 0)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s has %lld elements but data is NULL",
+                       fn, name, (long long)numel);
+
+  if (out) {
+    memset(out, 0, sizeof *out);
+    out->ptr = t->data ? (void *)((char *)t->data + t->byte_offset) : NULL;
+    out->numel = numel;
+    out->nbytes = (size_t)numel * esize;
+    out->dtype = dtype;
+    out->backend = backend;
+    out->device_type = dt;
+    out->device_id = t->device.device_id;
+  }
+  return DLPG_OK;
+}
+
+/* ------------------------------------------------------------------ support tables */
+
+#define R_(op) (1u << (op))
+#define ARITH (R_(DLPG_SUM) | R_(DLPG_PROD) | R_(DLPG_MIN) | R_(DLPG_MAX))
+#define AVG_ R_(DLPG_AVG)
+#define BITW (R_(DLPG_BAND) | R_(DLPG_BOR) | R_(DLPG_BXOR))
+#define NONE_ 0u /* explicit "unsupported": no reduce op on this dtype */
+
+/* Reduce ops each backend supports per dtype (model: UCC tl_nccl's tables). Bool reduces
+ * logically on both: SUM/MAX are OR, PROD/MIN are AND (as torch does); NCCL runs it as
+ * uint8 with MAX/MIN. */
+static const unsigned dlpg__reduce_support[2][DLPG__DT_COUNT] = {
+    [DLPG__BACKEND_GLOO] =
+        {
+            [DLPG__DT_INT8] = ARITH | BITW,   [DLPG__DT_INT16] = ARITH | BITW,
+            [DLPG__DT_INT32] = ARITH | BITW,  [DLPG__DT_INT64] = ARITH | BITW,
+            [DLPG__DT_UINT8] = ARITH | BITW,  [DLPG__DT_UINT16] = ARITH | BITW,
+            [DLPG__DT_UINT32] = ARITH | BITW, [DLPG__DT_UINT64] = ARITH | BITW,
+            [DLPG__DT_FLOAT16] = ARITH | AVG_, [DLPG__DT_BFLOAT16] = ARITH | AVG_,
+            [DLPG__DT_FLOAT32] = ARITH | AVG_, [DLPG__DT_FLOAT64] = ARITH | AVG_,
+            [DLPG__DT_BOOL] = ARITH | BITW,
+            [DLPG__DT_FLOAT8_E4M3FN] = NONE_, [DLPG__DT_FLOAT8_E5M2] = NONE_,
+        },
+    [DLPG__BACKEND_NCCL] =
+        {
+            [DLPG__DT_INT8] = ARITH,   [DLPG__DT_INT16] = NONE_,
+            [DLPG__DT_INT32] = ARITH,  [DLPG__DT_INT64] = ARITH,
+            [DLPG__DT_UINT8] = ARITH,  [DLPG__DT_UINT16] = NONE_,
+            [DLPG__DT_UINT32] = ARITH, [DLPG__DT_UINT64] = ARITH,
+            [DLPG__DT_FLOAT16] = ARITH | AVG_, [DLPG__DT_BFLOAT16] = ARITH | AVG_,
+            [DLPG__DT_FLOAT32] = ARITH | AVG_, [DLPG__DT_FLOAT64] = ARITH | AVG_,
+            [DLPG__DT_BOOL] = ARITH,
+            [DLPG__DT_FLOAT8_E4M3FN] = ARITH | AVG_, [DLPG__DT_FLOAT8_E5M2] = ARITH | AVG_,
+        },
+};
+
+static const char *dlpg__backend_name(dlpg__backend_t b) {
+  return b == DLPG__BACKEND_NCCL ? "NCCL" : "Gloo";
+}
+
+static int dlpg__is_float(dlpg__dtype_t dt) {
+  return dt == DLPG__DT_FLOAT16 || dt == DLPG__DT_BFLOAT16 || dt == DLPG__DT_FLOAT32 ||
+         dt == DLPG__DT_FLOAT64 || dt == DLPG__DT_FLOAT8_E4M3FN || dt == DLPG__DT_FLOAT8_E5M2;
+}
+
+dlpg_status_t dlpg__check_reduce(const char *fn, dlpg__backend_t backend, dlpg__dtype_t dt,
+                                 dlpg_reduce_op_t op) {
+  if (!fn) fn = "dlpg";
+  if ((int)op < (int)DLPG_SUM || (int)op > (int)DLPG_BXOR)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "%s: op is %d, not a dlpg_reduce_op_t (DLPG_SUM..DLPG_BXOR = 0..7)", fn,
+                       (int)op);
+  if ((int)dt < 0 || dt >= DLPG__DT_COUNT || (backend != DLPG__BACKEND_GLOO &&
+                                               backend != DLPG__BACKEND_NCCL))
+    return dlpg__error(DLPG_ERR_INTERNAL, "%s: dtype %d or backend %d out of range", fn, (int)dt,
+                       (int)backend);
+  unsigned mask = dlpg__reduce_support[backend][dt];
+  if (mask & R_(op)) return DLPG_OK;
+
+  const char *opn = dlpg__reduce_op_name(op), *dtn = dlpg__dtype_name(dt);
+  const char *be = dlpg__backend_name(backend);
+  int bitwise = op == DLPG_BAND || op == DLPG_BOR || op == DLPG_BXOR;
+  if (backend == DLPG__BACKEND_NCCL && bitwise)
+    return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                       "%s: reduce op %s on %s: bitwise reductions are not supported by NCCL; "
+                       "use CPU tensors (Gloo)", fn, opn, dtn);
+  if (mask == NONE_)
+    return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: %s cannot reduce %s tensors (reduce op %s)%s",
+                       fn, be, dtn, opn,
+                       backend == DLPG__BACKEND_GLOO ? "; use CUDA tensors (NCCL)"
+                                                     : "; use CPU tensors (Gloo) or a wider dtype");
+  if (op == DLPG_AVG && !dlpg__is_float(dt))
+    return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                       "%s: reduce op avg needs a floating dtype, got %s (%s)", fn, dtn, be);
+  if (bitwise)
+    return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                       "%s: bitwise reduce op %s needs an integer or bool dtype, got %s (%s)", fn,
+                       opn, dtn, be);
+  return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: %s does not support reduce op %s on %s", fn, be,
+                     opn, dtn);
+}
+
+dlpg_status_t dlpg__check_dtype(const char *fn, dlpg__backend_t backend, dlpg__dtype_t dt) {
+  if ((int)dt < 0 || dt >= DLPG__DT_COUNT)
+    return dlpg__error(DLPG_ERR_INTERNAL, "%s: dtype %d out of range", fn ? fn : "dlpg",
+                       (int)dt);
+  /* Both backends move every dtype: Gloo as bytes, NCCL as bytes for data movement (the
+   * NCCL path maps fp8 to ncclFloat8* only for reductions, which the table above covers). */
+  return DLPG_OK;
+}

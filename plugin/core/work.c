@@ -1,0 +1,218 @@
+/* Work: the completion record of one operation (work.h, work_impl.h). CPU work is completed
+ * by the group's worker thread and waited on with a condition variable; CUDA work carries a
+ * backend poller (CUDA event + NCCL async error) that wait and test call. Every wait has a
+ * deadline; when it passes the group is aborted, so no rank is left hanging. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/group.h"
+#include "core/log.h"
+#include "core/status.h"
+#include "core/work_impl.h"
+
+/* How long a CPU waiter sleeps at most before it rechecks the group's abort flag. */
+#define DLPG__WAIT_SLICE_S 0.01
+
+dlpg_status_t dlpg__work_new(struct dlpg_group *g, struct dlpg_work **out) {
+  struct dlpg_work *w = calloc(1, sizeof *w);
+  if (!w) return dlpg__error(DLPG_ERR_SYSTEM, "dlpg: out of memory allocating a work record");
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  if (pthread_mutex_init(&w->mu, NULL) != 0 || pthread_cond_init(&w->cv, &ca) != 0) {
+    pthread_condattr_destroy(&ca);
+    free(w);
+    return dlpg__error(DLPG_ERR_SYSTEM, "dlpg: cannot initialise a work record's mutex");
+  }
+  pthread_condattr_destroy(&ca);
+  atomic_init(&w->refs, 2);
+  w->status = DLPG_OK;
+  w->op_name = "dlpg operation";
+  w->group = g;
+  if (g) dlpg__group_retain(g);
+  *out = w;
+  return DLPG_OK;
+}
+
+void dlpg__work_set_op_name(struct dlpg_work *w, const char *name) {
+  if (w && name) w->op_name = name;
+}
+
+void dlpg__work_unref(struct dlpg_work *w) {
+  if (!w) return;
+  if (atomic_fetch_sub(&w->refs, 1) != 1) return;
+  if (w->has_be && w->be.release) w->be.release(w->be_data);
+  free(w->message);
+  pthread_cond_destroy(&w->cv);
+  pthread_mutex_destroy(&w->mu);
+  struct dlpg_group *g = w->group;
+  free(w);
+  if (g) dlpg__group_release(g);
+}
+
+/* Record the result under w->mu (held by the caller). The message is written once, so a
+ * pointer handed out by dlpg_work_error stays valid until the work is freed. */
+static void dlpg__work_finish_locked(struct dlpg_work *w, dlpg_status_t status, const char *msg) {
+  if (w->done) return;
+  w->done = 1;
+  w->status = status;
+  if (status != DLPG_OK) {
+    const char *m = (msg && msg[0]) ? msg : dlpg_status_name(status);
+    w->message = strdup(m);
+  }
+  pthread_cond_broadcast(&w->cv);
+}
+
+void dlpg__work_complete(struct dlpg_work *w, dlpg_status_t status, const char *msg) {
+  if (!w) return;
+  pthread_mutex_lock(&w->mu);
+  dlpg__work_finish_locked(w, status, msg);
+  pthread_mutex_unlock(&w->mu);
+  dlpg__work_unref(w);
+}
+
+void dlpg__work_set_backend(struct dlpg_work *w, const dlpg__work_backend_t *be, void *data) {
+  if (!w) return;
+  pthread_mutex_lock(&w->mu);
+  if (be) w->be = *be;
+  w->be_data = data;
+  w->has_be = be != NULL && be->poll != NULL;
+  pthread_cond_broadcast(&w->cv); /* a waiter sleeping on the CPU path switches to polling */
+  pthread_mutex_unlock(&w->mu);
+  /* The poller lives inside the work and is released with it, so the executor's
+   * reference is no longer needed. */
+  dlpg__work_unref(w);
+}
+
+int dlpg__work_is_unclaimed(struct dlpg_work *w) {
+  pthread_mutex_lock(&w->mu);
+  int r = !w->done && !w->has_be;
+  pthread_mutex_unlock(&w->mu);
+  return r;
+}
+
+/* One poll of a backend work under its mutex; records the result when it finishes. */
+static void dlpg__work_poll_locked(struct dlpg_work *w) {
+  if (w->done || !w->has_be) return;
+  int done = 0;
+  dlpg__clear_error();
+  dlpg_status_t st = w->be.poll(w->be_data, &done);
+  if (st != DLPG_OK || done) {
+    char msg[DLPG__ERROR_MAX];
+    snprintf(msg, sizeof msg, "%s", dlpg__last_error());
+    dlpg__work_finish_locked(w, st, msg);
+  }
+}
+
+/* The result of a finished work as the waiter's return value and last error. */
+static dlpg_status_t dlpg__work_result(struct dlpg_work *w) {
+  dlpg_status_t st = w->status;
+  if (st != DLPG_OK) dlpg__error(st, "%s", w->message ? w->message : dlpg_status_name(st));
+  return st;
+}
+
+static dlpg_status_t dlpg__work_timed_out(struct dlpg_work *w, double timeout_s) {
+  struct dlpg_group *g = w->group;
+  DLPG_WARN(COLL, g ? g->rank : -1, "%s did not complete within %g s; aborting the group",
+            w->op_name, timeout_s);
+  if (g) dlpg_group_abort(g);
+  return dlpg__error(DLPG_ERR_TIMEOUT,
+                     "dlpg_work_wait: %s did not complete within %g s; the group%s%s%s was "
+                     "aborted",
+                     w->op_name, timeout_s, g ? " \"" : "", g ? g->name : "", g ? "\"" : "");
+}
+
+static dlpg_status_t dlpg__work_aborted(struct dlpg_work *w) {
+  return dlpg__error(DLPG_ERR_ABORTED, "%s: group aborted", w->op_name);
+}
+
+static void dlpg__sleep_s(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  nanosleep(&ts, NULL);
+}
+
+dlpg_status_t dlpg_work_wait(dlpg_work_t *w, double timeout_s) {
+  if (!w) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "dlpg_work_wait: w is NULL");
+  struct dlpg_group *g = w->group;
+  if (timeout_s <= 0) timeout_s = g ? g->timeout_s : 300.0;
+  double deadline = dlpg__now() + timeout_s;
+
+  pthread_mutex_lock(&w->mu);
+  /* A work handed out inside dlpg_group_start/end gets its poller only at the batch's end,
+   * so the loop re-decides each round between polling (CUDA) and sleeping on the condition
+   * variable (CPU, or not yet issued). */
+  for (int polls = 0; !w->done;) {
+    if (w->has_be) {
+      dlpg__work_poll_locked(w);
+      if (w->done) break;
+    }
+    if (g && atomic_load(&g->aborted)) {
+      pthread_mutex_unlock(&w->mu);
+      return dlpg__work_aborted(w);
+    }
+    double now = dlpg__now();
+    if (now >= deadline) {
+      pthread_mutex_unlock(&w->mu);
+      return dlpg__work_timed_out(w, timeout_s);
+    }
+    if (w->has_be) {
+      /* CUDA work: a few immediate polls catch short kernels without sleeping, then short
+       * sleeps keep latency low without spinning a core. */
+      polls++;
+      if (polls > 64) {
+        pthread_mutex_unlock(&w->mu);
+        dlpg__sleep_s(polls < 2000 ? 20e-6 : 50e-6);
+        pthread_mutex_lock(&w->mu);
+      }
+      continue;
+    }
+    /* Sleep in slices so an abort from another thread is seen promptly even when the
+     * worker cannot complete this work yet. */
+    double add = deadline - now < DLPG__WAIT_SLICE_S ? deadline - now : DLPG__WAIT_SLICE_S;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)add;
+    ts.tv_nsec += (long)((add - (double)(time_t)add) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    int rc = pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+    if (rc != 0 && rc != ETIMEDOUT && rc != EINTR) {
+      pthread_mutex_unlock(&w->mu);
+      return dlpg__error(DLPG_ERR_SYSTEM, "dlpg_work_wait: pthread_cond_timedwait failed (%d)",
+                         rc);
+    }
+  }
+  dlpg_status_t st = dlpg__work_result(w);
+  pthread_mutex_unlock(&w->mu);
+  return st;
+}
+
+dlpg_status_t dlpg_work_test(dlpg_work_t *w, int *done) {
+  if (!w) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "dlpg_work_test: w is NULL");
+  if (!done) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "dlpg_work_test: done is NULL");
+  pthread_mutex_lock(&w->mu);
+  dlpg__work_poll_locked(w);
+  *done = w->done;
+  pthread_mutex_unlock(&w->mu);
+  return DLPG_OK;
+}
+
+const char *dlpg_work_error(const dlpg_work_t *cw) {
+  if (!cw) return "";
+  /* The mutex is internal state; locking it does not change the work's observable value. */
+  dlpg_work_t *w = (dlpg_work_t *)cw;
+  pthread_mutex_lock(&w->mu);
+  const char *m = (w->done && w->message) ? w->message : "";
+  pthread_mutex_unlock(&w->mu);
+  return m;
+}
+
+dlpg_status_t dlpg_work_free(dlpg_work_t *w) {
+  dlpg__work_unref(w);
+  return DLPG_OK;
+}

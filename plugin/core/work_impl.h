@@ -1,0 +1,40 @@
+/* The work record behind dlpg_work_t (private to core). Backends use only work.h. */
+#ifndef DLPG_CORE_WORK_IMPL_H_
+#define DLPG_CORE_WORK_IMPL_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "core/work.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct dlpg_group;
+
+struct dlpg_work {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;        /* CLOCK_MONOTONIC; signalled at completion */
+  int done;
+  dlpg_status_t status;
+  char *message;            /* heap; NULL until a failure is recorded */
+  atomic_int refs;          /* the caller's handle + the executor's (until it completes) */
+  struct dlpg_group *group; /* retained, so the group's internals outlive its work */
+  const char *op_name;      /* "dlpg_allreduce", ...; static string, for timeout messages */
+  /* CUDA work: the backend's poller (owns the executor's reference). */
+  dlpg__work_backend_t be;
+  void *be_data;
+  int has_be;
+};
+
+/* Name the operation the work belongs to (for "dlpg_allreduce did not complete ..."). */
+void dlpg__work_set_op_name(struct dlpg_work *w, const char *name);
+/* Whether the work has neither completed nor been handed to a backend poller: used after a
+ * failed dlpg__nccl_issue to fail the works that the backend did not take. */
+int dlpg__work_is_unclaimed(struct dlpg_work *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,32 @@
+/* The per-group CPU executor (private to core): one thread that runs the group's Gloo
+ * operations in submission order, creating the Gloo context lazily at its first task. */
+#ifndef DLPG_CORE_WORKER_H_
+#define DLPG_CORE_WORKER_H_
+
+#include "core/op.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct dlpg_group;
+
+/* Queue one task: ops[0..n) (heap-allocated, all of group g, backend GLOO), run together by
+ * one dlpg__gloo_run. Takes ownership of the array and of every op in it: each op's work
+ * is completed (even on failure here) and the ops are freed. Starts the worker thread at
+ * the group's first task. Returns non-OK only when the task could not be queued (its works
+ * are then already completed with that status). */
+dlpg_status_t dlpg__worker_submit(struct dlpg_group *g, dlpg__op_t **ops, int n);
+
+/* Any thread: complete queued tasks with DLPG_ERR_ABORTED and abort the running one. */
+void dlpg__worker_abort(struct dlpg_group *g);
+
+/* Stop the worker after its queue drains, joining it within the group's timeout; a thread
+ * still stuck in Gloo after that is aborted and, if it still does not return, detached (it
+ * holds a group reference and frees its state when it finishes). */
+void dlpg__worker_shutdown(struct dlpg_group *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

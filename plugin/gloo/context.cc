@@ -1,0 +1,189 @@
+// Creation, abort and teardown of the island's Gloo context: a TCP device bound to the
+// address that reaches the store's host, and a full mesh built through the dlpg store.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "gloo/ctx.h"
+#include "gloo/errors.h"
+#include "gloo/store_adapter.h"
+
+// Gloo 0.5 keeps tcp::Context::signalException protected, and Debian's libgloo-dev lacks
+// gloo/common/memory.h, so <gloo/transport/tcp/context.h> cannot even be included. The
+// function is exported by libgloo.so; it is a non-virtual member, which the Itanium C++ ABI
+// calls with the object as its first argument, so it is declared here as a free function
+// under its mangled name. The object is the tcp::Context our tcp::Device created; its first
+// base is transport::Context, so the two pointers are equal.
+extern "C++" void dlpg_gloo_tcp_context_signal_exception(void *tcp_context, const std::string &msg)
+    __asm__("_ZN4gloo9transport3tcp7Context15signalExceptionERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE");
+
+namespace dlpg_gloo {
+namespace {
+
+bool is_wildcard(const char *host) {
+  return !host || !*host || !strcmp(host, "0.0.0.0") || !strcmp(host, "::") ||
+         !strcmp(host, "*");
+}
+
+// The local address the kernel would use to reach host (a connected UDP socket sends
+// nothing). Empty when host cannot be resolved or routed.
+std::string route_to(const char *host) {
+  struct addrinfo hints;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_socktype = SOCK_DGRAM;
+  struct addrinfo *res = nullptr;
+  if (getaddrinfo(host, "9", &hints, &res) != 0 || !res) return "";
+  std::string out;
+  for (struct addrinfo *ai = res; ai && out.empty(); ai = ai->ai_next) {
+    int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        getsockname(fd, reinterpret_cast<struct sockaddr *>(&ss), &sl) == 0) {
+      char buf[INET6_ADDRSTRLEN] = {0};
+      const void *a = ss.ss_family == AF_INET
+                          ? static_cast<const void *>(&reinterpret_cast<sockaddr_in *>(&ss)->sin_addr)
+                          : static_cast<const void *>(&reinterpret_cast<sockaddr_in6 *>(&ss)->sin6_addr);
+      if (inet_ntop(ss.ss_family, a, buf, sizeof buf)) out = buf;
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
+// Device attributes in the order of precedence of the brief: DLPG_GLOO_HOSTNAME, then
+// DLPG_GLOO_IFACE, then the route to the store's host (127.0.0.1 for a loopback store),
+// then this host's name (Gloo resolves it, as torch does).
+::gloo::transport::tcp::attr device_attr(dlpg_store_t *store, std::string *how) {
+  ::gloo::transport::tcp::attr attr;
+  const char *hn = dlpg__param_str(DLPG__PARAM_GLOO_HOSTNAME);
+  if (hn && *hn) {
+    attr.hostname = hn;
+    *how = std::string("DLPG_GLOO_HOSTNAME=") + hn;
+    return attr;
+  }
+  const char *iface = dlpg__param_str(DLPG__PARAM_GLOO_IFACE);
+  if (iface && *iface) {
+    attr.iface = iface;
+    *how = std::string("DLPG_GLOO_IFACE=") + iface;
+    return attr;
+  }
+  if (store && !is_wildcard(store->host)) {
+    std::string local = route_to(store->host);
+    if (!local.empty()) {
+      attr.hostname = local;
+      *how = "route to store host " + std::string(store->host) + ": " + local;
+      return attr;
+    }
+  }
+  char name[256] = {0};
+  if (gethostname(name, sizeof name - 1) != 0 || !name[0]) strcpy(name, "127.0.0.1");
+  attr.hostname = name;
+  *how = std::string("host name ") + name;
+  return attr;
+}
+
+}  // namespace
+
+void signal_transport_abort(MeshContext &ctx, const std::string &why) {
+  ::gloo::transport::Context *tc = ctx.transport();
+  if (!tc || !dynamic_cast<::gloo::transport::tcp::Device *>(ctx.getDevice().get())) return;
+  // Sets an exception on every pair: threads blocked in an operation of this context wake
+  // and throw, later operations throw at once, and the pairs are closed (so the peers see
+  // their connections closed and fail with DLPG_ERR_REMOTE instead of waiting).
+  dlpg_gloo_tcp_context_signal_exception(static_cast<void *>(tc), why);
+}
+
+}  // namespace dlpg_gloo
+
+using dlpg_gloo::status_from_current_exception;
+
+extern "C" dlpg_status_t dlpg__gloo_ctx_create(dlpg_store_t *store, const char *prefix, int rank,
+                                               int size, double timeout_s,
+                                               dlpg__gloo_ctx_t **out) {
+  static const char *fn = "dlpg__gloo_ctx_create";
+  if (!out) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+  *out = nullptr;
+  if (!store) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: store is NULL", fn);
+  if (size < 1 || rank < 0 || rank >= size)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: rank %d is outside [0, %d)", fn, rank,
+                       size);
+  if (!(timeout_s > 0)) timeout_s = store->timeout_s > 0 ? store->timeout_s : 300.0;
+  const std::string pfx = prefix && *prefix ? prefix : "dlpg/gloo";
+  auto ms = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000.0 + 0.5));
+  if (ms.count() < 1) ms = std::chrono::milliseconds(1);
+  dlpg__gloo_ctx_t *ctx = nullptr;
+  try {
+    ctx = new dlpg__gloo_ctx();
+    ctx->rank = rank;
+    ctx->size = size;
+    ctx->timeout = ms;
+    std::string how;
+    auto attr = dlpg_gloo::device_attr(store, &how);
+    DLPG_INFO(GLOO, rank, "Gloo device: %s", how.c_str());
+    auto dev = ::gloo::transport::tcp::CreateDevice(attr);
+    ctx->gloo = std::make_shared<dlpg_gloo::MeshContext>(rank, size);
+    ctx->gloo->setTimeout(ms);
+    dlpg_gloo::StoreAdapter adapter(store, timeout_s);
+    ::gloo::rendezvous::PrefixStore pstore(pfx, adapter);
+    ctx->gloo->connectFullMesh(pstore, dev);
+    DLPG_INFO(GLOO, rank, "Gloo full mesh of %d ranks connected (prefix %s)", size,
+              pfx.c_str());
+    *out = ctx;
+    return DLPG_OK;
+  } catch (...) {
+    std::string text;
+    dlpg_status_t st = dlpg_gloo::classify_current_exception(&text);
+    char secs[32];
+    snprintf(secs, sizeof secs, "%g", timeout_s);
+    if (st == DLPG_ERR_TIMEOUT)
+      st = dlpg__error(st, "Gloo rendezvous: rank %d of %d timed out after %s s waiting for peers (%s)",
+                       rank, size, secs, text.c_str());
+    else
+      st = dlpg__error(st, "Gloo rendezvous: rank %d of %d failed: %s", rank, size, text.c_str());
+    delete ctx;
+    return st;
+  }
+}
+
+extern "C" void dlpg__gloo_ctx_abort(dlpg__gloo_ctx_t *ctx) {
+  if (!ctx) return;
+  try {
+    ctx->aborted.store(true);
+    {
+      std::lock_guard<std::mutex> lk(ctx->live_mu);
+      for (auto *b : ctx->live) {
+        b->abortWaitRecv();
+        b->abortWaitSend();
+      }
+    }
+    if (ctx->gloo) dlpg_gloo::signal_transport_abort(*ctx->gloo, "dlpg group aborted");
+  } catch (...) {
+    // Best effort: a blocked run still ends at Gloo's timeout.
+  }
+}
+
+extern "C" void dlpg__gloo_ctx_destroy(dlpg__gloo_ctx_t *ctx) {
+  if (!ctx) return;
+  try {
+    delete ctx;
+  } catch (...) {
+  }
+}
+
+extern "C" const char *dlpg__gloo_version(void) {
+#ifdef DLPG_GLOO_VERSION_STRING
+  if (DLPG_GLOO_VERSION_STRING[0]) return DLPG_GLOO_VERSION_STRING;
+#endif
+  return "0.5.0";
+}

@@ -1,0 +1,48 @@
+// dlpg__gloo_run: the island's entry point for operations. A batch runs its sends and
+// receives first (posted together), then its collectives in order; the first failure ends
+// the batch, because a Gloo context that saw an I/O error or a timeout is unusable.
+#include "gloo/ops_internal.h"
+
+namespace {
+
+bool is_p2p(const dlpg__op_t *op) {
+  return op->kind == DLPG__OP_SEND || op->kind == DLPG__OP_RECV;
+}
+
+const char *op_name(const dlpg__op_t *op) {
+  return op->kind >= 0 && op->kind < DLPG__OP_COUNT ? dlpg__op_name(op->kind) : "dlpg__gloo_run";
+}
+
+}  // namespace
+
+extern "C" dlpg_status_t dlpg__gloo_run(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const *ops, int n) {
+  if (!ctx || !ctx->gloo) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "dlpg__gloo_run: ctx is NULL");
+  if (n < 0 || (n > 0 && !ops))
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "dlpg__gloo_run: %d operations at %p", n,
+                       static_cast<const void *>(ops));
+  for (int i = 0; i < n; i++)
+    if (!ops[i]) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "dlpg__gloo_run: ops[%d] is NULL", i);
+  if (ctx->aborted.load())
+    return dlpg__error(DLPG_ERR_ABORTED, "%s: the group was aborted", n ? op_name(ops[0]) : "dlpg__gloo_run");
+
+  // Send/receive phase: one name for the message, the first p2p op's.
+  const dlpg__op_t *first_p2p = nullptr;
+  for (int i = 0; i < n && !first_p2p; i++)
+    if (is_p2p(ops[i])) first_p2p = ops[i];
+  if (first_p2p) {
+    try {
+      dlpg_gloo::run_p2p(ctx, ops, n);
+    } catch (...) {
+      return dlpg_gloo::status_from_current_exception(op_name(first_p2p), ctx->aborted.load());
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    if (is_p2p(ops[i])) continue;
+    try {
+      dlpg_gloo::run_collective(ctx, *ops[i]);
+    } catch (...) {
+      return dlpg_gloo::status_from_current_exception(op_name(ops[i]), ctx->aborted.load());
+    }
+  }
+  return DLPG_OK;
+}

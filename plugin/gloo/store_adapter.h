@@ -1,0 +1,36 @@
+// A gloo::rendezvous::Store over a dlpg store, so one store serves both the NCCL unique-id
+// exchange and Gloo's full-mesh rendezvous. The adapter holds a reference on the dlpg store
+// for its whole life. A failing dlpg call throws dlpg_gloo::StatusError (status + message),
+// which Gloo passes through connectFullMesh unchanged.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <gloo/rendezvous/store.h>
+
+#include "gloo/c_headers.h"
+
+namespace dlpg_gloo {
+
+class StoreAdapter : public ::gloo::rendezvous::Store {
+ public:
+  // timeout_s bounds get and the one-argument wait (Gloo passes its own to the other).
+  StoreAdapter(dlpg_store_t *store, double timeout_s);
+  ~StoreAdapter() override;
+  StoreAdapter(const StoreAdapter &) = delete;
+  StoreAdapter &operator=(const StoreAdapter &) = delete;
+
+  void set(const std::string &key, const std::vector<char> &data) override;
+  std::vector<char> get(const std::string &key) override;
+  void wait(const std::vector<std::string> &keys) override;
+  void wait(const std::vector<std::string> &keys,
+            const std::chrono::milliseconds &timeout) override;
+
+ private:
+  dlpg_store_t *store_;
+  double timeout_s_;
+};
+
+}  // namespace dlpg_gloo

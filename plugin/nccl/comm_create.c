@@ -1,0 +1,343 @@
+/* Lazy communicator creation: the cache lookup keyed by an operation's local device list,
+ * the store rendezvous that carries NCCL's unique id, and the non-blocking
+ * ncclCommInitRankConfig polled against the group's deadline and abort flag.
+ *
+ * Store keys do not depend on the device list, because ranks may drive different devices
+ * (rank r on cuda:r): every rank of a group creates its communicators in the same order (it
+ * issues the same operations), so the creation index seq names the rendezvous:
+ *   <name>/nccl/<seq>/ndev/<rank>   each rank's local device count (decimal)
+ *   <name>/nccl/<seq>/id            written by rank 0: "ok" + ncclUniqueId, or "er" + message
+ * Rank 0 checks every rank's device count before it publishes the id, so a mismatch fails
+ * on every rank with the same message instead of hanging in ncclCommInitRankConfig. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nccl/nccl_internal.h"
+#include "core/log.h"
+#include "core/params.h"
+
+/* Longest single store wait, so an abort is noticed while a peer is awaited. */
+#define DLPG__STORE_SLICE_S 0.5
+
+static void dlpg__sleep_us(long us) {
+  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+  nanosleep(&ts, NULL);
+}
+
+static void dlpg__devkey(const dlpg__op_t *op, char *key, size_t cap) {
+  size_t n = 0;
+  key[0] = 0;
+  for (int i = 0; i < op->ntensors && n < cap; i++)
+    n += (size_t)snprintf(key + n, cap - n, i ? ",%d" : "%d", op->in[i].device_id);
+}
+
+/* dlpg_store_get in slices, so the abort flag is seen; TIMEOUT with a message naming what
+ * was awaited. */
+static dlpg_status_t dlpg__store_get_slices(const char *fn, struct dlpg__nccl *st, const char *key,
+                                            void *buf, size_t cap, size_t *len, double deadline,
+                                            const char *what) {
+  for (;;) {
+    if (atomic_load(&st->aborted) || (st->g && atomic_load(&st->g->aborted)))
+      return dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted while waiting for %s", fn,
+                         st->name, what);
+    double left = deadline - dlpg__now();
+    if (left <= 0)
+      return dlpg__error(DLPG_ERR_TIMEOUT,
+                         "%s: rank %d of group '%s' timed out after %.1f s waiting for %s (store "
+                         "key '%s'); is every rank alive and issuing the same CUDA operations?",
+                         fn, st->rank, st->name, st->g ? st->g->timeout_s : 0.0, what, key);
+    dlpg_status_t s = dlpg_store_get(st->g->store, key, left < DLPG__STORE_SLICE_S ? left
+                                                                                   : DLPG__STORE_SLICE_S,
+                                     buf, cap, len);
+    if (s == DLPG_OK) return DLPG_OK;
+    if (s != DLPG_ERR_TIMEOUT) return dlpg__error_prefix(s, fn);
+  }
+}
+
+/* Steps a (publish ndev) and b (rank 0: check all, publish the id) of one new entry. */
+static dlpg_status_t dlpg__rdv_publish(const char *fn, dlpg__nccl_comm_t *c, double deadline) {
+  struct dlpg__nccl *st = c->st;
+  char key[512], val[32];
+  snprintf(key, sizeof(key), "%s/nccl/%d/ndev/%d", st->name, c->seq, st->rank);
+  snprintf(val, sizeof(val), "%d", c->ndev);
+  dlpg_status_t s = dlpg_store_set(st->g->store, key, val, strlen(val));
+  if (s != DLPG_OK) return dlpg__error_prefix(s, fn);
+  return DLPG_OK;
+}
+
+static dlpg_status_t dlpg__rdv_root(const char *fn, dlpg__nccl_comm_t *c, double deadline) {
+  struct dlpg__nccl *st = c->st;
+  char key[512], val[32], what[256], out[2 + sizeof(ncclUniqueId) + 400];
+  size_t outlen = 0;
+  int bad = -1, badn = 0;
+  for (int r = 0; r < st->size && bad < 0; r++) {
+    size_t len = 0;
+    snprintf(key, sizeof(key), "%s/nccl/%d/ndev/%d", st->name, c->seq, r);
+    snprintf(what, sizeof(what), "rank %d to join communicator %d (devices '%s')", r, c->seq,
+             c->key);
+    memset(val, 0, sizeof(val));
+    DLPG_CHECK(dlpg__store_get_slices(fn, st, key, val, sizeof(val) - 1, &len, deadline, what));
+    int n = atoi(val);
+    if (n != c->ndev) bad = r, badn = n;
+  }
+  if (bad >= 0) {
+    int m = snprintf(out, sizeof(out),
+                     "er%s: ranks drive different numbers of CUDA devices in their %d-th CUDA "
+                     "communicator: rank 0 uses %d (devices '%s'), rank %d uses %d; every rank "
+                     "must pass the same number of tensors", fn, c->seq + 1, c->ndev, c->key, bad,
+                     badn);
+    outlen = m > 0 && (size_t)m < sizeof(out) ? (size_t)m : sizeof(out) - 1;
+  } else {
+    ncclUniqueId id;
+    ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess) {
+      dlpg__nccl_result(r, NULL, fn, "ncclGetUniqueId");
+      int m = snprintf(out, sizeof(out), "er%s", dlpg__last_error());
+      outlen = m > 0 && (size_t)m < sizeof(out) ? (size_t)m : sizeof(out) - 1;
+    } else {
+      memcpy(out, "ok", 2);
+      memcpy(out + 2, &id, sizeof(id));
+      outlen = 2 + sizeof(id);
+    }
+  }
+  snprintf(key, sizeof(key), "%s/nccl/%d/id", st->name, c->seq);
+  dlpg_status_t s = dlpg_store_set(st->g->store, key, out, outlen);
+  if (s != DLPG_OK) return dlpg__error_prefix(s, fn);
+  if (out[0] == 'e') return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%.*s", (int)outlen - 2, out + 2);
+  return DLPG_OK;
+}
+
+static dlpg_status_t dlpg__rdv_fetch(const char *fn, dlpg__nccl_comm_t *c, double deadline,
+                                     ncclUniqueId *id) {
+  struct dlpg__nccl *st = c->st;
+  char key[512], what[256], buf[2 + sizeof(ncclUniqueId) + 400];
+  size_t len = 0;
+  snprintf(key, sizeof(key), "%s/nccl/%d/id", st->name, c->seq);
+  snprintf(what, sizeof(what), "rank 0 to publish NCCL's unique id of communicator %d (devices '%s')",
+           c->seq, c->key);
+  DLPG_CHECK(dlpg__store_get_slices(fn, st, key, buf, sizeof(buf), &len, deadline, what));
+  if (len > sizeof(buf)) len = sizeof(buf);
+  if (len >= 2 && buf[0] == 'e' && buf[1] == 'r')
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%.*s", (int)len - 2, buf + 2);
+  if (len != 2 + sizeof(ncclUniqueId) || memcmp(buf, "ok", 2) != 0)
+    return dlpg__error(DLPG_ERR_INTERNAL, "%s: store key '%s' holds %zu bytes, not an NCCL unique id",
+                       fn, key, len);
+  memcpy(id, buf + 2, sizeof(*id));
+  return DLPG_OK;
+}
+
+dlpg_status_t dlpg__nccl_wait_ready(const char *fn, dlpg__nccl_comm_t *const *cs, int nc,
+                                    double deadline) {
+  long nap = 20;
+  for (;;) {
+    int pending = 0;
+    dlpg_status_t s = DLPG_OK;
+    dlpg__nccl_rdlock();
+    for (int k = 0; k < nc && s == DLPG_OK; k++) {
+      dlpg__nccl_comm_t *c = cs[k];
+      if (atomic_load(&c->st->aborted)) {
+        s = dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted", fn, c->st->name);
+        break;
+      }
+      for (int i = 0; i < c->ndev; i++) {
+        if (!c->comms[i]) {
+          s = dlpg__error(DLPG_ERR_ABORTED, "%s: communicator '%s' of group '%s' was aborted", fn,
+                          c->key, c->st->name);
+          break;
+        }
+        ncclResult_t a = ncclSuccess;
+        ncclResult_t r = ncclCommGetAsyncError(c->comms[i], &a);
+        if (r != ncclSuccess) a = r;
+        if (a == ncclInProgress) {
+          pending = 1;
+        } else if (a != ncclSuccess) {
+          s = dlpg__nccl_result(a, c->comms[i], fn, "NCCL communicator");
+          break;
+        }
+      }
+    }
+    dlpg__nccl_unlock();
+    if (s != DLPG_OK || !pending) return s;
+    if (dlpg__now() > deadline)
+      return dlpg__error(DLPG_ERR_TIMEOUT,
+                         "%s: NCCL communicator '%s' of group '%s' (rank %d) not ready before the "
+                         "deadline (%.1f s); a peer is missing or stuck", fn, cs[0]->key,
+                         cs[0]->st->name, cs[0]->st->rank,
+                         cs[0]->st->g ? cs[0]->st->g->timeout_s : 0.0);
+    dlpg__sleep_us(nap);
+    if (nap < 1000) nap *= 2;
+  }
+}
+
+/* Create the entries of new[0..nn) together: rendezvous all, one ncclGroupStart/End of all
+ * inits, then poll all. */
+static dlpg_status_t dlpg__create_all(const char *fn, dlpg__nccl_comm_t **nw, int nn, double deadline) {
+  dlpg_status_t s = DLPG_OK;
+  ncclUniqueId *ids = calloc((size_t)nn, sizeof(ncclUniqueId));
+  if (!ids) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
+  for (int k = 0; k < nn && s == DLPG_OK; k++) s = dlpg__rdv_publish(fn, nw[k], deadline);
+  for (int k = 0; k < nn && s == DLPG_OK; k++)
+    if (nw[k]->st->rank == 0) s = dlpg__rdv_root(fn, nw[k], deadline);
+  for (int k = 0; k < nn && s == DLPG_OK; k++) s = dlpg__rdv_fetch(fn, nw[k], deadline, &ids[k]);
+  if (s != DLPG_OK) goto out;
+
+  long blocking = 0;
+  dlpg__param_long(DLPG__PARAM_NCCL_BLOCKING_INIT, &blocking);
+  int cur = -1;
+  cudaGetDevice(&cur);
+  dlpg__nccl_rdlock();
+  ncclResult_t r = ncclGroupStart();
+  if (r != ncclSuccess) s = dlpg__nccl_result(r, NULL, fn, "ncclGroupStart");
+  for (int k = 0; k < nn && s == DLPG_OK; k++) {
+    dlpg__nccl_comm_t *c = nw[k];
+    for (int i = 0; i < c->ndev && s == DLPG_OK; i++) {
+      ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+      cfg.blocking = blocking ? 1 : 0;
+      s = dlpg__cuda_result(cudaSetDevice(c->devs[i]), fn, "cudaSetDevice");
+      if (s != DLPG_OK) break;
+      r = ncclCommInitRankConfig(&c->comms[i], c->nranks, ids[k], c->st->rank * c->ndev + i, &cfg);
+      s = dlpg__nccl_result(r, c->comms[i], fn, "ncclCommInitRankConfig");
+    }
+  }
+  r = ncclGroupEnd();
+  if (s == DLPG_OK) s = dlpg__nccl_result(r, NULL, fn, "ncclGroupEnd (communicator init)");
+  dlpg__nccl_unlock();
+  if (cur >= 0) cudaSetDevice(cur);
+  if (s == DLPG_OK) s = dlpg__nccl_wait_ready(fn, nw, nn, deadline);
+  if (s == DLPG_OK)
+    for (int k = 0; k < nn; k++)
+      DLPG_INFO(NCCL, nw[k]->st->rank, "group '%s': communicator %d on devices '%s' ready (%d NCCL ranks)",
+                nw[k]->st->name, nw[k]->seq, nw[k]->key, nw[k]->nranks);
+out:
+  free(ids);
+  return s;
+}
+
+/* Mark the entries created by this thread READY, or FAILED with the message (handles
+ * aborted so no NCCL thread is left behind), and wake waiters. */
+static void dlpg__finish_all(dlpg__nccl_comm_t **nw, int nn, dlpg_status_t s) {
+  const char *msg = s == DLPG_OK ? "" : dlpg__last_error();
+  if (s != DLPG_OK) dlpg__nccl_wrlock();
+  for (int k = 0; k < nn; k++) {
+    dlpg__nccl_comm_t *c = nw[k];
+    pthread_mutex_lock(&c->st->mu);
+    if (s != DLPG_OK) {
+      for (int i = 0; i < c->ndev; i++)
+        if (c->comms[i]) ncclCommAbort(c->comms[i]), c->comms[i] = NULL;
+      c->err = s;
+      snprintf(c->msg, sizeof(c->msg), "%s", msg);
+      if (c->state == DLPG__COMM_CREATING) c->state = DLPG__COMM_FAILED;
+    } else if (c->state == DLPG__COMM_CREATING) {
+      c->state = DLPG__COMM_READY;
+    }
+    pthread_cond_broadcast(&c->st->cv);
+    pthread_mutex_unlock(&c->st->mu);
+  }
+  if (s != DLPG_OK) dlpg__nccl_unlock();
+}
+
+/* The status of a finished entry (caller holds st->mu). */
+static dlpg_status_t dlpg__entry_status(const char *fn, dlpg__nccl_comm_t *c) {
+  switch (c->state) {
+    case DLPG__COMM_READY: return DLPG_OK;
+    case DLPG__COMM_FAILED:
+      return dlpg__error(c->err, "%s: communicator '%s' of group '%s' failed to initialise: %s", fn,
+                         c->key, c->st->name, c->msg);
+    case DLPG__COMM_ABORTED:
+      return dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted", fn, c->st->name);
+    default:
+      return dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' is being destroyed", fn, c->st->name);
+  }
+}
+
+dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__op_t *const *ops, int n,
+                                   dlpg__nccl_comm_t **comms) {
+  dlpg__nccl_comm_t *nw[64];
+  int nn = 0;
+  dlpg_status_t s = DLPG_OK;
+  double deadline = dlpg__now() + (ops[0]->group->timeout_s > 0 ? ops[0]->group->timeout_s : 300.0);
+  for (int i = 0; i < n; i++) comms[i] = NULL;
+
+  /* Pass 1: find or claim every op's entry. */
+  for (int i = 0; i < n && s == DLPG_OK; i++) {
+    struct dlpg__nccl *st = ops[i]->group->nccl;
+    char key[DLPG__NCCL_KEY_MAX];
+    dlpg__devkey(ops[i], key, sizeof(key));
+    pthread_mutex_lock(&st->mu);
+    if (atomic_load(&st->aborted) || atomic_load(&ops[i]->group->aborted)) {
+      s = dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted", fn, st->name);
+    } else if (atomic_load(&st->destroyed)) {
+      s = dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' is being destroyed", fn, st->name);
+    } else {
+      dlpg__nccl_comm_t *c = st->comms;
+      while (c && strcmp(c->key, key) != 0) c = c->next;
+      if (!c) {
+        if (nn == (int)(sizeof(nw) / sizeof(nw[0]))) {
+          s = dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: more than %d new communicators in one batch",
+                          fn, nn);
+        } else if (!(c = calloc(1, sizeof(*c)))) {
+          s = dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
+        } else {
+          c->st = st;
+          dlpg__nccl_state_retain(st);
+          snprintf(c->key, sizeof(c->key), "%s", key);
+          c->ndev = ops[i]->ntensors;
+          for (int d = 0; d < c->ndev; d++) c->devs[d] = ops[i]->in[d].device_id;
+          c->nranks = c->ndev * st->size;
+          c->seq = st->ncreated++;
+          c->state = DLPG__COMM_CREATING;
+          atomic_init(&c->refs, 1); /* the cache's */
+          pthread_mutex_init(&c->issue_mu, NULL);
+          c->next = st->comms;
+          st->comms = c;
+          nw[nn++] = c;
+        }
+      }
+      if (c) {
+        dlpg__nccl_comm_retain(c);
+        comms[i] = c;
+      }
+    }
+    pthread_mutex_unlock(&st->mu);
+  }
+
+  /* Pass 2: create what this thread claimed, all together. */
+  if (nn > 0) {
+    dlpg_status_t cs = s == DLPG_OK ? dlpg__create_all(fn, nw, nn, deadline) : s;
+    if (s == DLPG_OK) s = cs;
+    dlpg__finish_all(nw, nn, s);
+  }
+
+  /* Pass 3: wait for entries other threads are creating; check every entry's state. */
+  for (int i = 0; i < n && s == DLPG_OK; i++) {
+    dlpg__nccl_comm_t *c = comms[i];
+    struct dlpg__nccl *st = c->st;
+    pthread_mutex_lock(&st->mu);
+    while (c->state == DLPG__COMM_CREATING && s == DLPG_OK) {
+      if (atomic_load(&st->aborted)) {
+        s = dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted", fn, st->name);
+        break;
+      }
+      if (dlpg__now() > deadline) {
+        s = dlpg__error(DLPG_ERR_TIMEOUT,
+                        "%s: timed out waiting for another thread to create communicator '%s' of "
+                        "group '%s'", fn, c->key, st->name);
+        break;
+      }
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      ts.tv_nsec += 50 * 1000 * 1000;
+      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+      pthread_cond_timedwait(&st->cv, &st->mu, &ts);
+    }
+    if (s == DLPG_OK) s = dlpg__entry_status(fn, c);
+    pthread_mutex_unlock(&st->mu);
+  }
+
+  if (s != DLPG_OK)
+    for (int i = 0; i < n; i++)
+      if (comms[i]) dlpg__nccl_comm_release(comms[i]), comms[i] = NULL;
+  return s;
+}

@@ -1,0 +1,185 @@
+/* Enqueueing operations on NCCL: one ncclGroupStart/End around every call (and around a
+ * whole dlpg_group_start/end batch), the caller's current CUDA device saved and restored,
+ * NULL streams meaning each device's default stream. The communicators of all ops are
+ * created first (comm_create.c); once NCCL has enqueued the batch (a non-blocking
+ * ncclGroupEnd may report ncclInProgress, and then the work reaches the streams only when
+ * the communicators are ready), each op's work gets its events (events.c).
+ *
+ * Layout rules (ABI.md): NCCL rank of local device i of group rank r is r * ndev + i, so
+ * allgather and reduce_scatter blocks are rank-major then device, roots are root * ndev,
+ * and point-to-point peers are peer * ndev (+ i). Movement operations move bytes. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nccl/nccl_internal.h"
+#include "core/log.h"
+
+/* Enqueue one op on its communicator (inside the caller's ncclGroupStart/End, read lock
+ * held). */
+static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__op_t *op, dlpg__nccl_comm_t *c,
+                                   cudaStream_t *streams) {
+  const int nd = c->ndev;
+  ncclResult_t r = ncclSuccess;
+  for (int i = 0; i < op->ntensors; i++) {
+    const dlpg__tensor_t *in = &op->in[i], *out = &op->out[i];
+    ncclComm_t comm = c->comms[i];
+    cudaStream_t s = streams[i];
+    if (!comm)
+      return dlpg__error(DLPG_ERR_ABORTED, "%s: communicator '%s' of group '%s' was aborted", fn,
+                         c->key, c->st->name);
+    DLPG_CHECK(dlpg__cuda_result(cudaSetDevice(in->device_id), fn, "cudaSetDevice"));
+    ncclDataType_t type = ncclUint8;
+    ncclRedOp_t rop = ncclSum;
+    const char *what = "";
+    switch (op->kind) {
+      case DLPG__OP_ALLREDUCE:
+        DLPG_CHECK(dlpg__nccl_reduce_type(fn, in->dtype, op->rop, in->device_id, &type, &rop));
+        what = "ncclAllReduce";
+        r = ncclAllReduce(in->ptr, out->ptr, (size_t)in->numel, type, rop, comm, s);
+        break;
+      case DLPG__OP_BROADCAST:
+        what = "ncclBroadcast";
+        r = ncclBroadcast(in->ptr, out->ptr, in->nbytes, ncclUint8, op->root * nd, comm, s);
+        break;
+      case DLPG__OP_REDUCE:
+        DLPG_CHECK(dlpg__nccl_reduce_type(fn, in->dtype, op->rop, in->device_id, &type, &rop));
+        what = "ncclReduce";
+        r = ncclReduce(in->ptr, out->ptr, (size_t)in->numel, type, rop, op->root * nd, comm, s);
+        break;
+      case DLPG__OP_ALLGATHER:
+        what = "ncclAllGather";
+        r = ncclAllGather(in->ptr, out->ptr, in->nbytes, ncclUint8, comm, s);
+        break;
+      case DLPG__OP_REDUCE_SCATTER:
+        DLPG_CHECK(dlpg__nccl_reduce_type(fn, in->dtype, op->rop, in->device_id, &type, &rop));
+        what = "ncclReduceScatter";
+        r = ncclReduceScatter(in->ptr, out->ptr, (size_t)out->numel, type, rop, comm, s);
+        break;
+      case DLPG__OP_ALLTOALL: {
+        if (in->ptr == out->ptr && in->nbytes > 0)
+          return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                             "%s: input and output are the same memory (%p); NCCL's alltoall "
+                             "needs distinct buffers", fn, in->ptr);
+        size_t blk = in->nbytes / (size_t)c->nranks;
+        for (int p = 0; p < c->nranks && r == ncclSuccess; p++) {
+          what = "ncclSend (alltoall)";
+          r = ncclSend((const char *)in->ptr + (size_t)p * blk, blk, ncclUint8, p, comm, s);
+          if (r != ncclSuccess && r != ncclInProgress) break;
+          what = "ncclRecv (alltoall)";
+          r = ncclRecv((char *)out->ptr + (size_t)p * blk, blk, ncclUint8, p, comm, s);
+          if (r == ncclInProgress) r = ncclSuccess;
+        }
+        break;
+      }
+      case DLPG__OP_SEND:
+        what = "ncclSend";
+        r = ncclSend(in->ptr, in->nbytes, ncclUint8, op->peer * nd + i, comm, s);
+        break;
+      case DLPG__OP_RECV:
+        what = "ncclRecv";
+        r = ncclRecv(in->ptr, in->nbytes, ncclUint8, op->peer * nd + i, comm, s);
+        break;
+      default:
+        return dlpg__error(DLPG_ERR_INTERNAL, "%s: operation kind %d is not an NCCL operation",
+                           fn, (int)op->kind);
+    }
+    DLPG_CHECK(dlpg__nccl_result(r, comm, fn, what));
+  }
+  return DLPG_OK;
+}
+
+/* Checks before any communicator exists, so an unsupported request costs no rendezvous. */
+static dlpg_status_t dlpg__precheck(const char *fn, const dlpg__op_t *op) {
+  if (!op || !op->group || !op->work)
+    return dlpg__error(DLPG_ERR_INTERNAL, "%s: op without group or work", fn);
+  if (!op->group->nccl)
+    return dlpg__error(DLPG_ERR_INTERNAL, "%s: group has no NCCL state", fn);
+  if (op->backend != DLPG__BACKEND_NCCL || op->kind == DLPG__OP_BARRIER)
+    return dlpg__error(DLPG_ERR_INTERNAL, "%s: not an NCCL operation (kind %d, backend %d)", fn,
+                       (int)op->kind, (int)op->backend);
+  if (op->ntensors < 1 || op->ntensors > DLPG__MAX_LOCAL_DEVICES)
+    return dlpg__error(DLPG_ERR_INTERNAL, "%s: ntensors %d", fn, op->ntensors);
+  if (atomic_load(&op->group->aborted))
+    return dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted", fn, op->group->name);
+  if (op->kind == DLPG__OP_ALLREDUCE || op->kind == DLPG__OP_REDUCE ||
+      op->kind == DLPG__OP_REDUCE_SCATTER) {
+    for (int i = 0; i < op->ntensors; i++) {
+      ncclDataType_t t;
+      ncclRedOp_t r;
+      DLPG_CHECK(dlpg__nccl_reduce_type(fn, op->in[i].dtype, op->rop, op->in[i].device_id, &t, &r));
+    }
+  }
+  return DLPG_OK;
+}
+
+static int dlpg__ptr_cmp(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)*(void *const *)a, y = (uintptr_t)*(void *const *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The distinct communicators of a batch, in address order (the lock order). */
+static int dlpg__unique_comms(dlpg__nccl_comm_t **comms, int n, dlpg__nccl_comm_t **uniq) {
+  memcpy(uniq, comms, (size_t)n * sizeof(*uniq));
+  qsort(uniq, (size_t)n, sizeof(*uniq), dlpg__ptr_cmp);
+  int m = 0;
+  for (int k = 0; k < n; k++)
+    if (m == 0 || uniq[m - 1] != uniq[k]) uniq[m++] = uniq[k];
+  return m;
+}
+
+dlpg_status_t dlpg__nccl_issue(dlpg__op_t *const *ops, int n) {
+  if (!ops || n < 1) return dlpg__error(DLPG_ERR_INTERNAL, "dlpg__nccl_issue: empty batch");
+  const char *fn = n == 1 ? dlpg__op_name(ops[0]->kind) : "dlpg_group_end";
+  for (int k = 0; k < n; k++) DLPG_CHECK(dlpg__precheck(fn, ops[k]));
+
+  dlpg__nccl_comm_t *one[2], **comms = n == 1 ? one : calloc((size_t)n * 2, sizeof(*comms));
+  cudaStream_t *streams = calloc((size_t)n * DLPG__MAX_LOCAL_DEVICES, sizeof(*streams));
+  if (!comms || !streams) {
+    if (comms != one) free(comms);
+    free(streams);
+    return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
+  }
+  int cur = -1;
+  cudaGetDevice(&cur);
+  dlpg_status_t s = dlpg__nccl_get_comms(fn, ops, n, comms);
+  if (s != DLPG_OK) goto out_free;
+  for (int k = 0; k < n; k++)
+    for (int i = 0; i < ops[k]->ntensors; i++)
+      streams[k * DLPG__MAX_LOCAL_DEVICES + i] = (cudaStream_t)ops[k]->streams[i];
+
+  /* Enqueue everything as one NCCL group, holding every communicator of the batch until
+   * NCCL has put the work on the streams and the events are recorded behind it. */
+  dlpg__nccl_comm_t **uniq = comms + n;
+  int nu = dlpg__unique_comms(comms, n, uniq);
+  for (int u = 0; u < nu; u++) pthread_mutex_lock(&uniq[u]->issue_mu);
+  dlpg__nccl_rdlock();
+  ncclResult_t r = ncclGroupStart();
+  s = dlpg__nccl_result(r, NULL, fn, "ncclGroupStart");
+  for (int k = 0; k < n && s == DLPG_OK; k++)
+    s = dlpg__enqueue(fn, ops[k], comms[k], &streams[k * DLPG__MAX_LOCAL_DEVICES]);
+  r = ncclGroupEnd();
+  if (s == DLPG_OK) s = dlpg__nccl_result(r, NULL, fn, "ncclGroupEnd");
+  dlpg__nccl_unlock();
+
+  /* Non-blocking communicators: the batch reaches the streams once none is in progress
+   * (the first operation on a communicator connects its peers here). */
+  if (s == DLPG_OK && r == ncclInProgress) {
+    double deadline = dlpg__now() + (ops[0]->group->timeout_s > 0 ? ops[0]->group->timeout_s : 300.0);
+    s = dlpg__nccl_wait_ready(fn, uniq, nu, deadline);
+    /* A peer that never connects leaves the communicators half set up: abort them, so
+     * nothing waits on them later (the group is unusable for CUDA after a timeout, as
+     * after dlpg_work_wait's). */
+    if (s == DLPG_ERR_TIMEOUT)
+      for (int k = 0; k < n; k++) dlpg__nccl_abort(comms[k]->st);
+  }
+  for (int k = 0; k < n && s == DLPG_OK; k++)
+    s = dlpg__nccl_attach_work(fn, ops[k], comms[k], &streams[k * DLPG__MAX_LOCAL_DEVICES]);
+  for (int u = nu - 1; u >= 0; u--) pthread_mutex_unlock(&uniq[u]->issue_mu);
+  for (int k = 0; k < n; k++) dlpg__nccl_comm_release(comms[k]);
+out_free:
+  if (cur >= 0) cudaSetDevice(cur);
+  if (comms != one) free(comms);
+  free(streams);
+  return s;
+}

@@ -1,0 +1,117 @@
+/* Private state of the NCCL path, shared by its files: the communicator cache (comm.c), the
+ * rendezvous and creation (comm_create.c), the dtype/op tables (types.c), the enqueueing of
+ * operations (issue.c) and the CUDA-event pollers behind work (events.c). */
+#ifndef DLPG_NCCL_NCCL_INTERNAL_H_
+#define DLPG_NCCL_NCCL_INTERNAL_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "nccl/nccl.h"
+#include "core/group.h"
+#include "core/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Longest device-list key: 16 ids of up to 4 digits and commas. */
+#define DLPG__NCCL_KEY_MAX 96
+/* Highest CUDA device ordinal the event pool and capability cache track. */
+#define DLPG__NCCL_MAX_DEVICE 64
+
+typedef enum dlpg__nccl_comm_state {
+  DLPG__COMM_CREATING = 0, /* one thread is rendezvousing/initialising it */
+  DLPG__COMM_READY = 1,
+  DLPG__COMM_FAILED = 2,   /* creation failed; err/msg say why; later ops fail alike */
+  DLPG__COMM_ABORTED = 3,  /* ncclCommAbort was called; handles are NULL */
+  DLPG__COMM_DESTROYED = 4 /* finalized and destroyed by dlpg__nccl_destroy */
+} dlpg__nccl_comm_state_t;
+
+/* One cached communicator: one ncclComm per local device of the key. Owned by the cache
+ * (st->comms); live pollers hold references so the entry outlives dlpg__nccl_destroy. */
+typedef struct dlpg__nccl_comm {
+  struct dlpg__nccl *st;
+  char key[DLPG__NCCL_KEY_MAX]; /* "0" or "0,1" */
+  int ndev;
+  int devs[DLPG__MAX_LOCAL_DEVICES];
+  ncclComm_t comms[DLPG__MAX_LOCAL_DEVICES]; /* NULL once aborted or destroyed */
+  int nranks;                   /* ndev * world_size */
+  int seq;                      /* creation index within the group: the store key */
+  int state;                    /* dlpg__nccl_comm_state_t, under st->mu */
+  dlpg_status_t err;            /* FAILED: the status and message to repeat */
+  char msg[512];
+  atomic_int refs;              /* the cache's + one per live poller */
+  /* Serialises issuing on this communicator: NCCL communicators must not be used by two
+   * threads at once, and a non-blocking one must be ready before its next call. Taken in
+   * address order when a batch spans several communicators. */
+  pthread_mutex_t issue_mu;
+  struct dlpg__nccl_comm *next;
+} dlpg__nccl_comm_t;
+
+/* A pooled CUDA event of one device. */
+typedef struct dlpg__nccl_event {
+  cudaEvent_t ev;
+  int dev;
+  struct dlpg__nccl_event *next;
+} dlpg__nccl_event_t;
+
+struct dlpg__nccl {
+  struct dlpg_group *g;       /* borrowed: the group owns st */
+  int rank, size;             /* copies of g's, for messages after g is gone */
+  char name[256];             /* copy of g->name */
+  pthread_mutex_t mu;         /* comms list, states, seq, event pool */
+  pthread_cond_t cv;          /* a communicator left CREATING */
+  dlpg__nccl_comm_t *comms;
+  int ncreated;               /* communicators this group has started creating */
+  atomic_int aborted;
+  atomic_int destroyed;
+  atomic_int refs;            /* the group's + one per live poller */
+  dlpg__nccl_event_t *free_events[DLPG__NCCL_MAX_DEVICE];
+};
+
+/* Process-wide lock that orders NCCL calls on cached communicators (read side: issue, poll,
+ * init polling) against ncclCommAbort/ncclCommDestroy (write side), so no thread uses a
+ * handle another thread is freeing. Read sections are short: every communicator is
+ * non-blocking, so no NCCL call inside one waits for a peer. */
+void dlpg__nccl_rdlock(void);
+void dlpg__nccl_wrlock(void);
+void dlpg__nccl_unlock(void);
+
+/* Turn an NCCL result into a status + message naming fn and what ("ncclAllReduce"). */
+dlpg_status_t dlpg__nccl_result(ncclResult_t r, ncclComm_t comm, const char *fn, const char *what);
+dlpg_status_t dlpg__cuda_result(cudaError_t e, const char *fn, const char *what);
+
+/* Reference counting of the per-group state and of cache entries. */
+void dlpg__nccl_state_retain(struct dlpg__nccl *st);
+void dlpg__nccl_state_release(struct dlpg__nccl *st);
+void dlpg__nccl_comm_retain(dlpg__nccl_comm_t *c);
+void dlpg__nccl_comm_release(dlpg__nccl_comm_t *c);
+
+/* Ensure the communicator of every op exists (comm_create.c). comms[i] receives op i's entry
+ * with a reference the caller releases. All missing ones are created together, so one
+ * thread can create the communicators of several ranks' groups. */
+dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__op_t *const *ops, int n,
+                                   dlpg__nccl_comm_t **comms);
+
+/* Poll the communicators until none reports ncclInProgress (after a non-blocking init or
+ * group end), against deadline and the abort flags. The caller holds no lock. */
+dlpg_status_t dlpg__nccl_wait_ready(const char *fn, dlpg__nccl_comm_t *const *cs, int nc,
+                                    double deadline);
+
+/* Types (types.c). */
+dlpg_status_t dlpg__nccl_reduce_type(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op,
+                                     int dev, ncclDataType_t *type, ncclRedOp_t *rop);
+
+/* Events and work pollers (events.c). Attach a poller to w covering the ndev events
+ * recorded on streams after the op, or complete w as enqueued when capturing. */
+dlpg_status_t dlpg__nccl_attach_work(const char *fn, dlpg__op_t *op, dlpg__nccl_comm_t *c,
+                                     cudaStream_t *streams);
+void dlpg__nccl_free_events(struct dlpg__nccl *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,18 @@
+/* Helpers shared by the store's own files (not part of store.h's interface to others). */
+#ifndef DLPG_STORE_STORE_INTERNAL_H_
+#define DLPG_STORE_STORE_INTERNAL_H_
+
+#include "dlpg/dlpg.h"
+
+/* Resolved timeouts never exceed a year, so deadlines stay finite. */
+#define DLPG__STORE_MAX_TIMEOUT_S (365.0 * 86400.0)
+
+/* DLPG_TIMEOUT from the environment when positive, else 300 s. */
+double dlpg__store_default_timeout(void);
+/* timeout_s <= 0 -> dflt; NaN is INVALID_ARGUMENT naming fn; clamped to a year. */
+dlpg_status_t dlpg__store_resolve_timeout(const char *fn, double timeout_s, double dflt,
+                                          double *out);
+/* NULL, empty or over-long key -> INVALID_ARGUMENT "fn: arg ...". */
+dlpg_status_t dlpg__store_check_key(const char *fn, const char *arg, const char *key);
+
+#endif

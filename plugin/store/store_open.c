@@ -1,0 +1,154 @@
+/* dlpg_store_open: parse the store URL and hand over to the implementation.
+ *   tcp://HOST:PORT[?serve=1]   HOST may be a name, an IPv4 address or [an IPv6 address]
+ *   file:///PATH                Gloo's FileStore (plugin/gloo/file_store.cc)
+ *   env://                      MASTER_ADDR, DLPG_STORE_PORT or MASTER_PORT + 1, RANK 0 serves
+ * Every malformed URL is DLPG_ERR_INVALID_ARGUMENT naming the URL and what is wrong. The
+ * launcher's variables are read through core/params.h (never getenv). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/params.h"
+#include "core/status.h"
+#include "store/store.h"
+#include "store/store_internal.h"
+
+static const char dlpg__open_fn[] = "dlpg_store_open";
+
+static dlpg_status_t dlpg__bad_url(const char *url, const char *what) {
+  return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: url \"%s\": %s", dlpg__open_fn, url, what);
+}
+
+/* Parse a decimal port 0..65535 spanning exactly [p, end). */
+static int dlpg__parse_port(const char *p, const char *end, int *port) {
+  if (p == end || end - p > 5) return -1;
+  long v = 0;
+  for (; p < end; ++p) {
+    if (*p < '0' || *p > '9') return -1;
+    v = v * 10 + (*p - '0');
+  }
+  if (v > 65535) return -1;
+  *port = (int)v;
+  return 0;
+}
+
+/* tcp://HOST:PORT[?serve=0|1] */
+static dlpg_status_t dlpg__open_tcp(const char *url, double timeout_s, dlpg_store_t **out) {
+  const char *auth = url + strlen("tcp://");
+  const char *query = strchr(auth, '?');
+  const char *aend = query ? query : auth + strlen(auth);
+  const char *hb, *he, *colon;
+  if (*auth == '[') {
+    hb = auth + 1;
+    he = memchr(hb, ']', (size_t)(aend - hb));
+    if (!he) return dlpg__bad_url(url, "an IPv6 host opened with '[' has no closing ']'");
+    colon = he + 1;
+    if (colon >= aend || *colon != ':')
+      return dlpg__bad_url(url, "expected ':PORT' after the bracketed host");
+  } else {
+    hb = auth;
+    colon = NULL;
+    for (const char *p = auth; p < aend; ++p)
+      if (*p == ':') colon = p;
+    if (!colon) return dlpg__bad_url(url, "missing ':PORT' (expected tcp://HOST:PORT)");
+    he = colon;
+  }
+  if (he == hb) return dlpg__bad_url(url, "the host is empty (expected tcp://HOST:PORT)");
+  if (memchr(hb, '/', (size_t)(he - hb)))
+    return dlpg__bad_url(url, "the host contains '/' (expected tcp://HOST:PORT)");
+  int port = 0;
+  if (dlpg__parse_port(colon + 1, aend, &port) != 0)
+    return dlpg__bad_url(url, "the port is not a decimal number in [0, 65535]");
+  int serve = 0;
+  if (query) {
+    const char *q = query + 1;
+    if (strcmp(q, "serve=1") == 0 || strcmp(q, "serve=true") == 0) serve = 1;
+    else if (strcmp(q, "serve=0") == 0 || strcmp(q, "serve=false") == 0 || !*q) serve = 0;
+    else return dlpg__bad_url(url, "unknown query (the only parameter is serve=0|1)");
+  }
+  if (port == 0 && !serve)
+    return dlpg__bad_url(url, "port 0 is only valid with ?serve=1 (the server picks a free port)");
+  size_t hlen = (size_t)(he - hb);
+  char *host = (char *)malloc(hlen + 1);
+  if (!host) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", dlpg__open_fn);
+  memcpy(host, hb, hlen);
+  host[hlen] = '\0';
+  dlpg_status_t st = dlpg__tcp_store_open(host, port, serve, timeout_s, out);
+  free(host);
+  return st;
+}
+
+/* file:///PATH: only local absolute paths (no host part). */
+static dlpg_status_t dlpg__open_file(const char *url, double timeout_s, dlpg_store_t **out) {
+  const char *path = url + strlen("file://");
+  if (*path != '/')
+    return dlpg__bad_url(url, "expected file:///ABSOLUTE/PATH (a host part is not supported)");
+  if (strcmp(path, "/") == 0) return dlpg__bad_url(url, "the path is empty");
+  return dlpg__file_store_open(path, timeout_s, out);
+}
+
+/* A launcher variable as a long within [lo, hi]; 0 = unset, 1 = set, <0 = error recorded. */
+static int dlpg__env_long(dlpg__param_id_t id, const char *name, long lo, long hi, long *out) {
+  const char *v = dlpg__param_str(id);
+  if (!v || !*v) return 0;
+  char *end = NULL;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (errno || end == v || *end || x < lo || x > hi) {
+    dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s=\"%s\" is not an integer in [%ld, %ld]", name, v,
+                lo, hi);
+    return -1;
+  }
+  *out = x;
+  return 1;
+}
+
+/* env://: torchrun's variables; the dlpg store sits one port above torchrun's own. */
+static dlpg_status_t dlpg__open_env(const char *url, double timeout_s, dlpg_store_t **out) {
+  if (strcmp(url, "env://") != 0)
+    return dlpg__bad_url(url, "env:// takes nothing after the scheme");
+  const char *addr = dlpg__param_str(DLPG__PARAM_MASTER_ADDR);
+  if (!addr || !*addr)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "env:// needs MASTER_ADDR, which is unset");
+  long port = 0, mport = 0, rank = 0;
+  int have = dlpg__env_long(DLPG__PARAM_STORE_PORT, "DLPG_STORE_PORT", 1, 65535, &port);
+  if (have < 0) return DLPG_ERR_INVALID_ARGUMENT;
+  if (!have) {
+    int m = dlpg__env_long(DLPG__PARAM_MASTER_PORT, "MASTER_PORT", 0, 65534, &mport);
+    if (m < 0) return DLPG_ERR_INVALID_ARGUMENT;
+    if (m == 0)
+      return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                         "env:// needs DLPG_STORE_PORT or MASTER_PORT, both unset");
+    port = mport + 1;
+  }
+  int r = dlpg__env_long(DLPG__PARAM_RANK, "RANK", 0, 1L << 30, &rank);
+  if (r < 0) return DLPG_ERR_INVALID_ARGUMENT;
+  int serve = r == 0 || rank == 0;
+  /* Rank 0 serves on every interface (as torchrun's store does) and reaches its own server
+   * through MASTER_ADDR like everyone else. */
+  return dlpg__tcp_store_open_ex(addr, (int)port, serve ? "" : NULL, timeout_s, addr, out);
+}
+
+dlpg_status_t dlpg_store_open(const char *url, double timeout_s, dlpg_store_t **store) {
+  DLPG_ARG_CHECK(url != NULL, "%s: url is NULL", dlpg__open_fn);
+  DLPG_ARG_CHECK(store != NULL, "%s: store is NULL (url \"%s\")", dlpg__open_fn, url);
+  double t;
+  DLPG_CHECK(dlpg__store_resolve_timeout(dlpg__open_fn, timeout_s, dlpg__store_default_timeout(),
+                                         &t));
+  dlpg_store_t *s = NULL;
+  dlpg_status_t st;
+  if (strncmp(url, "tcp://", 6) == 0) st = dlpg__open_tcp(url, t, &s);
+  else if (strncmp(url, "file://", 7) == 0) st = dlpg__open_file(url, t, &s);
+  else if (strncmp(url, "env://", 6) == 0) st = dlpg__open_env(url, t, &s);
+  else
+    return dlpg__bad_url(url, "unknown scheme (expected tcp://HOST:PORT[?serve=1], "
+                              "file:///PATH or env://)");
+  if (st != DLPG_OK) {
+    char prefix[512];
+    snprintf(prefix, sizeof prefix, "%s: url \"%.400s\"", dlpg__open_fn, url);
+    return dlpg__error_prefix(st, prefix);
+  }
+  *store = s;
+  return DLPG_OK;
+}

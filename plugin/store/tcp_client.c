@@ -1,0 +1,362 @@
+/* The TCP store client (and, when asked, the embedded server it talks to). One store handle
+ * is shared by every thread of the process: requests take a connection from a small pool
+ * guarded by the client's mutex, so a thread blocked in a long WAIT never holds up another
+ * thread's SET of the very key it waits for. Every send and receive is bounded by a
+ * deadline (poll), a vanished server is DLPG_ERR_REMOTE at once, and the first connection
+ * retries with exponential backoff (10 ms .. 1 s) until the open's timeout. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/status.h"
+#include "store/store.h"
+#include "store/tcp_proto.h"
+
+#define DLPG__TCP_POOL_MAX 8
+/* Extra time a client waits for a WAIT's answer beyond the WAIT's own timeout: the server
+ * answers at the deadline, this only covers the trip back. */
+#define DLPG__TCP_WAIT_GRACE_S 2.0
+
+typedef struct dlpg__tcp_store {
+  pthread_mutex_t mu; /* guards idle/nidle */
+  int idle[DLPG__TCP_POOL_MAX];
+  int nidle;
+  char *host; /* the host clients connect to */
+  int port;
+  char peer[300]; /* "host:port" for messages */
+  double timeout_s;
+  dlpg__tcp_server_t *server; /* owned when this process serves */
+} dlpg__tcp_store_t;
+
+/* A reply: its type and fields (views into body). */
+typedef struct dlpg__reply {
+  uint8_t type;
+  size_t n;
+  dlpg__field_t *f;
+  dlpg__buf_t body;
+} dlpg__reply_t;
+
+static void dlpg__reply_free(dlpg__reply_t *r) {
+  free(r->f);
+  dlpg__buf_free(&r->body);
+}
+
+static void dlpg__sleep(double s) {
+  struct timespec ts;
+  ts.tv_sec = (time_t)s;
+  ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* A pooled connection, or a new one (one attempt: a server that refuses now is gone). */
+static dlpg_status_t dlpg__tcp_take(dlpg__tcp_store_t *t, double deadline, int *fd) {
+  pthread_mutex_lock(&t->mu);
+  if (t->nidle > 0) {
+    *fd = t->idle[--t->nidle];
+    pthread_mutex_unlock(&t->mu);
+    return DLPG_OK;
+  }
+  pthread_mutex_unlock(&t->mu);
+  dlpg_status_t st = dlpg__net_connect_once(t->host, t->port, deadline, fd);
+  if (st == DLPG_ERR_SYSTEM) st = DLPG_ERR_REMOTE; /* refused or unreachable: the server left */
+  return st == DLPG_OK ? st : dlpg__error(st, "%s", dlpg__last_error());
+}
+
+static void dlpg__tcp_give(dlpg__tcp_store_t *t, int fd) {
+  pthread_mutex_lock(&t->mu);
+  if (t->nidle < DLPG__TCP_POOL_MAX) {
+    t->idle[t->nidle++] = fd;
+    fd = -1;
+  }
+  pthread_mutex_unlock(&t->mu);
+  if (fd >= 0) close(fd);
+}
+
+/* One request and its reply. A connection that failed mid-way is closed, never reused. */
+static dlpg_status_t dlpg__tcp_call(dlpg__tcp_store_t *t, uint8_t type, size_t n,
+                                    const void *const *data, const size_t *lens, double deadline,
+                                    dlpg__reply_t *r) {
+  memset(r, 0, sizeof *r);
+  dlpg__buf_t req = {0};
+  if (dlpg__frame_append(&req, type, n, data, lens) != 0) {
+    dlpg__buf_free(&req);
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "request of %zu fields exceeds the store protocol's limits (%u fields, "
+                       "%u bytes) or memory ran out",
+                       n, DLPG__PROTO_MAX_FIELDS, DLPG__PROTO_MAX_BODY);
+  }
+  int fd = -1;
+  dlpg_status_t st = dlpg__tcp_take(t, deadline, &fd);
+  if (st == DLPG_OK) st = dlpg__net_send_all(fd, req.data, req.len, deadline, t->peer);
+  dlpg__buf_free(&req);
+  uint8_t head[DLPG__PROTO_HEADER];
+  if (st == DLPG_OK) st = dlpg__net_recv_all(fd, head, sizeof head, deadline, t->peer);
+  uint32_t blen = 0;
+  if (st == DLPG_OK) {
+    blen = dlpg__get_u32(head);
+    if (blen < DLPG__PROTO_BODY_HEAD || blen > DLPG__PROTO_MAX_BODY)
+      st = dlpg__error(DLPG_ERR_REMOTE, "store server %s sent a reply of %u bytes", t->peer, blen);
+    else if (dlpg__buf_reserve(&r->body, blen) != 0)
+      st = dlpg__error(DLPG_ERR_SYSTEM, "out of memory for a reply of %u bytes", blen);
+  }
+  if (st == DLPG_OK) st = dlpg__net_recv_all(fd, r->body.data, blen, deadline, t->peer);
+  if (st == DLPG_OK) {
+    r->body.len = blen;
+    if (dlpg__frame_parse(r->body.data, blen, &r->type, &r->n, &r->f) != 0)
+      st = dlpg__error(DLPG_ERR_REMOTE, "store server %s sent a malformed reply", t->peer);
+  }
+  if (st != DLPG_OK) {
+    if (fd >= 0) close(fd);
+    dlpg__reply_free(r);
+    return st;
+  }
+  dlpg__tcp_give(t, fd);
+  return DLPG_OK;
+}
+
+static dlpg_status_t dlpg__tcp_unexpected(dlpg__tcp_store_t *t, dlpg__reply_t *r, const char *what) {
+  dlpg_status_t st;
+  if (r->type == DLPG__REPLY_ERROR && r->n == 1)
+    st = dlpg__error(DLPG_ERR_REMOTE, "store server %s: %s: %.*s", t->peer, what,
+                     (int)r->f[0].len, (const char *)r->f[0].data);
+  else
+    st = dlpg__error(DLPG_ERR_REMOTE, "store server %s sent an unexpected reply (type %u, %zu "
+                     "fields) to %s", t->peer, r->type, r->n, what);
+  dlpg__reply_free(r);
+  return st;
+}
+
+static dlpg_status_t dlpg__tcp_set(void *impl, const char *key, const void *value, size_t len) {
+  dlpg__tcp_store_t *t = (dlpg__tcp_store_t *)impl;
+  const void *d[2] = {key, value};
+  size_t l[2] = {strlen(key), len};
+  dlpg__reply_t r;
+  DLPG_CHECK(dlpg__tcp_call(t, DLPG__CMD_SET, 2, d, l, dlpg__store_clock() + t->timeout_s, &r));
+  if (r.type != DLPG__REPLY_OK) return dlpg__tcp_unexpected(t, &r, "SET");
+  dlpg__reply_free(&r);
+  return DLPG_OK;
+}
+
+/* Block until every key exists: the server parks the request until then or its deadline. */
+static dlpg_status_t dlpg__tcp_wait(void *impl, const char *const *keys, size_t nkeys,
+                                    double timeout_s) {
+  dlpg__tcp_store_t *t = (dlpg__tcp_store_t *)impl;
+  if (nkeys == 0) return DLPG_OK;
+  if (nkeys >= DLPG__PROTO_MAX_FIELDS)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%zu keys exceed the TCP store's limit of %u",
+                       nkeys, DLPG__PROTO_MAX_FIELDS - 1);
+  const void **d = (const void **)malloc((nkeys + 1) * sizeof *d);
+  size_t *l = (size_t *)malloc((nkeys + 1) * sizeof *l);
+  if (!d || !l) {
+    free(d);
+    free(l);
+    return dlpg__error(DLPG_ERR_SYSTEM, "out of memory for %zu keys", nkeys);
+  }
+  uint8_t ms[8];
+  dlpg__put_u64(ms, (uint64_t)(timeout_s * 1000.0));
+  d[0] = ms;
+  l[0] = 8;
+  for (size_t i = 0; i < nkeys; ++i) {
+    d[i + 1] = keys[i];
+    l[i + 1] = strlen(keys[i]);
+  }
+  dlpg__reply_t r;
+  dlpg_status_t st = dlpg__tcp_call(t, DLPG__CMD_WAIT, nkeys + 1, d, l,
+                                    dlpg__store_clock() + timeout_s + DLPG__TCP_WAIT_GRACE_S, &r);
+  free(d);
+  free(l);
+  if (st != DLPG_OK) return st;
+  if (r.type == DLPG__REPLY_OK) {
+    dlpg__reply_free(&r);
+    return DLPG_OK;
+  }
+  if (r.type != DLPG__REPLY_TIMEOUT) return dlpg__tcp_unexpected(t, &r, "WAIT");
+  /* Name the missing keys, as many as the message holds (it is truncated with "..."). */
+  char msg[DLPG__ERROR_MAX];
+  size_t off = (size_t)snprintf(msg, sizeof msg, "timed out after %g s waiting for %s", timeout_s,
+                                r.n == 1 ? "key" : "keys");
+  for (size_t i = 0; i < r.n && off < sizeof msg; ++i)
+    off += (size_t)snprintf(msg + off, sizeof msg - off, "%s'%.*s'", i ? ", " : " ",
+                            (int)r.f[i].len, (const char *)r.f[i].data);
+  if (off < sizeof msg) snprintf(msg + off, sizeof msg - off, " (store %s)", t->peer);
+  dlpg__reply_free(&r);
+  return dlpg__error(DLPG_ERR_TIMEOUT, "%s", msg);
+}
+
+static dlpg_status_t dlpg__tcp_get(void *impl, const char *key, double timeout_s, void *buf,
+                                   size_t cap, size_t *len) {
+  dlpg__tcp_store_t *t = (dlpg__tcp_store_t *)impl;
+  double deadline = dlpg__store_clock() + timeout_s;
+  const void *d[1] = {key};
+  size_t l[1] = {strlen(key)};
+  for (;;) {
+    double left = deadline - dlpg__store_clock();
+    DLPG_CHECK(dlpg__tcp_wait(impl, &key, 1, left > 0.001 ? left : 0.001));
+    dlpg__reply_t r;
+    DLPG_CHECK(dlpg__tcp_call(t, DLPG__CMD_GET, 1, d, l, dlpg__store_clock() + t->timeout_s, &r));
+    if (r.type == DLPG__REPLY_NOT_FOUND) { /* deleted between WAIT and GET: wait again */
+      dlpg__reply_free(&r);
+      continue;
+    }
+    if (r.type != DLPG__REPLY_OK || r.n != 1) return dlpg__tcp_unexpected(t, &r, "GET");
+    size_t vlen = r.f[0].len;
+    if (buf && cap) memcpy(buf, r.f[0].data, vlen < cap ? vlen : cap);
+    *len = vlen;
+    dlpg__reply_free(&r);
+    return DLPG_OK;
+  }
+}
+
+static dlpg_status_t dlpg__tcp_add(void *impl, const char *key, int64_t delta, int64_t *result) {
+  dlpg__tcp_store_t *t = (dlpg__tcp_store_t *)impl;
+  uint8_t dv[8];
+  dlpg__put_u64(dv, (uint64_t)delta);
+  const void *d[2] = {key, dv};
+  size_t l[2] = {strlen(key), 8};
+  dlpg__reply_t r;
+  DLPG_CHECK(dlpg__tcp_call(t, DLPG__CMD_ADD, 2, d, l, dlpg__store_clock() + t->timeout_s, &r));
+  if (r.type == DLPG__REPLY_ERROR && r.n == 1) {
+    dlpg_status_t st = dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "cannot add %lld to key '%s': %.*s",
+                                   (long long)delta, key, (int)r.f[0].len,
+                                   (const char *)r.f[0].data);
+    dlpg__reply_free(&r);
+    return st;
+  }
+  if (r.type != DLPG__REPLY_OK || r.n != 1 || r.f[0].len != 8)
+    return dlpg__tcp_unexpected(t, &r, "ADD");
+  if (result) *result = (int64_t)dlpg__get_u64(r.f[0].data);
+  dlpg__reply_free(&r);
+  return DLPG_OK;
+}
+
+/* CHECK and DELETE both answer one byte. */
+static dlpg_status_t dlpg__tcp_flag(dlpg__tcp_store_t *t, uint8_t cmd, const char *const *keys,
+                                    size_t nkeys, int *flag) {
+  if (nkeys >= DLPG__PROTO_MAX_FIELDS)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%zu keys exceed the TCP store's limit of %u",
+                       nkeys, DLPG__PROTO_MAX_FIELDS - 1);
+  const void **d = (const void **)malloc((nkeys ? nkeys : 1) * sizeof *d);
+  size_t *l = (size_t *)malloc((nkeys ? nkeys : 1) * sizeof *l);
+  if (!d || !l) {
+    free(d);
+    free(l);
+    return dlpg__error(DLPG_ERR_SYSTEM, "out of memory for %zu keys", nkeys);
+  }
+  for (size_t i = 0; i < nkeys; ++i) {
+    d[i] = keys[i];
+    l[i] = strlen(keys[i]);
+  }
+  dlpg__reply_t r;
+  dlpg_status_t st =
+      dlpg__tcp_call(t, cmd, nkeys, d, l, dlpg__store_clock() + t->timeout_s, &r);
+  free(d);
+  free(l);
+  if (st != DLPG_OK) return st;
+  if (r.type != DLPG__REPLY_OK || r.n != 1 || r.f[0].len != 1)
+    return dlpg__tcp_unexpected(t, &r, cmd == DLPG__CMD_CHECK ? "CHECK" : "DELETE");
+  if (flag) *flag = r.f[0].data[0] != 0;
+  dlpg__reply_free(&r);
+  return DLPG_OK;
+}
+
+static dlpg_status_t dlpg__tcp_check(void *impl, const char *const *keys, size_t nkeys,
+                                     int *all_exist) {
+  return dlpg__tcp_flag((dlpg__tcp_store_t *)impl, DLPG__CMD_CHECK, keys, nkeys, all_exist);
+}
+
+static dlpg_status_t dlpg__tcp_delete(void *impl, const char *key, int *deleted) {
+  return dlpg__tcp_flag((dlpg__tcp_store_t *)impl, DLPG__CMD_DELETE, &key, 1, deleted);
+}
+
+static int dlpg__tcp_port(void *impl) { return ((dlpg__tcp_store_t *)impl)->port; }
+
+/* Close the client's connections first, then stop the server they talk to. */
+static void dlpg__tcp_destroy(void *impl) {
+  dlpg__tcp_store_t *t = (dlpg__tcp_store_t *)impl;
+  if (!t) return;
+  for (int i = 0; i < t->nidle; ++i) close(t->idle[i]);
+  if (t->server) dlpg__tcp_server_stop(t->server);
+  pthread_mutex_destroy(&t->mu);
+  free(t->host);
+  free(t);
+}
+
+static const dlpg__store_vtbl_t dlpg__tcp_vtbl = {
+    "tcp",          dlpg__tcp_set,    dlpg__tcp_get,  dlpg__tcp_add,    dlpg__tcp_wait,
+    dlpg__tcp_check, dlpg__tcp_delete, dlpg__tcp_port, dlpg__tcp_destroy};
+
+/* Connect, retrying with exponential backoff (10 ms doubling to 1 s) until deadline. */
+static dlpg_status_t dlpg__tcp_first_connect(dlpg__tcp_store_t *t, double timeout_s) {
+  double deadline = dlpg__store_clock() + timeout_s, backoff = 0.010;
+  char last[DLPG__ERROR_MAX] = "";
+  for (;;) {
+    int fd = -1;
+    if (dlpg__net_connect_once(t->host, t->port, deadline, &fd) == DLPG_OK) {
+      dlpg__tcp_give(t, fd);
+      return DLPG_OK;
+    }
+    snprintf(last, sizeof last, "%s", dlpg__last_error());
+    double left = deadline - dlpg__store_clock();
+    if (left <= 0)
+      return dlpg__error(DLPG_ERR_TIMEOUT, "cannot reach store server %s within %g s (last error: %s)",
+                         t->peer, timeout_s, last);
+    dlpg__sleep(backoff < left ? backoff : left);
+    backoff = backoff * 2 > 1.0 ? 1.0 : backoff * 2;
+  }
+}
+
+dlpg_status_t dlpg__tcp_store_open_ex(const char *connect_host, int port, const char *bind_host,
+                                      double timeout_s, const char *store_host,
+                                      dlpg_store_t **out) {
+  dlpg__tcp_store_t *t = (dlpg__tcp_store_t *)calloc(1, sizeof *t);
+  if (!t) return dlpg__error(DLPG_ERR_SYSTEM, "out of memory");
+  pthread_mutex_init(&t->mu, NULL);
+  t->timeout_s = timeout_s;
+  t->port = port;
+  dlpg_status_t st = DLPG_OK;
+  if (bind_host) {
+    st = dlpg__tcp_server_start(bind_host, port, &t->server);
+    if (st != DLPG_OK) goto fail;
+    t->port = dlpg__tcp_server_port(t->server);
+  }
+  t->host = strdup(connect_host);
+  if (!t->host) {
+    st = dlpg__error(DLPG_ERR_SYSTEM, "out of memory");
+    goto fail;
+  }
+  snprintf(t->peer, sizeof t->peer, "%s:%d", connect_host, t->port);
+  DLPG_CHECK_GOTO(dlpg__tcp_first_connect(t, timeout_s), st, fail);
+  DLPG_INFO(STORE, -1, "store client connected to %s%s", t->peer, t->server ? " (serving)" : "");
+  return dlpg__store_new(&dlpg__tcp_vtbl, t, timeout_s, store_host ? store_host : connect_host,
+                         out);
+fail:
+  dlpg__tcp_destroy(t);
+  return st;
+}
+
+/* A wildcard bind address is not something to connect to: use the loopback for our own
+ * client (the server listens there too). */
+static int dlpg__is_wildcard(const char *h) {
+  return !h[0] || strcmp(h, "0.0.0.0") == 0 || strcmp(h, "::") == 0 || strcmp(h, "*") == 0;
+}
+
+dlpg_status_t dlpg__tcp_store_open(const char *host, int port, int serve, double timeout_s,
+                                   dlpg_store_t **out) {
+  const char *connect = host, *shown = NULL;
+  char name[256];
+  if (serve && dlpg__is_wildcard(host)) {
+    connect = strcmp(host, "::") == 0 ? "::1" : "127.0.0.1";
+    /* Other machines reach a wildcard server by this machine's name. */
+    if (gethostname(name, sizeof name) == 0) {
+      name[sizeof name - 1] = '\0';
+      shown = name;
+    }
+  }
+  return dlpg__tcp_store_open_ex(connect, port, serve ? host : NULL, timeout_s, shown, out);
+}

@@ -1,0 +1,23 @@
+"""dlpg: a process group over DLPack tensors (Python binding of libdlpg.so).
+
+    import dlpg
+    store = dlpg.Store("tcp://127.0.0.1:29600?serve=1")
+    g = dlpg.Group(store, rank, world_size)
+    g.allreduce(numpy_or_torch_or_cupy_array)
+
+`import dlpg.torch` registers the "dlpg" torch.distributed backend. The library is found
+through DLPG_LIBRARY, then beside this package, then the repository's build*/ folders.
+"""
+
+from ._abi import (ABI_MAJOR, DlpgError, LibraryNotFoundError, build_info, library_path,
+                   status_name, version)
+from ._abi import (AVG, BAND, BOR, BXOR, MAX, MIN, PROD, SUM)  # noqa: F401
+from ._abi import (OK, ERR_INVALID_ARGUMENT, ERR_UNSUPPORTED, ERR_TIMEOUT, ERR_REMOTE,  # noqa: F401
+                   ERR_ABORTED, ERR_SYSTEM, ERR_INTERNAL, STATUS_NAMES)
+from .group import Group, Work, reduce_op
+from .store import Store
+
+__version__ = "0.1.0"
+
+__all__ = ["Store", "Group", "Work", "DlpgError", "LibraryNotFoundError", "version",
+           "build_info", "library_path", "status_name", "reduce_op", "ABI_MAJOR"]

@@ -1,0 +1,306 @@
+"""dlpg.Group and dlpg.Work: the framework-neutral process group over __dlpack__ objects.
+
+Every operation borrows its tensors: the DLPack capsules (and the objects) are kept by the
+Work until the operation has completed. A Work dropped before completion parks them in a
+module-level list that later calls reap, so memory never goes away under a running op.
+"""
+
+import ctypes
+import threading
+
+from . import _abi, _dlpack
+from ._abi import DlpgError, check, lib
+
+_REDUCE_OPS = {"sum": _abi.SUM, "prod": _abi.PROD, "product": _abi.PROD, "min": _abi.MIN,
+               "max": _abi.MAX, "avg": _abi.AVG, "mean": _abi.AVG, "band": _abi.BAND,
+               "bor": _abi.BOR, "bxor": _abi.BXOR}
+
+# (work handle, keep-alive) of Works dropped while their operation may still run.
+_orphans = []
+_orphans_lock = threading.Lock()
+
+
+def _reap_orphans():
+    if not _orphans:
+        return
+    with _orphans_lock:
+        keep = []
+        done = ctypes.c_int()
+        for h, alive in _orphans:
+            if lib.dlpg_work_test(h, ctypes.byref(done)) != _abi.OK or done.value:
+                lib.dlpg_work_free(h)
+            else:
+                keep.append((h, alive))
+        _orphans[:] = keep
+
+
+def reduce_op(op):
+    """A dlpg_reduce_op_t from a name ("sum", "max", ...) or an int."""
+    if isinstance(op, int):
+        return op
+    try:
+        return _REDUCE_OPS[str(op).lower()]
+    except KeyError:
+        raise DlpgError(_abi.ERR_INVALID_ARGUMENT,
+                        "dlpg: unknown reduce op %r (one of %s)" % (op, ", ".join(sorted(_REDUCE_OPS))))
+
+
+class Work(object):
+    """One asynchronous operation. wait(timeout) raises DlpgError on failure."""
+
+    __slots__ = ("_h", "_alive", "_status", "_message", "result")
+
+    def __init__(self, handle, alive, result=None):
+        self._h = handle
+        self._alive = alive
+        self._status = None
+        self._message = ""
+        self.result = result
+
+    def _finish(self, status):
+        self._status = status
+        if status != _abi.OK:
+            msg = lib.dlpg_work_error(self._h)
+            self._message = msg.decode("utf-8", "replace") if msg else _abi.last_error()
+        self._alive = None
+
+    def wait(self, timeout=None):
+        """Block until done (timeout seconds; None: the group's). Returns True."""
+        if self._status is None:
+            st = lib.dlpg_work_wait(self._h, float(timeout) if timeout else 0.0)
+            if st == _abi.ERR_TIMEOUT and not self._work_done():
+                self._message = _abi.last_error() or "dlpg_work_wait: timed out"
+                raise DlpgError(st, self._message)
+            self._finish(st)
+        if self._status != _abi.OK:
+            raise DlpgError(self._status, self._message)
+        return True
+
+    def _work_done(self):
+        done = ctypes.c_int()
+        return lib.dlpg_work_test(self._h, ctypes.byref(done)) == _abi.OK and bool(done.value)
+
+    def is_completed(self):
+        if self._status is None:
+            if not self._work_done():
+                return False
+            self._finish(lib.dlpg_work_wait(self._h, 0.0))
+        return True
+
+    def is_success(self):
+        return self.is_completed() and self._status == _abi.OK
+
+    @property
+    def status(self):
+        return self._status
+
+    def __del__(self):
+        h, self._h = self._h, None
+        if h is None:
+            return
+        try:
+            if self._alive is not None and not self._work_done():
+                with _orphans_lock:
+                    _orphans.append((h, self._alive))
+                return
+            lib.dlpg_work_free(h)
+        except Exception:  # noqa: BLE001 - interpreter shutdown.
+            pass
+
+
+def _ptr_array(ptrs):
+    return (ctypes.c_void_p * len(ptrs))(*ptrs)
+
+
+class Group(object):
+    """A process group. Group(store, rank, world_size, timeout=None, name=None).
+
+    Operations accept one object with __dlpack__ (torch, NumPy, CuPy, JAX as inputs) or a
+    list of them (one per local CUDA device). stream: a CUDA stream handle (int) the
+    operation is ordered on; default: torch's / CuPy's current stream for their tensors,
+    else the default stream. async_op=True returns a Work; else the call returns when a CPU
+    operation has completed or a CUDA operation has been enqueued.
+    """
+
+    def __init__(self, store, rank, world_size, timeout=None, name=None, _handle=None):
+        self._h = None
+        if _handle is not None:
+            self._h = _handle
+            return
+        if isinstance(store, str):
+            store = Store(store, timeout or 300.0)
+        opts = self._options(timeout, name)
+        h = ctypes.c_void_p()
+        check(lib.dlpg_group_create(store.handle, int(rank), int(world_size),
+                                    ctypes.byref(opts), ctypes.byref(h)))
+        self._h = h
+
+    @staticmethod
+    def _options(timeout, name):
+        opts = _abi.GroupOptions(ctypes.sizeof(_abi.GroupOptions), float(timeout or 0.0), None)
+        if name:
+            opts.name = name.encode() if isinstance(name, str) else name
+        return opts
+
+    @classmethod
+    def from_env(cls, timeout=None, name=None):
+        """RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torchrun's variables)."""
+        opts = cls._options(timeout, name)
+        h = ctypes.c_void_p()
+        check(lib.dlpg_group_create_from_env(ctypes.byref(opts), ctypes.byref(h)))
+        return cls(None, 0, 0, _handle=h)
+
+    @property
+    def handle(self):
+        if self._h is None:
+            raise DlpgError(_abi.ERR_INVALID_ARGUMENT, "dlpg.Group: the group is destroyed")
+        return self._h
+
+    @property
+    def rank(self):
+        r = ctypes.c_int()
+        check(lib.dlpg_group_rank(self.handle, ctypes.byref(r)))
+        return r.value
+
+    @property
+    def size(self):
+        r = ctypes.c_int()
+        check(lib.dlpg_group_size(self.handle, ctypes.byref(r)))
+        return r.value
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def _borrow(self, objs, stream, alive):
+        """DLTensor addresses and streams for objs (a list); keep-alives go to alive."""
+        ptrs, streams, any_cuda = [], [], False
+        for o in objs:
+            s = stream if stream is not None else _dlpack.default_stream(o)
+            if s is not None:
+                any_cuda = True
+            p, keep = _dlpack.borrow(o, s)
+            alive.append(keep)
+            ptrs.append(p)
+            streams.append(s or 0)
+        return ptrs, streams, any_cuda
+
+    def _run(self, fn, args, alive, async_op, any_cuda, result):
+        _reap_orphans()
+        if not async_op and not any_cuda:
+            # Synchronous CPU: no handle; the call returns the operation's status.
+            check(fn(self.handle, *args, None))
+            return None
+        w = ctypes.c_void_p()
+        check(fn(self.handle, *args, ctypes.byref(w)))
+        work = Work(w, alive, result)
+        if not async_op:
+            return None  # CUDA enqueued; the Work parks the capsules until completion.
+        return work
+
+    @staticmethod
+    def _listify(x):
+        return list(x) if isinstance(x, (list, tuple)) else [x]
+
+    def _collective(self, fn, inputs, outputs, extra, stream, async_op):
+        alive = []
+        ins = self._listify(inputs)
+        ip, st, cuda = self._borrow(ins, stream, alive)
+        if outputs is None:
+            op_out = None
+            result = ins
+        else:
+            outs = self._listify(outputs)
+            op_out, _, _ = self._borrow(outs, stream, alive)
+            op_out = _ptr_array(op_out)
+            result = outs
+        streams = _ptr_array(st) if cuda else None
+        args = (_ptr_array(ip), op_out, len(ip)) + extra + (streams,)
+        return self._run(fn, args, alive, async_op, cuda, result)
+
+    # -- operations -------------------------------------------------------------------
+
+    def allreduce(self, tensor, output=None, op="sum", async_op=False, stream=None):
+        return self._collective(lib.dlpg_allreduce, tensor, output, (reduce_op(op),),
+                                stream, async_op)
+
+    def broadcast(self, tensor, root=0, output=None, async_op=False, stream=None):
+        return self._collective(lib.dlpg_broadcast, tensor, output, (int(root),), stream, async_op)
+
+    def reduce(self, tensor, root=0, output=None, op="sum", async_op=False, stream=None):
+        return self._collective(lib.dlpg_reduce, tensor, output, (reduce_op(op), int(root)),
+                                stream, async_op)
+
+    def allgather(self, tensor, output, async_op=False, stream=None):
+        return self._collective(lib.dlpg_allgather, tensor, output, (), stream, async_op)
+
+    def reduce_scatter(self, tensor, output, op="sum", async_op=False, stream=None):
+        return self._collective(lib.dlpg_reduce_scatter, tensor, output, (reduce_op(op),),
+                                stream, async_op)
+
+    def alltoall(self, tensor, output, async_op=False, stream=None):
+        alive = []
+        (ip,), (s,), cuda = self._borrow([tensor], stream, alive)
+        (op,), _, _ = self._borrow([output], stream, alive)
+        return self._run(lib.dlpg_alltoall, (ip, op, s or None), alive, async_op, cuda, [output])
+
+    def send(self, tensor, peer, tag=0, async_op=False, stream=None):
+        alive = []
+        (p,), (s,), cuda = self._borrow([tensor], stream, alive)
+        return self._run(lib.dlpg_send, (p, int(peer), int(tag), s or None), alive, async_op,
+                         cuda, [tensor])
+
+    def recv(self, tensor, peer, tag=0, async_op=False, stream=None):
+        alive = []
+        (p,), (s,), cuda = self._borrow([tensor], stream, alive)
+        return self._run(lib.dlpg_recv, (p, int(peer), int(tag), s or None), alive, async_op,
+                         cuda, [tensor])
+
+    def barrier(self, async_op=False):
+        return self._run(lib.dlpg_barrier, (), None, async_op, False, None)
+
+    def group_start(self):
+        check(lib.dlpg_group_start(self.handle))
+
+    def group_end(self):
+        check(lib.dlpg_group_end(self.handle))
+
+    def batch(self):
+        """Context manager: operations issued inside go out together (dlpg_group_start/end);
+        use async_op=True inside and wait on the Works afterwards."""
+        return _Batch(self)
+
+    def abort(self):
+        check(lib.dlpg_group_abort(self.handle))
+
+    def destroy(self):
+        h, self._h = self._h, None
+        if h is not None:
+            check(lib.dlpg_group_destroy(h))
+
+    close = destroy
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.destroy()
+
+    def __del__(self):
+        try:
+            self.destroy()
+        except Exception:  # noqa: BLE001 - interpreter shutdown.
+            pass
+
+
+class _Batch(object):
+    def __init__(self, group):
+        self.group = group
+
+    def __enter__(self):
+        self.group.group_start()
+        return self.group
+
+    def __exit__(self, *exc):
+        self.group.group_end()
+
+
+from .store import Store  # noqa: E402 - Store is only needed at call time; avoids a cycle.

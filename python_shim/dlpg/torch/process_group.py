@@ -1,0 +1,618 @@
+"""ProcessGroupDlpg: a torch.distributed process group whose collectives run in libdlpg.
+
+Each torch operation becomes one dlpg call (or a dlpg_group_start/end batch of them) on
+tensors exported with to_dlpack; the capsules stay referenced by the Work until the
+operation has completed. CUDA tensors run on torch.cuda.current_stream(), so, as with
+torch's NCCL backend, Work.wait() orders the caller's current stream and does not block
+the host. Forms dlpg has no single call for are built from dlpg calls:
+  allgather / reduce_scatter (list forms)  one flat buffer + copies
+  gather / scatter / alltoall (list) / alltoall_base with uneven splits
+                                           a batch of send/recv (dlpg_group_start/end)
+  allreduce_coalesced and *_coalesced       a batch of the single-tensor calls
+"""
+
+import collections
+import ctypes
+import threading
+
+import torch
+from torch.utils.dlpack import to_dlpack
+
+import dlpg
+from dlpg import _abi, _dlpack
+from dlpg import group as _group_mod
+from dlpg._abi import DlpgError, lib
+
+from . import _compat
+
+_c_void_p = ctypes.c_void_p
+_byref = ctypes.byref
+_get_pointer = _dlpack._get_pointer
+_NAME = b"dltensor"
+
+# Internal point-to-point traffic (gather, scatter, alltoall) uses its own tag so it never
+# matches a user's send/recv; operations are issued in the same order on every rank.
+_INTERNAL_TAG = 0x7FFF0000
+
+# torch 1.13 hands Work objects to C++ callers (DDP, _broadcast_coalesced) as bare
+# intrusive pointers; if the Python object died, the trampoline would fall back to the
+# base Work, whose wait() never returns. Recent Works are therefore kept referenced here.
+_recent = collections.deque(maxlen=1024)
+
+
+def _ptr(t, alive):
+    cap = to_dlpack(t.detach() if t.requires_grad else t)
+    alive.append(cap)
+    return _get_pointer(cap, _NAME)
+
+
+def _arr(ptrs):
+    return (_c_void_p * len(ptrs))(*ptrs)
+
+
+_arr1 = _c_void_p * 1
+
+
+def _allreduce(*args):
+    return lib.dlpg_allreduce(*args)
+
+
+def _streams(tensors):
+    return _arr([torch.cuda.current_stream(t.device).cuda_stream for t in tensors])
+
+
+_WorkInit = _compat.WorkBase.__init__
+
+
+class DlpgWork(_compat.WorkBase):
+    """A torch Work over one or more dlpg work handles (or over child Works)."""
+
+    def __init__(self, handles, alive, result, post=None, cuda=False, children=None):
+        _WorkInit(self)
+        self._handles = handles
+        self._alive = alive
+        self._result = result
+        self._post = post
+        self._cuda = cuda
+        self._children = children
+        self._exc = None
+        self._done = False
+        self._stream = torch.cuda.current_stream() if cuda else None
+        self._pending = None  # The group whose deferred send/recv this Work is, until flushed.
+        if cuda:
+            self._run_post()  # Stream-ordered: the copies follow the operation.
+        _recent.append(self)
+
+    def _run_post(self):
+        post, self._post = self._post, None
+        if post is not None:
+            post()
+
+    def _flush(self):
+        pg = self._pending
+        if pg is not None:
+            pg._flush_p2p()
+
+    def _finish(self, timeout_s):
+        """Wait for every handle; record the first failure. Returns the exception or None."""
+        self._flush()
+        # No lock: a future's waiter thread and the caller may both get here; waiting twice
+        # on a dlpg work is harmless and the post step is taken atomically (under the GIL).
+        if True:
+            if self._done:
+                return self._exc
+            if self._children is not None:
+                for c in self._children:
+                    e = c._finish(timeout_s)
+                    if e is not None and self._exc is None:
+                        self._exc = e
+            for h in self._handles:
+                st = lib.dlpg_work_wait(h, timeout_s)
+                if st != _abi.OK and self._exc is None:
+                    msg = lib.dlpg_work_error(h)
+                    msg = msg.decode("utf-8", "replace") if msg else _abi.last_error()
+                    self._exc = DlpgError(st, msg)
+            if self._exc is None and not self._cuda:
+                try:
+                    self._run_post()
+                except Exception as e:  # noqa: BLE001 - reported through wait().
+                    self._exc = e
+            self._done = True
+            self._alive = None
+            return self._exc
+
+    def wait(self, timeout=None):
+        self._flush()
+        if self._cuda and self._exc is None:
+            # Order the caller's current stream after the operation, like ProcessGroupNCCL.
+            cur = torch.cuda.current_stream()
+            if cur != self._stream:
+                ev = torch.cuda.Event()
+                ev.record(self._stream)
+                cur.wait_event(ev)
+            return True
+        e = self._finish(_compat.timeout_seconds(timeout))
+        if e is not None:
+            raise e
+        return True
+
+    def synchronize(self):
+        self.wait()
+
+    def is_completed(self):
+        self._flush()
+        if self._done or self._cuda:
+            return True
+        done = ctypes.c_int()
+        for h in self._handles:
+            if lib.dlpg_work_test(h, _byref(done)) != _abi.OK or not done.value:
+                return False
+        if self._children is not None and not all(c.is_completed() for c in self._children):
+            return False
+        self._finish(0.0)
+        return True
+
+    def is_success(self):
+        return self.is_completed() and self._exc is None
+
+    def exception(self):
+        return self._exc
+
+    def result(self):
+        return self._result if self._result is not None else []
+
+    def source_rank(self):
+        raise DlpgError(_abi.ERR_UNSUPPORTED, "dlpg: recv from any source is not supported")
+
+    def get_future(self):
+        self._flush()
+        devices = None
+        if self._cuda:
+            devices = sorted({t.device for t in (self._result or []) if t.is_cuda},
+                             key=lambda d: d.index or 0) or [torch.cuda.current_device()]
+        fut = _compat.make_future(devices)
+        if self._cuda or self._done or self.is_completed():
+            self._complete_future(fut)
+            return fut
+
+        def waiter():
+            self._finish(0.0)
+            self._complete_future(fut)
+
+        threading.Thread(target=waiter, name="dlpg-future", daemon=True).start()
+        return fut
+
+    def _complete_future(self, fut):
+        if self._exc is not None:
+            fut.set_exception(self._exc)
+        else:
+            fut.set_result(self.result())
+
+    def __del__(self):
+        handles, self._handles = self._handles, ()
+        try:
+            if self._done or self._cuda or not handles:
+                for h in handles:
+                    lib.dlpg_work_free(h)
+                return
+            # Unfinished: the capsules must outlive the operation; the group module reaps.
+            with _group_mod._orphans_lock:
+                for h in handles:
+                    _group_mod._orphans.append((h, self._alive))
+        except Exception:  # noqa: BLE001 - interpreter shutdown.
+            pass
+
+
+def _red_ops():
+    # RedOpType member -> dlpg op, so the common lookup is one dict access.
+    table = {}
+    for name in ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR"):
+        m = getattr(getattr(torch.distributed.ReduceOp, "RedOpType", torch.distributed.ReduceOp), name, None)
+        if m is not None:
+            try:
+                table[m] = _compat.dlpg_reduce_op(m)
+            except Exception:  # noqa: BLE001 - leave it to the slow path.
+                pass
+    return table
+
+
+_RED_OPS = _red_ops()
+
+
+class ProcessGroupDlpg(_compat.ProcessGroupBase):
+    """torch.distributed backend "dlpg" (see dlpg.torch)."""
+
+    def __init__(self, store, rank, size, timeout=None):
+        _compat.pg_init(self, rank, size)
+        timeout_s = _compat.timeout_seconds(timeout) or 300.0
+        self._timeout_s = timeout_s
+        self._dstore = dlpg.Store.from_torch_store(store, timeout_s)
+        self._group = dlpg.Group(self._dstore, rank, size, timeout=timeout_s, name="torch")
+        self._g = self._group.handle
+        self._rank = rank
+        self._size = size
+        self._coalesced = None  # Works issued since _start_coalescing, else None.
+        # send/recv outside a batch are deferred and issued together as one dlpg batch at
+        # the next wait/test on any of them or the next other operation, in issue order.
+        # dlpg runs a group's operations in order, so an isend followed by an irecv on both
+        # ranks (batch_isend_irecv without coalescing, torch 2.x) must not reach it as two
+        # separate blocking sends.
+        self._pending_p2p = []
+
+    # -- identity ---------------------------------------------------------------------
+
+    def getBackendName(self):
+        return "dlpg"
+
+    def _get_backend_name(self):
+        return "dlpg"
+
+    @property
+    def dlpg_group(self):
+        """The underlying dlpg.Group (for direct dlpg calls on the same ranks)."""
+        return self._group
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def _flush_p2p(self):
+        pending, self._pending_p2p = self._pending_p2p, []
+        if not pending:
+            return
+        errors = []
+
+        def issue():
+            for fn, t, peer, tag, work in pending:
+                work._pending = None
+                try:
+                    work._handles = [self._p2p_now(fn, t, peer, tag, work._alive)]
+                except DlpgError as e:
+                    work._exc, work._done, work._alive = e, True, None
+                    errors.append(e)
+
+        self._batch(issue)
+        for _, _, _, _, work in pending:
+            if work._cuda and work._exc is None:
+                work._stream = torch.cuda.current_stream()
+
+    def _call(self, fn, *args):
+        if self._pending_p2p:
+            self._flush_p2p()
+        w = _c_void_p()
+        st = fn(self._g, *args, _byref(w))
+        if st != _abi.OK:
+            raise DlpgError(st, _abi.last_error())
+        return w
+
+    def _work(self, handles, alive, result, post=None, cuda=False, children=None):
+        _group_mod._reap_orphans()
+        w = DlpgWork(handles, alive, result, post, cuda, children)
+        if self._coalesced is not None:
+            self._coalesced.append(w)
+        return w
+
+    def _coll(self, fn, tensors, outputs, extra, result=None):
+        alive = []
+        ins = _arr([_ptr(t, alive) for t in tensors])
+        outs = _arr([_ptr(t, alive) for t in outputs]) if outputs is not None else None
+        cuda = tensors[0].is_cuda
+        streams = _streams(tensors) if cuda else None
+        h = self._call(fn, ins, outs, len(tensors), *extra, streams)
+        return self._work([h], alive, result if result is not None else tensors, None, cuda)
+
+    @staticmethod
+    def _op(opts):
+        if opts is None:
+            return _abi.SUM
+        red = getattr(opts, "reduceOp", opts)
+        op = _RED_OPS.get(getattr(red, "op", red))
+        if op is not None:
+            return op
+        op = _compat.dlpg_reduce_op(red)
+        if op is None:
+            raise DlpgError(_abi.ERR_UNSUPPORTED, "dlpg: reduce op %r is not supported" % (red,))
+        return op
+
+    def _batch(self, issue):
+        """Run issue() between dlpg_group_start/end; returns what issue returned."""
+        if self._pending_p2p:
+            self._flush_p2p()
+        _abi.check(lib.dlpg_group_start(self._g))
+        try:
+            return issue()
+        finally:
+            _abi.check(lib.dlpg_group_end(self._g))
+
+    def _p2p_now(self, fn, t, peer, tag, alive):
+        s = torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else None
+        w = _c_void_p()
+        st = fn(self._g, _ptr(t, alive), int(peer), int(tag), s, _byref(w))
+        if st != _abi.OK:
+            raise DlpgError(st, _abi.last_error())
+        return w
+
+    def _p2p(self, fn, t, peer, tag, alive):
+        if self._pending_p2p:
+            self._flush_p2p()
+        return self._p2p_now(fn, t, peer, tag, alive)
+
+    # -- collectives ------------------------------------------------------------------
+
+    def broadcast(self, tensors, opts=None):
+        root = opts.rootRank if opts is not None else 0
+        return self._coll(lib.dlpg_broadcast, tensors, None, (int(root),))
+
+    def allreduce(self, tensors, opts=None):
+        # The hot path of DDP and of small all_reduce calls, kept short on purpose.
+        if not isinstance(tensors, (list, tuple)):
+            tensors = [tensors]
+        if self._pending_p2p or len(tensors) != 1 or tensors[0].is_cuda:
+            return self._coll(lib.dlpg_allreduce, tensors, None, (self._op(opts),))
+        t = tensors[0]
+        cap = to_dlpack(t.detach() if t.requires_grad else t)
+        w = _c_void_p()
+        st = _allreduce(self._g, _arr1(_get_pointer(cap, _NAME)), None, 1,
+                        self._op(opts), None, _byref(w))
+        if st != _abi.OK:
+            raise DlpgError(st, _abi.last_error())
+        if _group_mod._orphans:
+            _group_mod._reap_orphans()
+        work = DlpgWork([w], [cap], tensors)
+        if self._coalesced is not None:
+            self._coalesced.append(work)
+        return work
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        op = self._op(opts)
+        return self._batch_of(lambda t, alive: self._single(lib.dlpg_allreduce, t, None, (op,), alive),
+                              tensors, tensors)
+
+    def _single(self, fn, t, out, extra, alive):
+        ins = _arr([_ptr(t, alive)])
+        outs = _arr([_ptr(out, alive)]) if out is not None else None
+        streams = _streams([t]) if t.is_cuda else None
+        return self._call(fn, ins, outs, 1, *extra, streams)
+
+    def _batch_of(self, issue_one, tensors, result, post=None, pairs=None):
+        """One Work for a dlpg batch of issue_one(tensor, alive) calls."""
+        alive, handles = [], []
+
+        def issue():
+            for t in (pairs if pairs is not None else tensors):
+                handles.append(issue_one(t, alive))
+
+        self._batch(issue)
+        cuda = bool(tensors) and tensors[0].is_cuda
+        return self._work(handles, alive, result, post, cuda)
+
+    def reduce(self, tensors, opts=None):
+        root = opts.rootRank if opts is not None else 0
+        return self._coll(lib.dlpg_reduce, tensors, None, (self._op(opts), int(root)))
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        t = input_tensors[0]
+        outs = output_tensors[0]
+        flat = torch.empty((self._size * t.numel(),), dtype=t.dtype, device=t.device)
+        n = t.numel()
+
+        def post():
+            for r, o in enumerate(outs):
+                o.copy_(flat[r * n:(r + 1) * n].view_as(o))
+
+        w = self._coll(lib.dlpg_allgather, [t.contiguous()], [flat], (), output_tensors)
+        return self._with_post(w, post)
+
+    def _with_post(self, w, post):
+        if post is None:
+            return w
+        if w._cuda:
+            post()
+        else:
+            w._post = post
+        return w
+
+    def _allgather_base(self, output, input, opts=None):
+        return self._coll(lib.dlpg_allgather, [input], [output], (), [output])
+
+    all_gather_single = _allgather_base
+
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        flats, alive, handles = [], [], []
+        for t in input_list:
+            flats.append(torch.empty((self._size * t.numel(),), dtype=t.dtype, device=t.device))
+
+        def issue():
+            for t, f in zip(input_list, flats):
+                handles.append(self._single(lib.dlpg_allgather, t, f, (), alive))
+
+        def post():
+            for t, f, outs in zip(input_list, flats, output_lists):
+                n = t.numel()
+                for r, o in enumerate(outs):
+                    o.copy_(f[r * n:(r + 1) * n].view_as(o))
+
+        self._batch(issue)
+        w = self._work(handles, alive, output_lists, None, input_list[0].is_cuda)
+        return self._with_post(w, post)
+
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        return self._batch_of(lambda p, alive: self._single(lib.dlpg_allgather, p[1], p[0], (), alive),
+                              inputs, outputs, pairs=list(zip(outputs, inputs)))
+
+    all_gather_single_coalesced = allgather_into_tensor_coalesced
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        out = output_tensors[0]
+        flat = torch.cat([x.reshape(-1) for x in input_tensors[0]])
+        return self._coll(lib.dlpg_reduce_scatter, [flat], [out], (self._op(opts),),
+                          output_tensors)
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        return self._coll(lib.dlpg_reduce_scatter, [input], [output], (self._op(opts),), [output])
+
+    reduce_scatter_single = _reduce_scatter_base
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        op = self._op(opts)
+        return self._batch_of(
+            lambda p, alive: self._single(lib.dlpg_reduce_scatter, p[1], p[0], (op,), alive),
+            inputs, outputs, pairs=list(zip(outputs, inputs)))
+
+    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
+
+    def gather(self, output_tensors, input_tensors, opts=None):
+        root = int(opts.rootRank if opts is not None else 0)
+        t = input_tensors[0]
+        alive, handles = [], []
+        if self._rank != root:
+            handles.append(self._p2p(lib.dlpg_send, t.contiguous(), root, _INTERNAL_TAG, alive))
+            return self._work(handles, alive, [], None, t.is_cuda)
+        outs = output_tensors[0]
+        temps = [o if o.is_contiguous() else torch.empty_like(o, memory_format=torch.contiguous_format)
+                 for o in outs]
+
+        def issue():
+            for r in range(self._size):
+                if r != root:
+                    handles.append(self._p2p(lib.dlpg_recv, temps[r], r, _INTERNAL_TAG, alive))
+
+        self._batch(issue)
+        outs[root].copy_(t)
+
+        def post():
+            for o, tmp in zip(outs, temps):
+                if o is not tmp:
+                    o.copy_(tmp)
+
+        w = self._work(handles, alive, output_tensors, None, t.is_cuda)
+        return self._with_post(w, post)
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        root = int(opts.rootRank if opts is not None else 0)
+        out = output_tensors[0]
+        alive, handles = [], []
+        if self._rank != root:
+            tmp = out if out.is_contiguous() else torch.empty_like(out, memory_format=torch.contiguous_format)
+            handles.append(self._p2p(lib.dlpg_recv, tmp, root, _INTERNAL_TAG, alive))
+            w = self._work(handles, alive, output_tensors, None, out.is_cuda)
+            return self._with_post(w, (lambda: out.copy_(tmp)) if tmp is not out else None)
+        ins = input_tensors[0]
+
+        def issue():
+            for r in range(self._size):
+                if r != root:
+                    handles.append(self._p2p(lib.dlpg_send, ins[r].contiguous(), r,
+                                             _INTERNAL_TAG, alive))
+
+        self._batch(issue)
+        out.copy_(ins[root])
+        return self._work(handles, alive, output_tensors, None, out.is_cuda)
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        osz, isz = list(output_split_sizes or []), list(input_split_sizes or [])
+        if not osz and not isz:
+            alive = []
+            s = torch.cuda.current_stream(input.device).cuda_stream if input.is_cuda else None
+            h = self._call(lib.dlpg_alltoall, _ptr(input, alive), _ptr(output, alive), s)
+            return self._work([h], alive, [output], None, input.is_cuda)
+        if not isz:
+            isz = [input.size(0) // self._size] * self._size
+        if not osz:
+            osz = [output.size(0) // self._size] * self._size
+        ins = list(torch.split(input, isz, dim=0))
+        outs = list(torch.split(output, osz, dim=0))
+        return self._exchange(outs, ins, [output])
+
+    all_to_all_single = alltoall_base
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        return self._exchange(list(output_tensors), list(input_tensors), output_tensors)
+
+    def _exchange(self, outs, ins, result):
+        """Block j of ins goes to rank j, block i of outs comes from rank i: one batch of
+        send/recv; empty pairs are skipped on both sides (the sizes agree by contract)."""
+        alive, handles = [], []
+        temps = [o if o.is_contiguous() else torch.empty_like(o, memory_format=torch.contiguous_format)
+                 for o in outs]
+        me = self._rank
+
+        def issue():
+            for k in range(1, self._size):
+                dst = (me + k) % self._size
+                src = (me - k) % self._size
+                if ins[dst].numel():
+                    handles.append(self._p2p(lib.dlpg_send, ins[dst].contiguous(), dst,
+                                             _INTERNAL_TAG, alive))
+                if temps[src].numel():
+                    handles.append(self._p2p(lib.dlpg_recv, temps[src], src, _INTERNAL_TAG, alive))
+
+        self._batch(issue)
+        if outs[me].numel():
+            outs[me].copy_(ins[me])
+
+        def post():
+            for o, tmp in zip(outs, temps):
+                if o is not tmp:
+                    o.copy_(tmp)
+
+        cuda = bool(outs) and outs[0].is_cuda
+        w = self._work(handles, alive, result, None, cuda)
+        return self._with_post(w, post)
+
+    # -- point to point and barrier ---------------------------------------------------
+
+    def _deferred_p2p(self, fn, tensors, peer, tag):
+        t = tensors[0]
+        if self._coalesced is not None:
+            alive = []
+            h = self._p2p(fn, t, peer, tag, alive)
+            return self._work([h], alive, tensors, None, t.is_cuda)
+        _group_mod._reap_orphans()
+        w = DlpgWork([], [], tensors, None, t.is_cuda)
+        w._pending = self
+        self._pending_p2p.append((fn, t, int(peer), int(tag), w))
+        return w
+
+    def send(self, tensors, dst, tag=0):
+        return self._deferred_p2p(lib.dlpg_send, tensors, dst, tag)
+
+    def recv(self, tensors, src, tag=0):
+        return self._deferred_p2p(lib.dlpg_recv, tensors, src, tag)
+
+    def recv_anysource(self, tensors, tag=0):
+        raise DlpgError(_abi.ERR_UNSUPPORTED,
+                        "dlpg: recv without a source rank (recv_anysource) is not supported")
+
+    def barrier(self, opts=None):
+        h = self._call(lib.dlpg_barrier)
+        return self._work([h], None, [], None, False)
+
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        self.barrier().wait(timeout)
+
+    # -- coalescing (batch_isend_irecv, _coalescing_manager) --------------------------
+
+    def _start_coalescing(self, *args):
+        _abi.check(lib.dlpg_group_start(self._g))
+        self._coalesced = []
+
+    def _end_coalescing(self, *args):
+        works, self._coalesced = self._coalesced or [], None
+        _abi.check(lib.dlpg_group_end(self._g))
+        cuda = any(w._cuda for w in works)
+        return DlpgWork((), None, [], None, cuda and all(w._cuda for w in works), children=works)
+
+    start_coalescing = _start_coalescing
+    end_coalescing = _end_coalescing
+
+    # -- lifetime ---------------------------------------------------------------------
+
+    def abort(self):
+        self._group.abort()
+
+    def shutdown(self):
+        g, self._group = self._group, None
+        if g is not None:
+            g.destroy()
+
+    def _set_sequence_number_for_group(self):
+        pass

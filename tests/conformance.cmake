@@ -1,0 +1,28 @@
+# The conformance suite proper (ABI.md): collectives, p2p, bad input, group lifecycle and
+# the public structs' layout. The gtest binaries reach the plugin only via dlopen +
+# dlpg_get_api (DLPG_PLUGIN=/path/to/libother.so checks another plugin).
+
+# The harness, shared by every conformance binary.
+add_library(dlpg_conformance_harness STATIC ${CMAKE_CURRENT_SOURCE_DIR}/harness.cc)
+target_include_directories(dlpg_conformance_harness PUBLIC
+  ${PROJECT_SOURCE_DIR}/include ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(dlpg_conformance_harness PUBLIC GTest::gtest dlpack::dlpack
+  Threads::Threads ${CMAKE_DL_LIBS})
+target_compile_definitions(dlpg_conformance_harness PRIVATE
+  DLPG_DEFAULT_PLUGIN="$<TARGET_FILE:dlpg>")
+
+dlpg_add_gtest(test_collectives TIMEOUT 600 SOURCES test_collectives.cc
+  LIBS dlpg_conformance_harness)
+dlpg_add_gtest(test_p2p TIMEOUT 300 SOURCES test_p2p.cc LIBS dlpg_conformance_harness)
+dlpg_add_gtest(test_errors TIMEOUT 120 SOURCES test_errors.cc LIBS dlpg_conformance_harness)
+dlpg_add_gtest(test_group TIMEOUT 300 SOURCES test_group.cc LIBS dlpg_conformance_harness)
+
+# The header as plain C99, pedantic, warnings as errors; layout of the public structs.
+add_executable(test_abi_c ${CMAKE_CURRENT_SOURCE_DIR}/test_abi_c.c)
+set_target_properties(test_abi_c PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON
+  C_EXTENSIONS OFF)
+target_compile_options(test_abi_c PRIVATE -Wall -Wextra -Werror -pedantic)
+target_include_directories(test_abi_c PRIVATE ${PROJECT_SOURCE_DIR}/include)
+target_link_libraries(test_abi_c PRIVATE dlpg dlpack::dlpack)
+add_test(NAME test_abi_c COMMAND test_abi_c)
+set_tests_properties(test_abi_c PROPERTIES TIMEOUT 30)

@@ -1,0 +1,425 @@
+// White-box tests of plugin/core: status and last error, tensor rules and support tables,
+// group creation, work waits (timeouts abort the group), validation at the door, and a
+// small multi-rank smoke run of CPU operations and cross-group batches over the real TCP
+// store. Links the object library (dlpg_obj) to reach internal functions directly.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+// group.h uses C11 atomic_int, which C++17 cannot name; std::atomic<int> has the same
+// layout on GCC and Clang (as in plugin/gloo/c_headers.h).
+using atomic_int = std::atomic<int>;
+#define _STDATOMIC_H 1
+extern "C" {
+#include "core/group.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "core/work.h"
+}
+
+namespace {
+
+// A CPU (or other device) tensor descriptor over caller-owned memory.
+struct T {
+  std::vector<int64_t> shape, strides;
+  DLTensor t{};
+  T(void *data, DLDataType dt, std::vector<int64_t> s, int dev = kDLCPU, int id = 0)
+      : shape(std::move(s)) {
+    t.data = data;
+    t.device = {static_cast<DLDeviceType>(dev), id};
+    t.ndim = static_cast<int>(shape.size());
+    t.dtype = dt;
+    t.shape = shape.empty() ? nullptr : shape.data();
+    t.strides = nullptr;
+    t.byte_offset = 0;
+  }
+  void SetStrides(std::vector<int64_t> s) {
+    strides = std::move(s);
+    t.strides = strides.data();
+  }
+};
+
+const DLDataType kF32{kDLFloat, 32, 1};
+const DLDataType kI64{kDLInt, 64, 1};
+
+bool Contains(const char *hay, const char *needle) { return std::strstr(hay, needle) != nullptr; }
+
+TEST(CoreStatus, NamesAndLastError) {
+  EXPECT_STREQ(dlpg_status_name(DLPG_OK), "DLPG_OK");
+  EXPECT_STREQ(dlpg_status_name(DLPG_ERR_TIMEOUT), "DLPG_ERR_TIMEOUT");
+  EXPECT_STREQ(dlpg_status_name(static_cast<dlpg_status_t>(99)), "DLPG_ERR_UNKNOWN");
+  EXPECT_EQ(dlpg__error(DLPG_ERR_REMOTE, "x %d", 7), DLPG_ERR_REMOTE);
+  EXPECT_STREQ(dlpg_last_error(), "x 7");
+  dlpg__error_prefix(DLPG_ERR_REMOTE, "dlpg_allreduce");
+  EXPECT_STREQ(dlpg_last_error(), "dlpg_allreduce: x 7");
+  dlpg__error_prefix(DLPG_ERR_REMOTE, "dlpg_allreduce");  // not twice
+  EXPECT_STREQ(dlpg_last_error(), "dlpg_allreduce: x 7");
+  std::string big(5000, 'a');
+  dlpg__error(DLPG_ERR_INTERNAL, "%s", big.c_str());
+  EXPECT_EQ(std::strlen(dlpg_last_error()), size_t(DLPG__ERROR_MAX - 1));
+  EXPECT_TRUE(Contains(dlpg_last_error(), "..."));
+  // The message is per thread.
+  std::thread([] { EXPECT_STREQ(dlpg_last_error(), ""); }).join();
+}
+
+TEST(CoreTensor, DtypesDevicesAndOffsets) {
+  float buf[16];
+  dlpg__tensor_t out;
+  T a(buf, kF32, {4, 4});
+  a.t.byte_offset = 8;
+  ASSERT_EQ(dlpg__tensor_from_dl("f", "inputs", 0, &a.t, &out), DLPG_OK);
+  EXPECT_EQ(out.numel, 16);
+  EXPECT_EQ(out.nbytes, 64u);
+  EXPECT_EQ(out.ptr, reinterpret_cast<char *>(buf) + 8);
+  EXPECT_EQ(out.backend, DLPG__BACKEND_GLOO);
+  EXPECT_EQ(out.dtype, DLPG__DT_FLOAT32);
+
+  struct { uint8_t code, bits; dlpg__dtype_t dt; } cases[] = {
+      {kDLBfloat, 16, DLPG__DT_BFLOAT16}, {DLPG_DL_BOOL, 8, DLPG__DT_BOOL},
+      {DLPG_DL_FLOAT8_E4M3FN, 8, DLPG__DT_FLOAT8_E4M3FN},
+      {DLPG_DL_FLOAT8_E5M2, 8, DLPG__DT_FLOAT8_E5M2}, {kDLUInt, 16, DLPG__DT_UINT16},
+      {kDLFloat, 16, DLPG__DT_FLOAT16}, {kDLInt, 8, DLPG__DT_INT8}};
+  for (auto &c : cases) {
+    T x(buf, DLDataType{c.code, c.bits, 1}, {2});
+    ASSERT_EQ(dlpg__tensor_from_dl("f", "inputs", 0, &x.t, &out), DLPG_OK) << dlpg_last_error();
+    EXPECT_EQ(out.dtype, c.dt);
+  }
+  T bad(buf, DLDataType{kDLFloat, 8, 1}, {2});
+  EXPECT_EQ(dlpg__tensor_from_dl("f", "inputs", 0, &bad.t, &out), DLPG_ERR_UNSUPPORTED);
+  T lanes(buf, DLDataType{kDLFloat, 32, 4}, {2});
+  EXPECT_EQ(dlpg__tensor_from_dl("f", "inputs", 0, &lanes.t, &out), DLPG_ERR_UNSUPPORTED);
+
+  T cuda(buf, kF32, {2}, kDLCUDA, 3);
+  ASSERT_EQ(dlpg__tensor_from_dl("f", "inputs", 0, &cuda.t, &out), DLPG_OK);
+  EXPECT_EQ(out.backend, DLPG__BACKEND_NCCL);
+  EXPECT_EQ(out.device_id, 3);
+  T host(buf, kF32, {2}, kDLCUDAHost);
+  ASSERT_EQ(dlpg__tensor_from_dl("f", "inputs", 0, &host.t, &out), DLPG_OK);
+  EXPECT_EQ(out.backend, DLPG__BACKEND_GLOO);
+  T vulkan(buf, kF32, {2}, kDLVulkan);
+  EXPECT_EQ(dlpg__tensor_from_dl("f", "inputs", 1, &vulkan.t, &out), DLPG_ERR_UNSUPPORTED);
+  EXPECT_TRUE(Contains(dlpg_last_error(), "f: inputs[1] is on device type 7 (vulkan)"))
+      << dlpg_last_error();
+}
+
+TEST(CoreTensor, ShapesStridesAndNulls) {
+  float buf[16];
+  dlpg__tensor_t out;
+  T s(buf, kF32, {4, 4});
+  s.SetStrides({1, 4});
+  EXPECT_EQ(dlpg__tensor_from_dl("dlpg_allreduce", "inputs", 1, &s.t, &out),
+            DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(dlpg_last_error(),
+                       "dlpg_allreduce: inputs[1] has strides (1, 4) but shape (4, 4) needs "
+                       "compact row-major strides (4, 1)"))
+      << dlpg_last_error();
+  T ok(buf, kF32, {4, 1, 4});
+  ok.SetStrides({4, 99, 1});  // size-1 dims may carry any stride
+  EXPECT_EQ(dlpg__tensor_from_dl("f", "inputs", 0, &ok.t, &out), DLPG_OK);
+  T scalar(buf, kF32, {});
+  ASSERT_EQ(dlpg__tensor_from_dl("f", "inputs", 0, &scalar.t, &out), DLPG_OK);
+  EXPECT_EQ(out.numel, 1);
+  T empty(nullptr, kF32, {0, 5});
+  ASSERT_EQ(dlpg__tensor_from_dl("f", "inputs", 0, &empty.t, &out), DLPG_OK);
+  EXPECT_EQ(out.numel, 0);
+  T nodata(nullptr, kF32, {3});
+  EXPECT_EQ(dlpg__tensor_from_dl("f", nullptr, -1, &nodata.t, &out), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(dlpg_last_error(), "tensor has 3 elements but data is NULL"));
+  T neg(buf, kF32, {2, -1});
+  EXPECT_EQ(dlpg__tensor_from_dl("f", "inputs", 0, &neg.t, &out), DLPG_ERR_INVALID_ARGUMENT);
+  T noshape(buf, kF32, {2});
+  noshape.t.shape = nullptr;
+  EXPECT_EQ(dlpg__tensor_from_dl("f", "inputs", 0, &noshape.t, &out), DLPG_ERR_INVALID_ARGUMENT);
+  T huge(buf, kF32, {int64_t(1) << 40, int64_t(1) << 40});
+  EXPECT_EQ(dlpg__tensor_from_dl("f", "inputs", 0, &huge.t, &out), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlpg__tensor_from_dl("f", "inputs", 2, nullptr, &out), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(dlpg_last_error(), "inputs[2] is NULL"));
+}
+
+TEST(CoreTensor, ReduceSupportTables) {
+  const auto G = DLPG__BACKEND_GLOO, N = DLPG__BACKEND_NCCL;
+  EXPECT_EQ(dlpg__check_reduce("f", G, DLPG__DT_INT16, DLPG_BXOR), DLPG_OK);
+  EXPECT_EQ(dlpg__check_reduce("f", G, DLPG__DT_BOOL, DLPG_MAX), DLPG_OK);
+  EXPECT_EQ(dlpg__check_reduce("f", G, DLPG__DT_BFLOAT16, DLPG_AVG), DLPG_OK);
+  EXPECT_EQ(dlpg__check_reduce("f", G, DLPG__DT_INT32, DLPG_AVG), DLPG_ERR_UNSUPPORTED);
+  EXPECT_EQ(dlpg__check_reduce("f", G, DLPG__DT_FLOAT32, DLPG_BAND), DLPG_ERR_UNSUPPORTED);
+  EXPECT_EQ(dlpg__check_reduce("f", G, DLPG__DT_FLOAT8_E4M3FN, DLPG_SUM), DLPG_ERR_UNSUPPORTED);
+  EXPECT_EQ(dlpg__check_reduce("f", N, DLPG__DT_FLOAT8_E5M2, DLPG_AVG), DLPG_OK);
+  EXPECT_EQ(dlpg__check_reduce("f", N, DLPG__DT_BOOL, DLPG_PROD), DLPG_OK);
+  EXPECT_EQ(dlpg__check_reduce("f", N, DLPG__DT_INT16, DLPG_SUM), DLPG_ERR_UNSUPPORTED);
+  EXPECT_EQ(dlpg__check_reduce("f", N, DLPG__DT_INT32, DLPG_BOR), DLPG_ERR_UNSUPPORTED);
+  EXPECT_TRUE(Contains(dlpg_last_error(),
+                       "bitwise reductions are not supported by NCCL; use CPU tensors (Gloo)"));
+  EXPECT_EQ(dlpg__check_reduce("f", G, DLPG__DT_FLOAT32, static_cast<dlpg_reduce_op_t>(8)),
+            DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlpg__check_reduce("f", G, DLPG__DT_FLOAT32, static_cast<dlpg_reduce_op_t>(-1)),
+            DLPG_ERR_INVALID_ARGUMENT);
+}
+
+// A store this process serves on an ephemeral port.
+struct Served {
+  dlpg_store_t *store = nullptr;
+  int port = 0;
+  Served() {
+    EXPECT_EQ(dlpg_store_open("tcp://127.0.0.1:0?serve=1", 30, &store), DLPG_OK)
+        << dlpg_last_error();
+    if (store) dlpg_store_port(store, &port);
+  }
+  ~Served() { dlpg_store_close(store); }
+  std::string Url() const { return "tcp://127.0.0.1:" + std::to_string(port); }
+};
+
+TEST(CoreGroup, CreateValidatesAndResolves) {
+  Served s;
+  ASSERT_TRUE(s.store);
+  dlpg_group_t *g = nullptr;
+  EXPECT_EQ(dlpg_group_create(nullptr, 0, 1, nullptr, &g), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlpg_group_create(s.store, 0, 0, nullptr, &g), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlpg_group_create(s.store, 2, 2, nullptr, &g), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(dlpg_last_error(), "rank is 2 but world_size is 2")) << dlpg_last_error();
+  EXPECT_EQ(dlpg_group_create(s.store, 0, 1, nullptr, nullptr), DLPG_ERR_INVALID_ARGUMENT);
+  dlpg_group_options_t o = DLPG_GROUP_OPTIONS_INIT;
+  o.struct_size = 0;
+  EXPECT_EQ(dlpg_group_create(s.store, 0, 1, &o, &g), DLPG_ERR_INVALID_ARGUMENT);
+  // An older caller's smaller struct: only struct_size and timeout_s are read.
+  o.struct_size = offsetof(dlpg_group_options_t, name);
+  o.timeout_s = 7;
+  o.name = reinterpret_cast<const char *>(1);  // beyond struct_size: must not be read
+  ASSERT_EQ(dlpg_group_create(s.store, 0, 1, &o, &g), DLPG_OK) << dlpg_last_error();
+  EXPECT_EQ(g->timeout_s, 7);
+  EXPECT_STREQ(g->name, "dlpg");
+  int r = -1, n = -1;
+  EXPECT_EQ(dlpg_group_rank(g, &r), DLPG_OK);
+  EXPECT_EQ(dlpg_group_size(g, &n), DLPG_OK);
+  EXPECT_EQ(r, 0);
+  EXPECT_EQ(n, 1);
+  EXPECT_EQ(dlpg_group_abort(g), DLPG_OK);
+  EXPECT_EQ(dlpg_group_abort(g), DLPG_OK);
+  float x = 1;
+  T t(&x, kF32, {1});
+  DLTensor *in[] = {&t.t};
+  EXPECT_EQ(dlpg_allreduce(g, in, nullptr, 1, DLPG_SUM, nullptr, nullptr), DLPG_ERR_ABORTED);
+  EXPECT_EQ(dlpg_group_destroy(g), DLPG_OK);
+  EXPECT_EQ(dlpg_group_destroy(nullptr), DLPG_OK);
+}
+
+// A backend poller that reports done after a set number of polls.
+struct FakePoll {
+  std::atomic<int> left{3};
+  std::atomic<int> released{0};
+  dlpg_status_t result = DLPG_OK;
+  static dlpg_status_t Poll(void *d, int *done) {
+    auto *f = static_cast<FakePoll *>(d);
+    *done = --f->left <= 0;
+    if (*done && f->result != DLPG_OK) return dlpg__error(f->result, "fake failure");
+    return DLPG_OK;
+  }
+  static void Release(void *d) { static_cast<FakePoll *>(d)->released = 1; }
+};
+
+TEST(CoreWork, BackendPollerTimeoutAndAbort) {
+  Served s;
+  dlpg_group_options_t o = DLPG_GROUP_OPTIONS_INIT;
+  o.timeout_s = 0.2;
+  dlpg_group_t *g = nullptr;
+  ASSERT_EQ(dlpg_group_create(s.store, 0, 1, &o, &g), DLPG_OK);
+
+  dlpg__work_backend_t be{FakePoll::Poll, FakePoll::Release};
+  FakePoll f;
+  f.result = DLPG_ERR_REMOTE;
+  struct dlpg_work *w = nullptr;
+  ASSERT_EQ(dlpg__work_new(g, &w), DLPG_OK);
+  dlpg__work_set_backend(w, &be, &f);
+  int done = 0;
+  EXPECT_EQ(dlpg_work_test(w, &done), DLPG_OK);
+  EXPECT_EQ(done, 0);
+  EXPECT_EQ(dlpg_work_wait(w, 5), DLPG_ERR_REMOTE);
+  EXPECT_STREQ(dlpg_work_error(w), "fake failure");
+  EXPECT_STREQ(dlpg_last_error(), "fake failure");
+  dlpg_work_free(w);
+  EXPECT_EQ(f.released, 1);
+
+  // CPU work that never completes: the wait times out and aborts the group.
+  ASSERT_EQ(dlpg__work_new(g, &w), DLPG_OK);
+  double t0 = dlpg__now();
+  EXPECT_EQ(dlpg_work_wait(w, 0), DLPG_ERR_TIMEOUT);  // the group's 0.2 s
+  EXPECT_LT(dlpg__now() - t0, 2.0);
+  EXPECT_TRUE(Contains(dlpg_last_error(), "did not complete within 0.2 s")) << dlpg_last_error();
+  EXPECT_EQ(g->aborted.load(), 1);
+  EXPECT_EQ(dlpg_work_wait(w, 5), DLPG_ERR_ABORTED);
+  EXPECT_STREQ(dlpg_work_error(w), "");
+  // Free the group before the work: the work keeps the group's internals alive.
+  dlpg_group_destroy(g);
+  dlpg__work_complete(w, DLPG_ERR_ABORTED, "late");
+  EXPECT_STREQ(dlpg_work_error(w), "late");
+  dlpg_work_free(w);
+  dlpg_work_free(nullptr);
+}
+
+TEST(CoreOps, ValidationAtTheDoor) {
+  Served s;
+  dlpg_group_t *g = nullptr;
+  ASSERT_EQ(dlpg_group_create(s.store, 0, 2, nullptr, &g), DLPG_OK);
+  float a[8] = {0}, b[16] = {0};
+  int64_t c[8] = {0};
+  T ta(a, kF32, {8}), tb(b, kF32, {16}), tc(c, kI64, {8});
+  DLTensor *in[] = {&ta.t};
+  DLTensor *two[] = {&ta.t, &ta.t};
+  dlpg_work_t *w = nullptr;
+  EXPECT_EQ(dlpg_allreduce(nullptr, in, nullptr, 1, DLPG_SUM, nullptr, &w), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlpg_allreduce(g, in, nullptr, 0, DLPG_SUM, nullptr, &w), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(dlpg_last_error(), "dlpg_allreduce: ntensors is 0")) << dlpg_last_error();
+  EXPECT_EQ(dlpg_allreduce(g, nullptr, nullptr, 1, DLPG_SUM, nullptr, &w), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlpg_allreduce(g, two, nullptr, 2, DLPG_SUM, nullptr, &w), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(dlpg_last_error(), "CPU operations take exactly one tensor")) << dlpg_last_error();
+  DLTensor *oc[] = {&tc.t};
+  EXPECT_EQ(dlpg_allreduce(g, in, oc, 1, DLPG_SUM, nullptr, &w), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(dlpg_last_error(), "float32")) << dlpg_last_error();
+  DLTensor *ob[] = {&tb.t};
+  EXPECT_EQ(dlpg_allreduce(g, in, ob, 1, DLPG_SUM, nullptr, &w), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlpg_allreduce(g, in, nullptr, 1, DLPG_BAND, nullptr, &w), DLPG_ERR_UNSUPPORTED);
+  EXPECT_EQ(dlpg_allreduce(g, in, nullptr, 1, static_cast<dlpg_reduce_op_t>(42), nullptr, &w),
+            DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlpg_allgather(g, in, nullptr, 1, nullptr, &w), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlpg_allgather(g, in, in, 1, nullptr, &w), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(dlpg_last_error(), "needs world_size 2 x ntensors 1 x 8 input elements = 16"))
+      << dlpg_last_error();
+  EXPECT_EQ(dlpg_reduce_scatter(g, in, in, 1, DLPG_SUM, nullptr, &w), DLPG_ERR_INVALID_ARGUMENT);
+  T odd(a, kF32, {7});
+  EXPECT_EQ(dlpg_alltoall(g, &odd.t, &odd.t, nullptr, &w), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlpg_alltoall(g, &ta.t, nullptr, nullptr, &w), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlpg_broadcast(g, in, nullptr, 1, 2, nullptr, &w), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlpg_reduce(g, in, nullptr, 1, DLPG_SUM, -1, nullptr, &w), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlpg_send(g, &ta.t, 0, 0, nullptr, &w), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(dlpg_last_error(), "send to self")) << dlpg_last_error();
+  EXPECT_EQ(dlpg_recv(g, &ta.t, 5, 0, nullptr, &w), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlpg_send(g, &ta.t, 1, -1, nullptr, &w), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlpg_send(g, nullptr, 1, 0, nullptr, &w), DLPG_ERR_INVALID_ARGUMENT);
+  // CUDA descriptors: checked before any CUDA call, so this runs without a GPU.
+  T c0(a, kF32, {8}, kDLCUDA, 0), c0b(b, kF32, {8}, kDLCUDA, 0);
+  DLTensor *same[] = {&c0.t, &c0b.t};
+  DLTensor *mixed[] = {&c0.t, &ta.t};
+  EXPECT_EQ(dlpg_allreduce(g, same, nullptr, 2, DLPG_SUM, nullptr, &w), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(dlpg_last_error(), "two tensors on one device")) << dlpg_last_error();
+  EXPECT_EQ(dlpg_allreduce(g, mixed, nullptr, 2, DLPG_SUM, nullptr, &w), DLPG_ERR_INVALID_ARGUMENT);
+  DLTensor *cin[] = {&c0.t};
+  EXPECT_EQ(dlpg_allreduce(g, cin, nullptr, 1, DLPG_BXOR, nullptr, &w), DLPG_ERR_UNSUPPORTED);
+  EXPECT_EQ(w, nullptr);  // out-parameters are written only on success
+  EXPECT_EQ(dlpg_group_end(g), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlpg_group_start(nullptr), DLPG_ERR_INVALID_ARGUMENT);
+  dlpg_group_destroy(g);
+}
+
+// Runs fn(rank, group) on n threads, each with its own group over one served store.
+template <class F>
+void RunRanks(int n, double timeout_s, F fn, const char *name) {
+  Served s;
+  ASSERT_TRUE(s.store);
+  std::vector<std::thread> th;
+  for (int r = 0; r < n; r++)
+    th.emplace_back([&, r] {
+      dlpg_store_t *st = nullptr;
+      ASSERT_EQ(dlpg_store_open(s.Url().c_str(), 30, &st), DLPG_OK) << dlpg_last_error();
+      dlpg_group_options_t o = DLPG_GROUP_OPTIONS_INIT;
+      o.timeout_s = timeout_s;
+      o.name = name;
+      dlpg_group_t *g = nullptr;
+      ASSERT_EQ(dlpg_group_create(st, r, n, &o, &g), DLPG_OK) << dlpg_last_error();
+      dlpg_store_close(st);
+      fn(r, g);
+      dlpg_group_destroy(g);
+    });
+  for (auto &t : th) t.join();
+}
+
+TEST(CoreSmoke, CpuAllreduceBarrierAndP2p) {
+  const int n = 3, len = 33;
+  std::vector<std::vector<float>> data(n, std::vector<float>(len));
+  std::mt19937 rng(1234);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (auto &v : data)
+    for (auto &x : v) x = u(rng);
+  RunRanks(n, 30, [&](int r, dlpg_group_t *g) {
+    std::vector<float> x = data[r], y(len);
+    T tx(x.data(), kF32, {3, 11}), ty(y.data(), kF32, {len});
+    DLTensor *in[] = {&tx.t}, *out[] = {&ty.t};
+    ASSERT_EQ(dlpg_allreduce(g, in, out, 1, DLPG_SUM, nullptr, nullptr), DLPG_OK) << dlpg_last_error();
+    for (int i = 0; i < len; i++)
+      EXPECT_NEAR(y[i], data[0][i] + data[1][i] + data[2][i], 1e-5) << i;
+    dlpg_work_t *w = nullptr;
+    ASSERT_EQ(dlpg_allreduce(g, in, nullptr, 1, DLPG_AVG, nullptr, &w), DLPG_OK) << dlpg_last_error();
+    ASSERT_EQ(dlpg_work_wait(w, 0), DLPG_OK) << dlpg_work_error(w);
+    dlpg_work_free(w);
+    for (int i = 0; i < len; i++)
+      EXPECT_NEAR(x[i], (data[0][i] + data[1][i] + data[2][i]) / 3, 1e-5) << i;
+    ASSERT_EQ(dlpg_barrier(g, nullptr), DLPG_OK) << dlpg_last_error();
+    // Ring exchange in one batch: send to the right, receive from the left.
+    std::vector<float> mine = data[r], got(len);
+    T ts(mine.data(), kF32, {len}), tr(got.data(), kF32, {len});
+    dlpg_work_t *ws = nullptr, *wr = nullptr;
+    ASSERT_EQ(dlpg_group_start(g), DLPG_OK);
+    ASSERT_EQ(dlpg_send(g, &ts.t, (r + 1) % n, 5, nullptr, &ws), DLPG_OK) << dlpg_last_error();
+    ASSERT_EQ(dlpg_recv(g, &tr.t, (r + n - 1) % n, 5, nullptr, &wr), DLPG_OK) << dlpg_last_error();
+    ASSERT_EQ(dlpg_group_end(g), DLPG_OK) << dlpg_last_error();
+    EXPECT_EQ(dlpg_work_wait(ws, 0), DLPG_OK) << dlpg_work_error(ws);
+    EXPECT_EQ(dlpg_work_wait(wr, 0), DLPG_OK) << dlpg_work_error(wr);
+    dlpg_work_free(ws);
+    dlpg_work_free(wr);
+    EXPECT_EQ(got, data[(r + n - 1) % n]);
+  }, "core-smoke");
+}
+
+// One thread drives two ranks: the batch spans both groups, so the send on rank 0's group
+// and the matching receive on rank 1's group are issued together.
+TEST(CoreSmoke, OneThreadDrivesTwoRanks) {
+  Served s;
+  ASSERT_TRUE(s.store);
+  dlpg_group_options_t o = DLPG_GROUP_OPTIONS_INIT;
+  o.timeout_s = 30;
+  o.name = "core-two";
+  dlpg_group_t *g0 = nullptr, *g1 = nullptr;
+  dlpg_store_t *s1 = nullptr;
+  ASSERT_EQ(dlpg_store_open(s.Url().c_str(), 30, &s1), DLPG_OK);
+  ASSERT_EQ(dlpg_group_create(s.store, 0, 2, &o, &g0), DLPG_OK);
+  ASSERT_EQ(dlpg_group_create(s1, 1, 2, &o, &g1), DLPG_OK);
+  dlpg_store_close(s1);
+  int64_t a[5] = {1, -2, 3, 40, 5}, b[5] = {0};
+  T ta(a, kI64, {5}), tb(b, kI64, {5});
+  ASSERT_EQ(dlpg_group_start(g0), DLPG_OK);
+  ASSERT_EQ(dlpg_send(g0, &ta.t, 1, 0, nullptr, nullptr), DLPG_OK);
+  ASSERT_EQ(dlpg_recv(g1, &tb.t, 0, 0, nullptr, nullptr), DLPG_OK);
+  ASSERT_EQ(dlpg_group_end(g0), DLPG_OK) << dlpg_last_error();
+  EXPECT_EQ(std::memcmp(a, b, sizeof a), 0);
+  dlpg_group_destroy(g0);
+  dlpg_group_destroy(g1);
+}
+
+// A missing peer: the wait times out, aborts the group, and later operations fail fast.
+TEST(CoreSmoke, MissingPeerTimesOut) {
+  Served s;
+  dlpg_group_options_t o = DLPG_GROUP_OPTIONS_INIT;
+  o.timeout_s = 1;
+  o.name = "core-missing";
+  dlpg_group_t *g = nullptr;
+  ASSERT_EQ(dlpg_group_create(s.store, 0, 2, &o, &g), DLPG_OK);
+  float x[4] = {1, 2, 3, 4};
+  T t(x, kF32, {4});
+  DLTensor *in[] = {&t.t};
+  double t0 = dlpg__now();
+  dlpg_status_t st = dlpg_allreduce(g, in, nullptr, 1, DLPG_SUM, nullptr, nullptr);
+  EXPECT_TRUE(st == DLPG_ERR_TIMEOUT || st == DLPG_ERR_ABORTED) << dlpg_status_name(st);
+  EXPECT_LT(dlpg__now() - t0, 10.0);
+  EXPECT_NE(dlpg_last_error()[0], '\0');
+  EXPECT_EQ(dlpg_allreduce(g, in, nullptr, 1, DLPG_SUM, nullptr, nullptr), DLPG_ERR_ABORTED);
+  t0 = dlpg__now();
+  dlpg_group_destroy(g);
+  EXPECT_LT(dlpg__now() - t0, 10.0);
+}
+
+}  // namespace

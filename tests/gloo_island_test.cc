@@ -1,0 +1,600 @@
+// White-box tests of the Gloo island (plugin/gloo), below the public API: contexts over the
+// real TCP store on 127.0.0.1 (ranks are threads), every operation kind against references
+// computed here on random per-rank data, rendezvous timeout, abort, the file store, and the
+// float16/bfloat16 conversions. Links the plugin's objects (dlpg_obj), not libdlpg.so.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gloo/c_headers.h"
+#include "gloo/reduce_fns.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Rank 0 serves a store on an ephemeral port; each rank gets a client and a Gloo context.
+// fn runs on one thread per rank; its failures are gtest failures of that thread.
+void run_ranks(int n, double timeout_s,
+               const std::function<void(int rank, dlpg__gloo_ctx_t *ctx)> &fn,
+               const char *prefix = "t/gloo") {
+  dlpg_store_t *server = nullptr;
+  ASSERT_EQ(dlpg_store_open("tcp://127.0.0.1:0?serve=1", timeout_s, &server), DLPG_OK)
+      << dlpg_last_error();
+  int port = 0;
+  ASSERT_EQ(dlpg_store_port(server, &port), DLPG_OK);
+  std::vector<std::thread> th;
+  for (int r = 0; r < n; r++) {
+    th.emplace_back([&, r] {
+      dlpg_store_t *s = server;
+      if (r != 0) {
+        std::string url = "tcp://127.0.0.1:" + std::to_string(port);
+        ASSERT_EQ(dlpg_store_open(url.c_str(), timeout_s, &s), DLPG_OK) << dlpg_last_error();
+      }
+      dlpg__gloo_ctx_t *ctx = nullptr;
+      dlpg_status_t st = dlpg__gloo_ctx_create(s, prefix, r, n, timeout_s, &ctx);
+      if (r != 0) dlpg_store_close(s);
+      ASSERT_EQ(st, DLPG_OK) << dlpg_last_error();
+      fn(r, ctx);
+      dlpg__gloo_ctx_destroy(ctx);
+    });
+  }
+  for (auto &t : th) t.join();
+  dlpg_store_close(server);
+}
+
+dlpg__tensor_t tensor(void *ptr, int64_t numel, dlpg__dtype_t dt) {
+  dlpg__tensor_t t;
+  memset(&t, 0, sizeof t);
+  t.ptr = ptr;
+  t.numel = numel;
+  t.nbytes = static_cast<size_t>(numel) * dlpg__dtype_size(dt);
+  t.dtype = dt;
+  t.backend = DLPG__BACKEND_GLOO;
+  t.device_type = 1;
+  return t;
+}
+
+dlpg__op_t make_op(dlpg__op_kind_t kind, dlpg__tensor_t in, dlpg__tensor_t out) {
+  dlpg__op_t op;
+  memset(&op, 0, sizeof op);
+  op.kind = kind;
+  op.backend = DLPG__BACKEND_GLOO;
+  op.ntensors = kind == DLPG__OP_BARRIER ? 0 : 1;
+  op.in[0] = in;
+  op.out[0] = out;
+  op.in_place = in.ptr == out.ptr;
+  return op;
+}
+
+dlpg_status_t run1(dlpg__gloo_ctx_t *ctx, dlpg__op_t *op) {
+  dlpg__op_t *ops[1] = {op};
+  return dlpg__gloo_run(ctx, ops, 1);
+}
+
+// Typed element access through double (test values are small integers, exact everywhere).
+void put(dlpg__dtype_t dt, void *p, size_t i, double v) {
+  switch (dt) {
+    case DLPG__DT_INT8: static_cast<int8_t *>(p)[i] = (int8_t)v; break;
+    case DLPG__DT_INT16: static_cast<int16_t *>(p)[i] = (int16_t)v; break;
+    case DLPG__DT_INT32: static_cast<int32_t *>(p)[i] = (int32_t)v; break;
+    case DLPG__DT_INT64: static_cast<int64_t *>(p)[i] = (int64_t)v; break;
+    case DLPG__DT_UINT8: static_cast<uint8_t *>(p)[i] = (uint8_t)v; break;
+    case DLPG__DT_UINT16: static_cast<uint16_t *>(p)[i] = (uint16_t)v; break;
+    case DLPG__DT_UINT32: static_cast<uint32_t *>(p)[i] = (uint32_t)v; break;
+    case DLPG__DT_UINT64: static_cast<uint64_t *>(p)[i] = (uint64_t)v; break;
+    case DLPG__DT_FLOAT16: static_cast<uint16_t *>(p)[i] = dlpg_gloo::float_to_half((float)v); break;
+    case DLPG__DT_BFLOAT16: static_cast<uint16_t *>(p)[i] = dlpg_gloo::float_to_bf16((float)v); break;
+    case DLPG__DT_FLOAT32: static_cast<float *>(p)[i] = (float)v; break;
+    case DLPG__DT_FLOAT64: static_cast<double *>(p)[i] = v; break;
+    case DLPG__DT_BOOL: static_cast<uint8_t *>(p)[i] = v != 0; break;
+    default: break;
+  }
+}
+double get(dlpg__dtype_t dt, const void *p, size_t i) {
+  switch (dt) {
+    case DLPG__DT_INT8: return static_cast<const int8_t *>(p)[i];
+    case DLPG__DT_INT16: return static_cast<const int16_t *>(p)[i];
+    case DLPG__DT_INT32: return static_cast<const int32_t *>(p)[i];
+    case DLPG__DT_INT64: return (double)static_cast<const int64_t *>(p)[i];
+    case DLPG__DT_UINT8: return static_cast<const uint8_t *>(p)[i];
+    case DLPG__DT_UINT16: return static_cast<const uint16_t *>(p)[i];
+    case DLPG__DT_UINT32: return static_cast<const uint32_t *>(p)[i];
+    case DLPG__DT_UINT64: return (double)static_cast<const uint64_t *>(p)[i];
+    case DLPG__DT_FLOAT16: return dlpg_gloo::half_to_float(static_cast<const uint16_t *>(p)[i]);
+    case DLPG__DT_BFLOAT16: return dlpg_gloo::bf16_to_float(static_cast<const uint16_t *>(p)[i]);
+    case DLPG__DT_FLOAT32: return static_cast<const float *>(p)[i];
+    case DLPG__DT_FLOAT64: return static_cast<const double *>(p)[i];
+    case DLPG__DT_BOOL: return static_cast<const uint8_t *>(p)[i];
+    default: return NAN;
+  }
+}
+
+bool is_float(dlpg__dtype_t dt) {
+  return dt == DLPG__DT_FLOAT16 || dt == DLPG__DT_BFLOAT16 || dt == DLPG__DT_FLOAT32 ||
+         dt == DLPG__DT_FLOAT64;
+}
+bool is_signed(dlpg__dtype_t dt) { return dt <= DLPG__DT_INT64 || is_float(dt); }
+
+// Rank r's value i: small integers (bool: 0/1; unsigned: 0..5, so products stay in range).
+double value(dlpg__dtype_t dt, int r, size_t i, uint32_t seed) {
+  // A cheap integer hash (splitmix64) of (seed, rank, index).
+  uint64_t z = (static_cast<uint64_t>(seed) << 40) ^ (static_cast<uint64_t>(r) << 32) ^ i;
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  if (dt == DLPG__DT_BOOL) return static_cast<double>(z % 2);
+  if (is_signed(dt)) return static_cast<double>(static_cast<int>(z % 11) - 5);
+  return static_cast<double>(z % 6);
+}
+
+double reduce_ref(dlpg__dtype_t dt, dlpg_reduce_op_t op, const std::vector<double> &v) {
+  double acc = v[0];
+  for (size_t k = 1; k < v.size(); k++) {
+    double b = v[k];
+    switch (op) {
+      case DLPG_SUM: case DLPG_AVG: acc = dt == DLPG__DT_BOOL ? (acc || b) : acc + b; break;
+      case DLPG_PROD: acc = dt == DLPG__DT_BOOL ? (acc && b) : acc * b; break;
+      case DLPG_MIN: acc = std::min(acc, b); break;
+      case DLPG_MAX: acc = std::max(acc, b); break;
+      case DLPG_BAND: acc = (double)((int64_t)acc & (int64_t)b); break;
+      case DLPG_BOR: acc = (double)((int64_t)acc | (int64_t)b); break;
+      case DLPG_BXOR: acc = dt == DLPG__DT_BOOL ? (double)((acc != 0) != (b != 0))
+                                                 : (double)((int64_t)acc ^ (int64_t)b); break;
+    }
+  }
+  if (op == DLPG_AVG) acc /= (double)v.size();
+  return acc;
+}
+
+// The AVG result as the island computes it: sum in the dtype, divide in float/double.
+double avg_expected(dlpg__dtype_t dt, double sum, int n) {
+  std::vector<char> b(8);
+  put(dt, b.data(), 0, sum);
+  double s = get(dt, b.data(), 0);
+  if (dt == DLPG__DT_FLOAT64) put(dt, b.data(), 0, s / n);
+  else put(dt, b.data(), 0, (double)((float)s / (float)n));
+  return get(dt, b.data(), 0);
+}
+
+const dlpg__dtype_t kDtypes[] = {
+    DLPG__DT_INT8, DLPG__DT_INT16, DLPG__DT_INT32, DLPG__DT_INT64, DLPG__DT_UINT8,
+    DLPG__DT_UINT16, DLPG__DT_UINT32, DLPG__DT_UINT64, DLPG__DT_FLOAT16, DLPG__DT_BFLOAT16,
+    DLPG__DT_FLOAT32, DLPG__DT_FLOAT64, DLPG__DT_BOOL};
+
+std::vector<dlpg_reduce_op_t> ops_for(dlpg__dtype_t dt) {
+  std::vector<dlpg_reduce_op_t> v = {DLPG_SUM, DLPG_PROD, DLPG_MIN, DLPG_MAX};
+  if (is_float(dt)) v.push_back(DLPG_AVG);
+  else { v.push_back(DLPG_BAND); v.push_back(DLPG_BOR); v.push_back(DLPG_BXOR); }
+  return v;
+}
+
+}  // namespace
+
+TEST(GlooIsland, AllreduceEveryDtypeAndOp) {
+  const int n = 3;
+  const size_t numel = 1000;  // not a multiple of 3 or of Gloo's segment sizes
+  run_ranks(n, 30, [&](int r, dlpg__gloo_ctx_t *ctx) {
+    uint32_t seed = 1;
+    for (dlpg__dtype_t dt : kDtypes) {
+      for (dlpg_reduce_op_t rop : ops_for(dt)) {
+        for (int in_place = 0; in_place < 2; in_place++, seed++) {
+          size_t es = dlpg__dtype_size(dt);
+          std::vector<char> in(numel * es), out(numel * es, 0x5a);
+          for (size_t i = 0; i < numel; i++) put(dt, in.data(), i, value(dt, r, i, seed));
+          std::vector<char> in_copy = in;
+          void *optr = in_place ? in.data() : out.data();
+          dlpg__op_t op = make_op(DLPG__OP_ALLREDUCE, tensor(in.data(), numel, dt),
+                                  tensor(optr, numel, dt));
+          op.rop = rop;
+          ASSERT_EQ(run1(ctx, &op), DLPG_OK) << dlpg_last_error();
+          if (!in_place) ASSERT_EQ(in, in_copy) << "input modified";
+          for (size_t i = 0; i < numel; i++) {
+            std::vector<double> v;
+            for (int k = 0; k < n; k++) v.push_back(value(dt, k, i, seed));
+            double want = reduce_ref(dt, rop, v);
+            if (rop == DLPG_AVG) want = avg_expected(dt, reduce_ref(dt, DLPG_SUM, v), n);
+            else { std::vector<char> b(8); put(dt, b.data(), 0, want); want = get(dt, b.data(), 0); }
+            double got = get(dt, optr, i);
+            ASSERT_EQ(got, want) << dlpg__dtype_name(dt) << " " << dlpg__reduce_op_name(rop)
+                                 << " in_place=" << in_place << " rank " << r << " i=" << i;
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(GlooIsland, BroadcastReduceAllgatherReduceScatterAlltoall) {
+  const int n = 3;
+  run_ranks(n, 30, [&](int r, dlpg__gloo_ctx_t *ctx) {
+    const dlpg__dtype_t dt = DLPG__DT_FLOAT32;
+    const size_t m = 4099;
+    auto val = [](int rank, size_t i) { return (float)(rank * 100000 + (i * 37) % 1001) - 7.0f; };
+    std::vector<float> in(m), out(m);
+    for (size_t i = 0; i < m; i++) in[i] = val(r, i);
+    // Broadcast from root 1, out of place; then in place from root 2.
+    dlpg__op_t op = make_op(DLPG__OP_BROADCAST, tensor(in.data(), m, dt), tensor(out.data(), m, dt));
+    op.root = 1;
+    ASSERT_EQ(run1(ctx, &op), DLPG_OK) << dlpg_last_error();
+    for (size_t i = 0; i < m; i++) ASSERT_EQ(out[i], val(1, i));
+    for (size_t i = 0; i < m; i++) ASSERT_EQ(in[i], val(r, i)) << "broadcast input modified";
+    op = make_op(DLPG__OP_BROADCAST, tensor(in.data(), m, dt), tensor(in.data(), m, dt));
+    op.root = 2;
+    ASSERT_EQ(run1(ctx, &op), DLPG_OK) << dlpg_last_error();
+    for (size_t i = 0; i < m; i++) ASSERT_EQ(in[i], val(2, i));
+    for (size_t i = 0; i < m; i++) in[i] = val(r, i);
+    // Reduce (MAX) to root 0; non-roots keep their buffers.
+    std::fill(out.begin(), out.end(), -1.0f);
+    op = make_op(DLPG__OP_REDUCE, tensor(in.data(), m, dt), tensor(out.data(), m, dt));
+    op.root = 0;
+    op.rop = DLPG_MAX;
+    ASSERT_EQ(run1(ctx, &op), DLPG_OK) << dlpg_last_error();
+    for (size_t i = 0; i < m; i++) {
+      ASSERT_EQ(in[i], val(r, i));
+      ASSERT_EQ(out[i], r == 0 ? val(n - 1, i) : -1.0f);
+    }
+    // Allgather, rank-major.
+    std::vector<float> all(m * n);
+    op = make_op(DLPG__OP_ALLGATHER, tensor(in.data(), m, dt), tensor(all.data(), m * n, dt));
+    ASSERT_EQ(run1(ctx, &op), DLPG_OK) << dlpg_last_error();
+    for (int k = 0; k < n; k++)
+      for (size_t i = 0; i < m; i++) ASSERT_EQ(all[k * m + i], val(k, i));
+    // Reduce-scatter (SUM) of m*n elements: block r.
+    std::vector<float> big(m * n), blk(m);
+    for (size_t i = 0; i < m * n; i++) big[i] = val(r, i);
+    op = make_op(DLPG__OP_REDUCE_SCATTER, tensor(big.data(), m * n, dt), tensor(blk.data(), m, dt));
+    op.rop = DLPG_SUM;
+    ASSERT_EQ(run1(ctx, &op), DLPG_OK) << dlpg_last_error();
+    for (size_t i = 0; i < m; i++) {
+      float want = 0;
+      for (int k = 0; k < n; k++) want += val(k, r * m + i);
+      ASSERT_EQ(blk[i], want) << i;
+    }
+    // Alltoall: block j of rank i lands as block i of rank j.
+    std::vector<float> a2a(m * n);
+    op = make_op(DLPG__OP_ALLTOALL, tensor(big.data(), m * n, dt), tensor(a2a.data(), m * n, dt));
+    ASSERT_EQ(run1(ctx, &op), DLPG_OK) << dlpg_last_error();
+    for (int k = 0; k < n; k++)
+      for (size_t i = 0; i < m; i++) ASSERT_EQ(a2a[k * m + i], val(k, r * m + i));
+    // Barrier and zero-element operations.
+    op = make_op(DLPG__OP_BARRIER, tensor(nullptr, 0, dt), tensor(nullptr, 0, dt));
+    ASSERT_EQ(run1(ctx, &op), DLPG_OK) << dlpg_last_error();
+    for (dlpg__op_kind_t k : {DLPG__OP_ALLREDUCE, DLPG__OP_BROADCAST, DLPG__OP_REDUCE,
+                              DLPG__OP_ALLGATHER, DLPG__OP_REDUCE_SCATTER, DLPG__OP_ALLTOALL}) {
+      op = make_op(k, tensor(in.data(), 0, dt), tensor(out.data(), 0, dt));
+      ASSERT_EQ(run1(ctx, &op), DLPG_OK) << dlpg__op_name(k) << ": " << dlpg_last_error();
+    }
+  });
+}
+
+TEST(GlooIsland, SendRecvBatchRing) {
+  const int n = 4;
+  run_ranks(n, 30, [&](int r, dlpg__gloo_ctx_t *ctx) {
+    const size_t m = 100000;
+    const dlpg__dtype_t dt = DLPG__DT_INT64;
+    std::vector<int64_t> to_next(m), to_prev(m), from_prev(m), from_next(m);
+    for (size_t i = 0; i < m; i++) {
+      to_next[i] = r * 1000003 + (int64_t)i;
+      to_prev[i] = -(r * 1000003 + (int64_t)i);
+    }
+    int next = (r + 1) % n, prev = (r + n - 1) % n;
+    dlpg__op_t s1 = make_op(DLPG__OP_SEND, tensor(to_next.data(), m, dt), tensor(to_next.data(), m, dt));
+    s1.peer = next; s1.tag = 5;
+    dlpg__op_t s2 = make_op(DLPG__OP_SEND, tensor(to_prev.data(), m, dt), tensor(to_prev.data(), m, dt));
+    s2.peer = prev; s2.tag = 6;
+    dlpg__op_t r1 = make_op(DLPG__OP_RECV, tensor(from_prev.data(), m, dt), tensor(from_prev.data(), m, dt));
+    r1.peer = prev; r1.tag = 5;
+    dlpg__op_t r2 = make_op(DLPG__OP_RECV, tensor(from_next.data(), m, dt), tensor(from_next.data(), m, dt));
+    r2.peer = next; r2.tag = 6;
+    // Receives first on even ranks: only a batch that posts everything before waiting works.
+    dlpg__op_t *ops[4] = {&r1, &r2, &s1, &s2};
+    if (r % 2) { ops[0] = &s1; ops[1] = &s2; ops[2] = &r1; ops[3] = &r2; }
+    ASSERT_EQ(dlpg__gloo_run(ctx, ops, 4), DLPG_OK) << dlpg_last_error();
+    for (size_t i = 0; i < m; i++) {
+      ASSERT_EQ(from_prev[i], prev * 1000003 + (int64_t)i);
+      ASSERT_EQ(from_next[i], -(next * 1000003 + (int64_t)i));
+    }
+    // A zero-byte message and a batch mixing p2p with a collective.
+    int64_t dummy = 0;
+    dlpg__op_t z = make_op(r == 0 ? DLPG__OP_SEND : DLPG__OP_RECV, tensor(&dummy, 0, dt), tensor(&dummy, 0, dt));
+    z.peer = r == 0 ? 1 : 0; z.tag = 0;
+    float x = (float)r;
+    dlpg__op_t ar = make_op(DLPG__OP_ALLREDUCE, tensor(&x, 1, DLPG__DT_FLOAT32), tensor(&x, 1, DLPG__DT_FLOAT32));
+    ar.rop = DLPG_SUM;
+    if (r == 0) {
+      // Rank 0 sends to every other rank.
+      std::vector<dlpg__op_t> sends(n - 1, z);
+      std::vector<dlpg__op_t *> p;
+      p.push_back(&ar);
+      for (int k = 1; k < n; k++) { sends[k - 1].peer = k; p.push_back(&sends[k - 1]); }
+      ASSERT_EQ(dlpg__gloo_run(ctx, p.data(), (int)p.size()), DLPG_OK) << dlpg_last_error();
+    } else {
+      dlpg__op_t *p[2] = {&ar, &z};
+      ASSERT_EQ(dlpg__gloo_run(ctx, p, 2), DLPG_OK) << dlpg_last_error();
+    }
+    ASSERT_EQ(x, (float)(n * (n - 1) / 2));
+  });
+}
+
+TEST(GlooIsland, RendezvousTimeoutNamesTheWait) {
+  dlpg_store_t *server = nullptr;
+  ASSERT_EQ(dlpg_store_open("tcp://127.0.0.1:0?serve=1", 5, &server), DLPG_OK) << dlpg_last_error();
+  dlpg__gloo_ctx_t *ctx = nullptr;
+  auto t0 = Clock::now();
+  dlpg_status_t st = dlpg__gloo_ctx_create(server, "lonely/gloo", 0, 2, 1.0, &ctx);
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_EQ(st, DLPG_ERR_TIMEOUT) << dlpg_last_error();
+  EXPECT_EQ(ctx, nullptr);
+  EXPECT_LT(secs, 5.0);
+  EXPECT_NE(std::string(dlpg_last_error()).find("timed out"), std::string::npos) << dlpg_last_error();
+  printf("message: %s\n", dlpg_last_error());
+  dlpg_store_close(server);
+}
+
+TEST(GlooIsland, AbortWakesABlockedCollective) {
+  run_ranks(2, 20, [&](int r, dlpg__gloo_ctx_t *ctx) {
+    if (r == 1) {
+      // Rank 1 never joins; it waits until rank 0 is done, then leaves.
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      return;
+    }
+    std::vector<float> v(1 << 16, 1.0f);
+    dlpg__op_t op = make_op(DLPG__OP_ALLREDUCE, tensor(v.data(), v.size(), DLPG__DT_FLOAT32),
+                            tensor(v.data(), v.size(), DLPG__DT_FLOAT32));
+    op.rop = DLPG_SUM;
+    std::thread aborter([ctx] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      dlpg__gloo_ctx_abort(ctx);
+    });
+    auto t0 = Clock::now();
+    dlpg_status_t st = run1(ctx, &op);
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    aborter.join();
+    EXPECT_EQ(st, DLPG_ERR_ABORTED) << dlpg_last_error();
+    EXPECT_LT(secs, 3.0) << "abort did not wake the blocked allreduce";
+    printf("abort after %.2f s: %s\n", secs, dlpg_last_error());
+    EXPECT_EQ(run1(ctx, &op), DLPG_ERR_ABORTED);
+  });
+}
+
+TEST(GlooIsland, PeerLeavingIsRemoteOrTimeout) {
+  run_ranks(2, 3, [&](int r, dlpg__gloo_ctx_t *ctx) {
+    if (r == 1) {
+      dlpg__gloo_ctx_abort(ctx);  // closes rank 1's connections
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    float v = 1;
+    dlpg__op_t op = make_op(DLPG__OP_ALLREDUCE, tensor(&v, 1, DLPG__DT_FLOAT32), tensor(&v, 1, DLPG__DT_FLOAT32));
+    op.rop = DLPG_SUM;
+    auto t0 = Clock::now();
+    dlpg_status_t st = run1(ctx, &op);
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    EXPECT_TRUE(st == DLPG_ERR_REMOTE || st == DLPG_ERR_TIMEOUT) << dlpg_status_name(st) << ": " << dlpg_last_error();
+    EXPECT_LT(secs, 6.0);
+    printf("peer left: %s after %.2f s: %s\n", dlpg_status_name(st), secs, dlpg_last_error());
+  });
+}
+
+TEST(GlooIsland, FileStoreAndContextOverIt) {
+  char dir[] = "/tmp/dlpg-gloo-fs-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string path = std::string(dir) + "/sub/store";
+  dlpg_store_t *s = nullptr;
+  ASSERT_EQ(dlpg__file_store_open(path.c_str(), 2.0, &s), DLPG_OK) << dlpg_last_error();
+  const char *key = "a/b/c";
+  ASSERT_EQ(dlpg_store_set(s, key, "hello", 5), DLPG_OK) << dlpg_last_error();
+  ASSERT_EQ(dlpg_store_set(s, key, "world!", 6), DLPG_OK) << dlpg_last_error();  // overwrite
+  char buf[16] = {0};
+  size_t len = 0;
+  ASSERT_EQ(dlpg_store_get(s, key, 1.0, buf, sizeof buf, &len), DLPG_OK) << dlpg_last_error();
+  EXPECT_EQ(std::string(buf, len), "world!");
+  ASSERT_EQ(dlpg_store_set(s, "empty", "", 0), DLPG_OK);
+  ASSERT_EQ(dlpg_store_get(s, "empty", 1.0, buf, sizeof buf, &len), DLPG_OK) << dlpg_last_error();
+  EXPECT_EQ(len, 0u);
+  // add from 4 threads x 50 is atomic.
+  std::vector<std::thread> th;
+  for (int t = 0; t < 4; t++)
+    th.emplace_back([&] {
+      for (int i = 0; i < 50; i++) ASSERT_EQ(dlpg_store_add(s, "cnt/x", 2, nullptr), DLPG_OK) << dlpg_last_error();
+    });
+  for (auto &t : th) t.join();
+  int64_t v = 0;
+  ASSERT_EQ(dlpg_store_add(s, "cnt/x", 0, &v), DLPG_OK);
+  EXPECT_EQ(v, 400);
+  const char *keys[2] = {key, "missing/key"};
+  int all = -1;
+  ASSERT_EQ(dlpg_store_check(s, keys, 1, &all), DLPG_OK);
+  EXPECT_EQ(all, 1);
+  ASSERT_EQ(dlpg_store_check(s, keys, 2, &all), DLPG_OK);
+  EXPECT_EQ(all, 0);
+  auto t0 = Clock::now();
+  EXPECT_EQ(dlpg_store_wait(s, keys, 2, 0.3), DLPG_ERR_TIMEOUT);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 1.5);
+  EXPECT_NE(std::string(dlpg_last_error()).find("missing/key"), std::string::npos) << dlpg_last_error();
+  int deleted = -1;
+  ASSERT_EQ(dlpg_store_delete_key(s, key, &deleted), DLPG_OK);
+  EXPECT_EQ(deleted, 1);
+  ASSERT_EQ(dlpg_store_delete_key(s, key, &deleted), DLPG_OK);
+  EXPECT_EQ(deleted, 0);
+
+  // Two ranks rendezvous through the file store and allreduce.
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; r++)
+    ranks.emplace_back([&, r] {
+      dlpg_store_t *rs = nullptr;
+      ASSERT_EQ(dlpg__file_store_open(path.c_str(), 10.0, &rs), DLPG_OK) << dlpg_last_error();
+      dlpg__gloo_ctx_t *ctx = nullptr;
+      ASSERT_EQ(dlpg__gloo_ctx_create(rs, "fs/gloo", r, 2, 10.0, &ctx), DLPG_OK) << dlpg_last_error();
+      double x[3] = {1.0 + r, 2.0 * r, -3.0};
+      dlpg__op_t op = make_op(DLPG__OP_ALLREDUCE, tensor(x, 3, DLPG__DT_FLOAT64), tensor(x, 3, DLPG__DT_FLOAT64));
+      op.rop = DLPG_SUM;
+      ASSERT_EQ(run1(ctx, &op), DLPG_OK) << dlpg_last_error();
+      EXPECT_EQ(x[0], 3.0);
+      EXPECT_EQ(x[1], 2.0);
+      EXPECT_EQ(x[2], -6.0);
+      dlpg__gloo_ctx_destroy(ctx);
+      dlpg_store_close(rs);
+    });
+  for (auto &t : ranks) t.join();
+  dlpg_store_close(s);
+  std::string cmd = std::string("rm -rf ") + dir;
+  ASSERT_EQ(system(cmd.c_str()), 0);
+}
+
+TEST(GlooIsland, HalfAndBfloat16Conversions) {
+  // Every half round-trips through float; float -> half agrees with the compiler's _Float16.
+  for (uint32_t h = 0; h < 65536; h++) {
+    float f = dlpg_gloo::half_to_float((uint16_t)h);
+    _Float16 ref;
+    uint16_t hb = (uint16_t)h;
+    memcpy(&ref, &hb, 2);
+    if (std::isnan(f)) { ASSERT_TRUE(std::isnan((float)ref)); continue; }
+    ASSERT_EQ(f, (float)ref) << h;
+    ASSERT_EQ(dlpg_gloo::float_to_half(f), h) << h;
+  }
+  std::mt19937 g(42);
+  for (int i = 0; i < 1000000; i++) {
+    uint32_t bits = g();
+    float f;
+    memcpy(&f, &bits, 4);
+    if (std::isnan(f)) continue;
+    _Float16 ref = (_Float16)f;
+    uint16_t rb;
+    memcpy(&rb, &ref, 2);
+    ASSERT_EQ(dlpg_gloo::float_to_half(f), rb) << f;
+  }
+  EXPECT_EQ(dlpg_gloo::float_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(dlpg_gloo::bf16_to_float(0x3f80), 1.0f);
+  EXPECT_EQ(dlpg_gloo::float_to_bf16(1.00390625f), 0x3f80);  // halfway, even stays
+  EXPECT_EQ(dlpg_gloo::float_to_bf16(1.01171875f), 0x3f82);  // halfway, odd rounds up
+  EXPECT_TRUE(std::isnan(dlpg_gloo::bf16_to_float(dlpg_gloo::float_to_bf16(NAN))));
+}
+
+TEST(GlooIsland, AllreduceBandwidth16MiB) {
+  // Rough check only: a 2-rank 16 MiB float32 allreduce over loopback (Gloo's ring, as
+  // torch's ProcessGroupGloo). Prints the algorithm bandwidth; fails only when absurdly slow.
+  const size_t m = (16u << 20) / 4;
+  run_ranks(2, 60, [&](int r, dlpg__gloo_ctx_t *ctx) {
+    std::vector<float> v(m, 1.0f + r);
+    dlpg__op_t op = make_op(DLPG__OP_ALLREDUCE, tensor(v.data(), m, DLPG__DT_FLOAT32),
+                            tensor(v.data(), m, DLPG__DT_FLOAT32));
+    op.rop = DLPG_SUM;
+    ASSERT_EQ(run1(ctx, &op), DLPG_OK) << dlpg_last_error();  // warm-up
+    const int iters = 10;
+    auto t0 = Clock::now();
+    for (int i = 0; i < iters; i++) ASSERT_EQ(run1(ctx, &op), DLPG_OK) << dlpg_last_error();
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+    double gbs = (m * 4.0) / secs / 1e9;
+    if (r == 0) printf("2-rank 16 MiB float32 allreduce: %.2f ms, %.2f GB/s\n", secs * 1e3, gbs);
+    EXPECT_GT(gbs, 0.05);  // the shared 2-core machine is often loaded
+  });
+}
+
+namespace {
+
+DLTensor dl_cpu(void *data, int64_t *shape, DLDataType dt) {
+  DLTensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.device.device_type = kDLCPU;
+  t.ndim = 1;
+  t.dtype = dt;
+  t.shape = shape;
+  return t;
+}
+
+}  // namespace
+
+TEST(GlooIsland, PublicApiThroughCore) {
+  // The same operations through the public API (core validates, its worker calls the island).
+  const int n = 3;
+  dlpg_store_t *server = nullptr;
+  ASSERT_EQ(dlpg_store_open("tcp://127.0.0.1:0?serve=1", 20, &server), DLPG_OK) << dlpg_last_error();
+  int port = 0;
+  ASSERT_EQ(dlpg_store_port(server, &port), DLPG_OK);
+  std::vector<std::thread> th;
+  for (int r = 0; r < n; r++)
+    th.emplace_back([&, r] {
+      dlpg_store_t *s = server;
+      if (r) {
+        std::string url = "tcp://127.0.0.1:" + std::to_string(port);
+        ASSERT_EQ(dlpg_store_open(url.c_str(), 20, &s), DLPG_OK) << dlpg_last_error();
+      }
+      dlpg_group_options_t opt = DLPG_GROUP_OPTIONS_INIT;
+      opt.timeout_s = 20;
+      opt.name = "api";
+      dlpg_group_t *g = nullptr;
+      ASSERT_EQ(dlpg_group_create(s, r, n, &opt, &g), DLPG_OK) << dlpg_last_error();
+      if (r) dlpg_store_close(s);
+      const DLDataType f32 = {kDLFloat, 32, 1};
+      int64_t m = 777;
+      std::vector<float> a(m), out(m);
+      for (int64_t i = 0; i < m; i++) a[i] = (float)(r * 10 + i % 13);
+      DLTensor in = dl_cpu(a.data(), &m, f32), ot = dl_cpu(out.data(), &m, f32);
+      DLTensor *ip = &in, *op = &ot;
+      ASSERT_EQ(dlpg_allreduce(g, &ip, &op, 1, DLPG_SUM, nullptr, nullptr), DLPG_OK) << dlpg_last_error();
+      for (int64_t i = 0; i < m; i++) ASSERT_EQ(out[i], (float)(30 + 3 * (i % 13)));
+      dlpg_work_t *w = nullptr;
+      ASSERT_EQ(dlpg_broadcast(g, &ip, nullptr, 1, 2, nullptr, &w), DLPG_OK) << dlpg_last_error();
+      ASSERT_EQ(dlpg_work_wait(w, 20), DLPG_OK) << dlpg_work_error(w);
+      dlpg_work_free(w);
+      for (int64_t i = 0; i < m; i++) ASSERT_EQ(a[i], (float)(20 + i % 13));
+      // A batched ring exchange.
+      std::vector<float> snd(m, (float)r), rcv(m, -1.0f);
+      DLTensor st = dl_cpu(snd.data(), &m, f32), rt = dl_cpu(rcv.data(), &m, f32);
+      dlpg_work_t *ws = nullptr, *wr = nullptr;
+      ASSERT_EQ(dlpg_group_start(g), DLPG_OK) << dlpg_last_error();
+      ASSERT_EQ(dlpg_recv(g, &rt, (r + n - 1) % n, 3, nullptr, &wr), DLPG_OK) << dlpg_last_error();
+      ASSERT_EQ(dlpg_send(g, &st, (r + 1) % n, 3, nullptr, &ws), DLPG_OK) << dlpg_last_error();
+      ASSERT_EQ(dlpg_group_end(g), DLPG_OK) << dlpg_last_error();
+      ASSERT_EQ(dlpg_work_wait(wr, 20), DLPG_OK) << dlpg_work_error(wr);
+      ASSERT_EQ(dlpg_work_wait(ws, 20), DLPG_OK) << dlpg_work_error(ws);
+      dlpg_work_free(wr);
+      dlpg_work_free(ws);
+      for (int64_t i = 0; i < m; i++) ASSERT_EQ(rcv[i], (float)((r + n - 1) % n));
+      ASSERT_EQ(dlpg_barrier(g, nullptr), DLPG_OK) << dlpg_last_error();
+      ASSERT_EQ(dlpg_group_destroy(g), DLPG_OK) << dlpg_last_error();
+    });
+  for (auto &t : th) t.join();
+  dlpg_store_close(server);
+}
+
+TEST(GlooIsland, ReduceScatterRingDtypes) {
+  for (int n : {1, 2, 4}) {
+    run_ranks(n, 30, [&](int r, dlpg__gloo_ctx_t *ctx) {
+      const size_t b = 1237;
+      uint32_t seed = 900;
+      for (dlpg__dtype_t dt : {DLPG__DT_FLOAT16, DLPG__DT_INT32, DLPG__DT_FLOAT64, DLPG__DT_BOOL}) {
+        for (dlpg_reduce_op_t rop : ops_for(dt)) {
+          seed++;
+          size_t es = dlpg__dtype_size(dt);
+          std::vector<char> in(b * n * es), out(b * es);
+          for (size_t i = 0; i < b * n; i++) put(dt, in.data(), i, value(dt, r, i, seed));
+          dlpg__op_t op = make_op(DLPG__OP_REDUCE_SCATTER, tensor(in.data(), b * n, dt),
+                                  tensor(out.data(), b, dt));
+          op.rop = rop;
+          ASSERT_EQ(run1(ctx, &op), DLPG_OK) << dlpg_last_error();
+          for (size_t i = 0; i < b; i++) {
+            std::vector<double> v;
+            for (int k = 0; k < n; k++) v.push_back(value(dt, k, r * b + i, seed));
+            double want = rop == DLPG_AVG ? avg_expected(dt, reduce_ref(dt, DLPG_SUM, v), n)
+                                          : reduce_ref(dt, rop, v);
+            ASSERT_EQ(get(dt, out.data(), i), want)
+                << "n=" << n << " " << dlpg__dtype_name(dt) << " " << dlpg__reduce_op_name(rop);
+          }
+        }
+      }
+    });
+  }
+}

@@ -1,0 +1,379 @@
+"""Rank bodies for the Python tests. Each runs in its own process (multiprocessing spawn),
+checks every operation against a reference computed locally from every rank's seeded
+random data, and reports {check name: "ok" | traceback} through a queue."""
+
+import datetime
+import os
+import traceback
+
+TIMEOUT = datetime.timedelta(seconds=60)
+
+
+def _data(torch, seed, r, shape, dtype, device):
+    g = torch.Generator().manual_seed(seed * 1000 + r)
+    if dtype.is_floating_point:
+        x = torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+    else:
+        x = torch.randint(-50, 50, shape, generator=g, dtype=torch.int64).to(dtype)
+    return x.to(device)
+
+
+def _check_all(rank, world, device, seed):
+    import torch
+    import torch.distributed as dist
+
+    results = {}
+    dev = torch.device(device)
+    W = world
+
+    def data(r, shape=(5, 3), dtype=torch.float64):
+        return _data(torch, seed, r, shape, dtype, dev)
+
+    def eq(a, b, what):
+        if a.dtype.is_floating_point:
+            ok = torch.allclose(a.cpu(), b.cpu(), rtol=1e-12, atol=1e-12)
+        else:
+            ok = torch.equal(a.cpu(), b.cpu())
+        if not ok:
+            raise AssertionError("%s: got %s expected %s" % (what, a, b))
+
+    def check(name, fn):
+        try:
+            fn()
+            results[name] = "ok"
+        except Exception:  # noqa: BLE001 - reported to the test.
+            results[name] = traceback.format_exc()
+
+    def t_broadcast():
+        root = W - 1
+        x = data(rank)
+        dist.broadcast(x, src=root)
+        eq(x, data(root), "broadcast")
+
+    def t_allreduce(op, fold, dtype):
+        def body():
+            x = data(rank, dtype=dtype)
+            dist.all_reduce(x, op=op)
+            ref = data(0, dtype=dtype)
+            for r in range(1, W):
+                ref = fold(ref, data(r, dtype=dtype))
+            eq(x, ref, "all_reduce %s %s" % (op, dtype))
+        return body
+
+    def t_allreduce_async():
+        x = data(rank)
+        w = dist.all_reduce(x, async_op=True)
+        fut = w.get_future()
+        w.wait()
+        v = fut.wait()
+        ref = sum(data(r) for r in range(W))
+        eq(x, ref, "all_reduce async")
+        eq(v[0], ref, "future value")
+        assert w.is_completed()
+
+    def t_reduce():
+        root = 1 % W
+        x = data(rank)
+        dist.reduce(x, dst=root)
+        if rank == root:
+            eq(x, sum(data(r) for r in range(W)), "reduce")
+
+    def t_all_gather():
+        outs = [torch.empty(5, 3, dtype=torch.float64, device=dev) for _ in range(W)]
+        dist.all_gather(outs, data(rank))
+        for r in range(W):
+            eq(outs[r], data(r), "all_gather[%d]" % r)
+
+    def t_all_gather_into_tensor():
+        out = torch.empty(W * 5, 3, dtype=torch.float64, device=dev)
+        fn = getattr(dist, "all_gather_into_tensor", None) or dist._all_gather_base
+        fn(out, data(rank))
+        eq(out, torch.cat([data(r) for r in range(W)]), "all_gather_into_tensor")
+
+    def t_gather():
+        root = W - 1
+        outs = [torch.empty(5, 3, dtype=torch.float64, device=dev) for _ in range(W)]
+        dist.gather(data(rank), outs if rank == root else None, dst=root)
+        if rank == root:
+            for r in range(W):
+                eq(outs[r], data(r), "gather[%d]" % r)
+
+    def t_scatter():
+        root = 0
+        out = torch.empty(5, 3, dtype=torch.float64, device=dev)
+        ins = [data(100 + r) for r in range(W)] if rank == root else None
+        dist.scatter(out, ins, src=root)
+        eq(out, data(100 + rank), "scatter")
+
+    def t_reduce_scatter():
+        ins = [data(rank * W + j) for j in range(W)]
+        out = torch.empty(5, 3, dtype=torch.float64, device=dev)
+        dist.reduce_scatter(out, ins)
+        eq(out, sum(data(r * W + rank) for r in range(W)), "reduce_scatter")
+
+    def t_reduce_scatter_tensor():
+        inp = data(rank, shape=(W * 4, 2))
+        out = torch.empty(4, 2, dtype=torch.float64, device=dev)
+        fn = getattr(dist, "reduce_scatter_tensor", None) or dist._reduce_scatter_base
+        fn(out, inp)
+        ref = sum(data(r, shape=(W * 4, 2)) for r in range(W))[rank * 4:(rank + 1) * 4]
+        eq(out, ref, "reduce_scatter_tensor")
+
+    def t_all_to_all_single():
+        inp = data(rank, shape=(W * 3, 2))
+        out = torch.empty_like(inp)
+        dist.all_to_all_single(out, inp)
+        ref = torch.cat([data(r, shape=(W * 3, 2))[rank * 3:(rank + 1) * 3] for r in range(W)])
+        eq(out, ref, "all_to_all_single")
+
+    def t_all_to_all_uneven():
+        # Rank i sends (i + j) % 3 + ... rows to rank j; one pair is empty.
+        def rows(i, j):
+            return 0 if (i, j) == (0, W - 1) else (i + 2 * j) % 4 + 1
+        inp = data(rank, shape=(sum(rows(rank, j) for j in range(W)), 2))
+        osz = [rows(i, rank) for i in range(W)]
+        out = torch.empty(sum(osz), 2, dtype=torch.float64, device=dev)
+        dist.all_to_all_single(out, inp, output_split_sizes=osz,
+                               input_split_sizes=[rows(rank, j) for j in range(W)])
+        parts = []
+        for i in range(W):
+            src = data(i, shape=(sum(rows(i, j) for j in range(W)), 2))
+            off = sum(rows(i, j) for j in range(rank))
+            parts.append(src[off:off + rows(i, rank)])
+        eq(out, torch.cat(parts), "all_to_all_single uneven")
+
+    def t_all_to_all_list():
+        ins = [data(rank * W + j, shape=(j + 1, 2)) for j in range(W)]
+        outs = [torch.empty(rank + 1, 2, dtype=torch.float64, device=dev) for _ in range(W)]
+        dist.all_to_all(outs, ins)
+        for i in range(W):
+            eq(outs[i], data(i * W + rank, shape=(rank + 1, 2)), "all_to_all[%d]" % i)
+
+    def t_send_recv():
+        nxt, prv = (rank + 1) % W, (rank - 1) % W
+        if rank % 2 == 0:
+            dist.send(data(rank), nxt)
+            y = torch.empty(5, 3, dtype=torch.float64, device=dev)
+            dist.recv(y, prv)
+        else:
+            y = torch.empty(5, 3, dtype=torch.float64, device=dev)
+            dist.recv(y, prv)
+            dist.send(data(rank), nxt)
+        eq(y, data(prv), "send/recv")
+
+    def t_isend_irecv():
+        nxt, prv = (rank + 1) % W, (rank - 1) % W
+        y = torch.empty(5, 3, dtype=torch.float64, device=dev)
+        reqs = [dist.isend(data(rank), nxt, tag=7), dist.irecv(y, prv, tag=7)]
+        for q in reqs:
+            q.wait()
+        eq(y, data(prv), "isend/irecv")
+
+    def t_batch_isend_irecv():
+        nxt, prv = (rank + 1) % W, (rank - 1) % W
+        y = torch.empty(5, 3, dtype=torch.float64, device=dev)
+        y2 = torch.empty(4, dtype=torch.int64, device=dev)
+        ops = [dist.P2POp(dist.isend, data(rank), nxt),
+               dist.P2POp(dist.irecv, y, prv),
+               dist.P2POp(dist.isend, data(rank, (4,), torch.int64), prv),
+               dist.P2POp(dist.irecv, y2, nxt)]
+        for q in dist.batch_isend_irecv(ops):
+            q.wait()
+        eq(y, data(prv), "batch_isend_irecv")
+        eq(y2, data(nxt, (4,), torch.int64), "batch_isend_irecv int")
+
+    def t_barrier():
+        dist.barrier()
+
+    def t_allreduce_coalesced():
+        xs = [data(rank, shape=(3,)), data(rank + 10, shape=(2, 2))]
+        if hasattr(dist, "all_reduce_coalesced"):
+            dist.all_reduce_coalesced(xs)
+        else:
+            for x in xs:
+                dist.all_reduce(x)
+        eq(xs[0], sum(data(r, shape=(3,)) for r in range(W)), "coalesced[0]")
+        eq(xs[1], sum(data(r + 10, shape=(2, 2)) for r in range(W)), "coalesced[1]")
+
+    def t_new_group():
+        members = list(range(0, W, 2)) if W > 2 else [0, 1]
+        sub = dist.new_group(members)
+        if rank in members:
+            x = data(rank)
+            dist.all_reduce(x, group=sub)
+            eq(x, sum(data(r) for r in members), "new_group all_reduce")
+            y = data(rank, shape=(3,))
+            dist.broadcast(y, src=members[-1], group=sub)
+            eq(y, data(members[-1], shape=(3,)), "new_group broadcast")
+
+    def t_zero_elements():
+        x = torch.empty(0, dtype=torch.float32, device=dev)
+        dist.all_reduce(x)
+
+    check("broadcast", t_broadcast)
+    check("all_reduce_sum_f64", t_allreduce(dist.ReduceOp.SUM, lambda a, b: a + b, torch.float64))
+    check("all_reduce_max_i64", t_allreduce(dist.ReduceOp.MAX, torch.maximum, torch.int64))
+    check("all_reduce_min_f32", t_allreduce(dist.ReduceOp.MIN, torch.minimum, torch.float32))
+    check("all_reduce_prod_i32", t_allreduce(dist.ReduceOp.PRODUCT, lambda a, b: a * b, torch.int32))
+    check("all_reduce_async_future", t_allreduce_async)
+    check("reduce", t_reduce)
+    check("all_gather", t_all_gather)
+    check("all_gather_into_tensor", t_all_gather_into_tensor)
+    check("gather", t_gather)
+    check("scatter", t_scatter)
+    check("reduce_scatter", t_reduce_scatter)
+    check("reduce_scatter_tensor", t_reduce_scatter_tensor)
+    check("all_to_all_single", t_all_to_all_single)
+    check("all_to_all_single_uneven", t_all_to_all_uneven)
+    check("all_to_all_list", t_all_to_all_list)
+    check("send_recv", t_send_recv)
+    check("isend_irecv", t_isend_irecv)
+    check("batch_isend_irecv", t_batch_isend_irecv)
+    check("barrier", t_barrier)
+    check("all_reduce_coalesced", t_allreduce_coalesced)
+    check("new_group", t_new_group)
+    check("zero_elements", t_zero_elements)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return results
+
+
+def torch_collectives(rank, world, init_method, device, seed, queue):
+    try:
+        import torch
+        import torch.distributed as dist
+        import dlpg.torch  # noqa: F401 - registers "dlpg"
+        if device == "cuda":
+            torch.cuda.set_device(rank % torch.cuda.device_count())
+        dist.init_process_group("dlpg", init_method=init_method, rank=rank, world_size=world,
+                                timeout=TIMEOUT)
+    except Exception:  # noqa: BLE001
+        queue.put((rank, {"setup": traceback.format_exc()}))
+        return
+    results = _check_all(rank, world, device, seed)
+    try:
+        dist.barrier()
+        dist.destroy_process_group()
+    except Exception:  # noqa: BLE001
+        results["teardown"] = traceback.format_exc()
+    queue.put((rank, results))
+
+
+def ddp_train(rank, world, init_method, backend, device, out_path, queue):
+    try:
+        import torch
+        import torch.distributed as dist
+        import dlpg.torch  # noqa: F401
+        if device == "cuda":
+            torch.cuda.set_device(rank % torch.cuda.device_count())
+        dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world,
+                                timeout=TIMEOUT)
+        torch.manual_seed(1234)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(),
+                                    torch.nn.Linear(32, 4)).double().to(device)
+        # Parameters differ by rank before DDP: its initial broadcast must fix that.
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(rank * 0.01)
+        ddp = torch.nn.parallel.DistributedDataParallel(
+            model, bucket_cap_mb=0.001, device_ids=[torch.cuda.current_device()] if device == "cuda" else None)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+        g = torch.Generator().manual_seed(99 + rank)
+        for _ in range(8):
+            x = torch.randn(8, 16, generator=g, dtype=torch.float64).to(device)
+            y = torch.randn(8, 4, generator=g, dtype=torch.float64).to(device)
+            opt.zero_grad()
+            loss = ((ddp(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+        params = [p.detach().cpu().clone() for p in model.parameters()]
+        if rank == 0:
+            torch.save(params, out_path)
+        dist.barrier()
+        dist.destroy_process_group()
+        queue.put((rank, {"ddp": "ok"}))
+    except Exception:  # noqa: BLE001
+        queue.put((rank, {"ddp": traceback.format_exc()}))
+
+
+def mixed_frameworks(rank, port, queue):
+    """Rank 0 uses torch tensors, rank 1 NumPy arrays, through dlpg.Group directly."""
+    try:
+        import numpy as np
+        import dlpg
+        url = "tcp://127.0.0.1:%d%s" % (port, "?serve=1" if rank == 0 else "")
+        store = dlpg.Store(url, 30)
+        g = dlpg.Group(store, rank, 2, timeout=30)
+        rng = np.random.default_rng(7)
+        a = rng.standard_normal((6, 3))  # both ranks know a and b
+        b = rng.integers(-9, 9, (5,)).astype(np.int32)
+        if rank == 0:
+            import torch
+            g.send(torch.from_numpy(a.copy()), peer=1, tag=3)
+            got = torch.empty(5, dtype=torch.int32)
+            g.recv(got, peer=1, tag=4)
+            assert np.array_equal(got.numpy(), b), (got, b)
+            t = torch.from_numpy(a * 2)
+            g.broadcast(t, root=0)
+            s = torch.from_numpy(a.copy())
+            w = g.allreduce(s, async_op=True)
+            w.wait()
+            assert np.allclose(s.numpy(), a + a * 3)
+        else:
+            got = np.empty((6, 3))
+            g.recv(got, peer=0, tag=3)
+            assert np.array_equal(got, a)
+            g.send(b, peer=0, tag=4)
+            t = np.zeros((6, 3))
+            g.broadcast(t, root=0)
+            assert np.array_equal(t, a * 2)
+            s = a * 3
+            g.allreduce(s)
+            assert np.allclose(s, a + a * 3)
+        g.barrier()
+        g.destroy()
+        store.close()
+        queue.put((rank, {"mixed": "ok"}))
+    except Exception:  # noqa: BLE001
+        queue.put((rank, {"mixed": traceback.format_exc()}))
+
+
+def bad_input(rank, port, queue):
+    """DlpgError on bad input: status and message."""
+    try:
+        import numpy as np
+        import dlpg
+        res = {}
+        url = "tcp://127.0.0.1:%d%s" % (port, "?serve=1" if rank == 0 else "")
+        store = dlpg.Store(url, 30)
+        g = dlpg.Group(store, rank, 2, timeout=30)
+        try:
+            g.send(np.ones(3), peer=rank)
+            res["self_send"] = "no error"
+        except dlpg.DlpgError as e:
+            res["self_send"] = (e.status, e.status_name, e.message)
+        try:
+            g.broadcast(np.ones(3), root=5)
+            res["bad_root"] = "no error"
+        except dlpg.DlpgError as e:
+            res["bad_root"] = (e.status, e.status_name, e.message)
+        try:
+            g.allgather(np.ones(3), np.ones(5))
+            res["bad_shape"] = "no error"
+        except dlpg.DlpgError as e:
+            res["bad_shape"] = (e.status, e.status_name, e.message)
+        try:
+            g.allreduce(np.ones((4, 4))[:, 1])
+            res["strided"] = "no error"
+        except dlpg.DlpgError as e:
+            res["strided"] = (e.status, e.status_name, e.message)
+        try:
+            g.allreduce(np.ones(3), op="median")
+            res["bad_op"] = "no error"
+        except dlpg.DlpgError as e:
+            res["bad_op"] = (e.status, e.status_name, e.message)
+        g.barrier()
+        g.destroy()
+        queue.put((rank, res))
+    except Exception:  # noqa: BLE001
+        queue.put((rank, {"setup": traceback.format_exc()}))

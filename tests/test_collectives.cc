@@ -1,0 +1,498 @@
+// Collectives against an independently computed reference (tests/reference.h) on random
+// per-rank data: allreduce, broadcast (every root), reduce (every root), allgather,
+// reduce_scatter, alltoall and barrier; every dtype x reduce op at 2 ranks, a representative
+// subset at 1, 3 and 4 ranks; threads and forked processes; sizes 0, 1, odd and 64 MiB;
+// in place and out of place; byte_offset, explicit strides and asynchronous work handles.
+#include <sstream>
+
+#include "harness.h"
+
+using namespace dlpgt;
+
+namespace {
+
+const size_t kSizes[] = {0, 1, 1031};
+
+std::vector<DT> ReduceDTypes(bool full) {
+  if (full) {
+    std::vector<DT> v;
+    for (auto &i : AllDTypes()) v.push_back(i.dt);
+    return v;
+  }
+  return {DT::I32, DT::U8, DT::F16, DT::BF16, DT::F32, DT::BOOL, DT::F8E4M3};
+}
+std::vector<DT> MoveDTypes(bool full) {
+  if (full) return ReduceDTypes(true);
+  return {DT::I8, DT::I64, DT::F16, DT::F64, DT::BOOL, DT::F8E5M2};
+}
+
+std::string Ctx(const char *op, DT dt, const char *rop, size_t n, bool inplace, int rank,
+                int root = -1) {
+  std::ostringstream s;
+  s << op << " dtype=" << Info(dt).name;
+  if (rop) s << " op=" << rop;
+  s << " numel=" << n << (inplace ? " in-place" : " out-of-place") << " rank=" << rank;
+  if (root >= 0) s << " root=" << root;
+  return s.str();
+}
+
+// Whether an unsupported (dtype, op) came back as DLPG_ERR_UNSUPPORTED with a message.
+void ExpectUnsupported(const dlpg_api_t *api, dlpg_status_t s, const char *fn,
+                       const std::string &what) {
+  EXPECT_EQ(s, DLPG_ERR_UNSUPPORTED) << what << ": got " << api->status_name(s) << ": "
+                                     << api->last_error();
+  if (s != DLPG_OK) {
+    std::string m = api->last_error();
+    EXPECT_FALSE(m.empty()) << what << ": empty message";
+    EXPECT_NE(m.find(fn), std::string::npos) << what << ": message does not name " << fn << ": " << m;
+  }
+}
+
+// Counts unexpected failures of one rank and stops its loops after a few, so a broken
+// group gives a handful of messages rather than thousands.
+struct Budget {
+  int errors = 0;
+  bool Fail(const dlpg_api_t *api, dlpg_status_t s, const std::string &what) {
+    ADD_FAILURE() << what << ": " << api->status_name(s) << ": " << api->last_error();
+    return ++errors >= 3;
+  }
+  bool Exhausted() const { return errors >= 3; }
+};
+
+// All ranks' inputs for one case, generated locally from the shared seed.
+std::vector<std::vector<uint8_t>> AllInputs(DT dt, dlpg_reduce_op_t op, uint64_t seed, int ws,
+                                            size_t n) {
+  std::vector<std::vector<uint8_t>> v(ws, std::vector<uint8_t>(n * ElemSize(dt) + 1));
+  for (int r = 0; r < ws; r++) Generate(dt, op, seed, r, v[r].data(), n);
+  return v;
+}
+
+class Collectives : public ::testing::TestWithParam<RankParam> {};
+
+TEST_P(Collectives, Allreduce) {
+  RankParam p = GetParam();
+  RunRanks(p.mode, p.n, [&](RankCtx &c) {
+    Budget b;
+    uint64_t ci = 0;
+    for (DT dt : ReduceDTypes(p.full))
+      for (dlpg_reduce_op_t op : AllOps())
+        for (size_t n : kSizes)
+          for (bool inplace : {true, false}) {
+            if (b.Exhausted()) return;
+            uint64_t seed = Mix(c.seed, ci++);
+            std::string what = Ctx("dlpg_allreduce", dt, OpName(op), n, inplace, c.rank);
+            HostTensor in(dt, {static_cast<int64_t>(n)}, inplace ? 0 : 3, !inplace);
+            HostTensor out(dt, {static_cast<int64_t>(n)});
+            Generate(dt, op, seed, c.rank, in.elems(), n);
+            std::vector<uint8_t> saved(static_cast<uint8_t *>(in.elems()),
+                                       static_cast<uint8_t *>(in.elems()) + in.nbytes());
+            DLTensor *ip = in.dl(), *opp = out.dl();
+            dlpg_status_t s = c.api->allreduce(c.group, &ip, inplace ? nullptr : &opp, 1, op,
+                                               nullptr, nullptr);
+            if (!CpuReduceSupported(dt, op)) {
+              ExpectUnsupported(c.api, s, "dlpg_allreduce", what);
+              continue;
+            }
+            if (s != DLPG_OK) {
+              b.Fail(c.api, s, what);
+              continue;
+            }
+            auto all = AllInputs(dt, op, seed, c.size, n);
+            std::vector<const void *> ptrs;
+            for (auto &v : all) ptrs.push_back(v.data());
+            std::vector<uint8_t> want(n * ElemSize(dt) + 1);
+            Reduce(dt, op, ptrs, want.data(), n);
+            EXPECT_EQ("", Compare(dt, op, inplace ? in.elems() : out.elems(), want.data(), n)) << what;
+            if (!inplace)
+              EXPECT_EQ(0, memcmp(saved.data(), in.elems(), in.nbytes())) << what << ": input modified";
+          }
+  });
+}
+
+TEST_P(Collectives, Reduce) {
+  RankParam p = GetParam();
+  RunRanks(p.mode, p.n, [&](RankCtx &c) {
+    Budget b;
+    uint64_t ci = 0;
+    for (int root = 0; root < c.size; root++)
+      for (DT dt : ReduceDTypes(p.full))
+        for (dlpg_reduce_op_t op : AllOps())
+          for (size_t n : kSizes)
+            for (bool inplace : {true, false}) {
+              if (b.Exhausted()) return;
+              // Keep the 2-rank matrix to every op at size 1031 and a subset at 0 and 1.
+              uint64_t seed = Mix(c.seed, ci++);
+              std::string what = Ctx("dlpg_reduce", dt, OpName(op), n, inplace, c.rank, root);
+              HostTensor in(dt, {static_cast<int64_t>(n)}, inplace ? 0 : 1, !inplace);
+              HostTensor out(dt, {static_cast<int64_t>(n)});
+              out.Fill(0x5A);
+              Generate(dt, op, seed, c.rank, in.elems(), n);
+              DLTensor *ip = in.dl(), *opp = out.dl();
+              dlpg_status_t s = c.api->reduce(c.group, &ip, inplace ? nullptr : &opp, 1, op, root,
+                                              nullptr, nullptr);
+              if (!CpuReduceSupported(dt, op)) {
+                ExpectUnsupported(c.api, s, "dlpg_reduce", what);
+                continue;
+              }
+              if (s != DLPG_OK) {
+                b.Fail(c.api, s, what);
+                continue;
+              }
+              if (c.rank == root) {
+                auto all = AllInputs(dt, op, seed, c.size, n);
+                std::vector<const void *> ptrs;
+                for (auto &v : all) ptrs.push_back(v.data());
+                std::vector<uint8_t> want(n * ElemSize(dt) + 1);
+                Reduce(dt, op, ptrs, want.data(), n);
+                EXPECT_EQ("", Compare(dt, op, inplace ? in.elems() : out.elems(), want.data(), n))
+                    << what;
+              } else if (!inplace) {
+                std::vector<uint8_t> sentinel(out.nbytes(), 0x5A);
+                EXPECT_EQ(0, memcmp(sentinel.data(), out.elems(), out.nbytes()))
+                    << what << ": a non-root output was written";
+              }
+            }
+  });
+}
+
+TEST_P(Collectives, Broadcast) {
+  RankParam p = GetParam();
+  RunRanks(p.mode, p.n, [&](RankCtx &c) {
+    Budget b;
+    uint64_t ci = 0;
+    for (int root = 0; root < c.size; root++)
+      for (DT dt : MoveDTypes(p.full))
+        for (size_t n : kSizes)
+          for (bool inplace : {true, false}) {
+            if (b.Exhausted()) return;
+            uint64_t seed = Mix(c.seed, ci++);
+            std::string what = Ctx("dlpg_broadcast", dt, nullptr, n, inplace, c.rank, root);
+            HostTensor in(dt, {static_cast<int64_t>(n)}, inplace ? 0 : 5, !inplace);
+            HostTensor out(dt, {static_cast<int64_t>(n)});
+            out.Fill(0x5A);
+            Generate(dt, DLPG_SUM, seed, c.rank, in.elems(), n);
+            std::vector<uint8_t> saved(static_cast<uint8_t *>(in.elems()),
+                                       static_cast<uint8_t *>(in.elems()) + in.nbytes());
+            DLTensor *ip = in.dl(), *opp = out.dl();
+            dlpg_status_t s = c.api->broadcast(c.group, &ip, inplace ? nullptr : &opp, 1, root,
+                                               nullptr, nullptr);
+            if (s != DLPG_OK) {
+              b.Fail(c.api, s, what);
+              continue;
+            }
+            std::vector<uint8_t> want(n * ElemSize(dt) + 1);
+            Generate(dt, DLPG_SUM, seed, root, want.data(), n);
+            EXPECT_EQ("", Compare(dt, DLPG_SUM, inplace ? in.elems() : out.elems(), want.data(), n))
+                << what;
+            if (!inplace)
+              EXPECT_EQ(0, memcmp(saved.data(), in.elems(), in.nbytes())) << what << ": input modified";
+          }
+  });
+}
+
+TEST_P(Collectives, Allgather) {
+  RankParam p = GetParam();
+  RunRanks(p.mode, p.n, [&](RankCtx &c) {
+    Budget b;
+    uint64_t ci = 0;
+    for (DT dt : MoveDTypes(p.full))
+      for (size_t n : kSizes)
+        for (bool two_d : {false, true}) {
+          if (b.Exhausted()) return;
+          uint64_t seed = Mix(c.seed, ci++);
+          std::string what = Ctx("dlpg_allgather", dt, two_d ? "output[ws,n]" : "output[ws*n]", n,
+                                 false, c.rank);
+          HostTensor in(dt, {static_cast<int64_t>(n)}, two_d ? 7 : 0, two_d);
+          std::vector<int64_t> oshape = two_d ? std::vector<int64_t>{c.size, static_cast<int64_t>(n)}
+                                              : std::vector<int64_t>{static_cast<int64_t>(c.size * n)};
+          HostTensor out(dt, oshape, two_d ? 0 : 2, !two_d);
+          out.Fill(0x5A);
+          Generate(dt, DLPG_SUM, seed, c.rank, in.elems(), n);
+          DLTensor *ip = in.dl(), *opp = out.dl();
+          dlpg_status_t s = c.api->allgather(c.group, &ip, &opp, 1, nullptr, nullptr);
+          if (s != DLPG_OK) {
+            b.Fail(c.api, s, what);
+            continue;
+          }
+          std::vector<uint8_t> want(c.size * n * ElemSize(dt) + 1);
+          for (int r = 0; r < c.size; r++)
+            Generate(dt, DLPG_SUM, seed, r, want.data() + r * n * ElemSize(dt), n);
+          EXPECT_EQ("", Compare(dt, DLPG_SUM, out.elems(), want.data(), c.size * n)) << what;
+        }
+  });
+}
+
+TEST_P(Collectives, ReduceScatter) {
+  RankParam p = GetParam();
+  RunRanks(p.mode, p.n, [&](RankCtx &c) {
+    Budget b;
+    uint64_t ci = 0;
+    for (DT dt : ReduceDTypes(p.full))
+      for (dlpg_reduce_op_t op : AllOps())
+        for (size_t n : kSizes) {
+          if (b.Exhausted()) return;
+          uint64_t seed = Mix(c.seed, ci++);
+          std::string what = Ctx("dlpg_reduce_scatter", dt, OpName(op), n, false, c.rank);
+          size_t total = c.size * n;
+          HostTensor in(dt, {static_cast<int64_t>(total)}, 1, true);
+          HostTensor out(dt, {static_cast<int64_t>(n)});
+          out.Fill(0x5A);
+          Generate(dt, op, seed, c.rank, in.elems(), total);
+          std::vector<uint8_t> saved(static_cast<uint8_t *>(in.elems()),
+                                     static_cast<uint8_t *>(in.elems()) + in.nbytes());
+          DLTensor *ip = in.dl(), *opp = out.dl();
+          dlpg_status_t s = c.api->reduce_scatter(c.group, &ip, &opp, 1, op, nullptr, nullptr);
+          if (!CpuReduceSupported(dt, op)) {
+            ExpectUnsupported(c.api, s, "dlpg_reduce_scatter", what);
+            continue;
+          }
+          if (s != DLPG_OK) {
+            b.Fail(c.api, s, what);
+            continue;
+          }
+          auto all = AllInputs(dt, op, seed, c.size, total);
+          std::vector<const void *> ptrs;
+          for (auto &v : all) ptrs.push_back(v.data() + c.rank * n * ElemSize(dt));
+          std::vector<uint8_t> want(n * ElemSize(dt) + 1);
+          Reduce(dt, op, ptrs, want.data(), n);
+          EXPECT_EQ("", Compare(dt, op, out.elems(), want.data(), n)) << what;
+          EXPECT_EQ(0, memcmp(saved.data(), in.elems(), in.nbytes())) << what << ": input modified";
+        }
+  });
+}
+
+TEST_P(Collectives, Alltoall) {
+  RankParam p = GetParam();
+  RunRanks(p.mode, p.n, [&](RankCtx &c) {
+    Budget b;
+    uint64_t ci = 0;
+    for (DT dt : MoveDTypes(p.full))
+      for (size_t n : kSizes) {
+        if (b.Exhausted()) return;
+        uint64_t seed = Mix(c.seed, ci++);
+        std::string what = Ctx("dlpg_alltoall", dt, nullptr, n, false, c.rank);
+        size_t total = c.size * n;
+        HostTensor in(dt, {static_cast<int64_t>(total)}, 3, true);
+        HostTensor out(dt, {static_cast<int64_t>(total)});
+        out.Fill(0x5A);
+        Generate(dt, DLPG_SUM, seed, c.rank, in.elems(), total);
+        dlpg_status_t s = c.api->alltoall(c.group, in.dl(), out.dl(), nullptr, nullptr);
+        if (s != DLPG_OK) {
+          b.Fail(c.api, s, what);
+          continue;
+        }
+        // Block i of my output is block c.rank of rank i's input.
+        auto all = AllInputs(dt, DLPG_SUM, seed, c.size, total);
+        std::vector<uint8_t> want(total * ElemSize(dt) + 1);
+        size_t bb = n * ElemSize(dt);
+        for (int i = 0; i < c.size; i++) memcpy(want.data() + i * bb, all[i].data() + c.rank * bb, bb);
+        EXPECT_EQ("", Compare(dt, DLPG_SUM, out.elems(), want.data(), total)) << what;
+      }
+  });
+}
+
+// Every rank sets a key before the barrier; after it, every rank's key must exist.
+TEST_P(Collectives, Barrier) {
+  RankParam p = GetParam();
+  RunRanks(p.mode, p.n, [&](RankCtx &c) {
+    for (int round = 0; round < 3; round++) {
+      if (c.rank == round % c.size) usleep(100000);  // a late rank
+      std::string k = c.name + "/entered/" + std::to_string(round) + "/" + std::to_string(c.rank);
+      DLPG_ASSERT_OK(c.api, c.api->store_set(c.store, k.c_str(), "x", 1));
+      DLPG_ASSERT_OK(c.api, c.api->barrier(c.group, nullptr));
+      std::vector<std::string> keys;
+      std::vector<const char *> kp;
+      for (int r = 0; r < c.size; r++)
+        keys.push_back(c.name + "/entered/" + std::to_string(round) + "/" + std::to_string(r));
+      for (auto &s : keys) kp.push_back(s.c_str());
+      int all = 0;
+      DLPG_ASSERT_OK(c.api, c.api->store_check(c.store, kp.data(), kp.size(), &all));
+      EXPECT_EQ(all, 1) << "rank " << c.rank << " left barrier round " << round
+                        << " before every rank entered it";
+    }
+    // With a work handle.
+    dlpg_work_t *w = nullptr;
+    DLPG_ASSERT_OK(c.api, c.api->barrier(c.group, &w));
+    DLPG_EXPECT_OK(c.api, c.api->work_wait(w, 0));
+    c.api->work_free(w);
+  });
+}
+
+// Multi-dimensional tensors: explicit compact strides, size-1 dims with arbitrary strides,
+// byte_offset into a buffer, 0-d scalars.
+TEST_P(Collectives, Layouts) {
+  RankParam p = GetParam();
+  RunRanks(p.mode, p.n, [&](RankCtx &c) {
+    // Size-1 dim with a nonsense stride, offset input.
+    {
+      HostTensor in(DT::I32, {3, 1, 343}, 5, true), out(DT::I32, {3, 1, 343}, 2, true);
+      in.strides() = {343, 9999, 1};
+      out.strides() = {343, -4, 1};
+      uint64_t seed = Mix(c.seed, 1);
+      Generate(DT::I32, DLPG_SUM, seed, c.rank, in.elems(), in.numel());
+      DLTensor *ip = in.dl(), *opp = out.dl();
+      DLPG_ASSERT_OK(c.api, c.api->allreduce(c.group, &ip, &opp, 1, DLPG_SUM, nullptr, nullptr));
+      auto all = AllInputs(DT::I32, DLPG_SUM, seed, c.size, in.numel());
+      std::vector<const void *> ptrs;
+      for (auto &v : all) ptrs.push_back(v.data());
+      std::vector<uint8_t> want(in.nbytes());
+      Reduce(DT::I32, DLPG_SUM, ptrs, want.data(), in.numel());
+      EXPECT_EQ("", Compare(DT::I32, DLPG_SUM, out.elems(), want.data(), in.numel()));
+    }
+    // 3-d allgather with explicit strides, output [ws, 7, 11, 13].
+    {
+      HostTensor in(DT::F64, {7, 11, 13}, 1, true), out(DT::F64, {c.size, 7, 11, 13}, 3, true);
+      uint64_t seed = Mix(c.seed, 2);
+      Generate(DT::F64, DLPG_SUM, seed, c.rank, in.elems(), in.numel());
+      DLTensor *ip = in.dl(), *opp = out.dl();
+      DLPG_ASSERT_OK(c.api, c.api->allgather(c.group, &ip, &opp, 1, nullptr, nullptr));
+      std::vector<uint8_t> want(out.nbytes());
+      for (int r = 0; r < c.size; r++)
+        Generate(DT::F64, DLPG_SUM, seed, r, want.data() + r * in.nbytes(), in.numel());
+      EXPECT_EQ("", Compare(DT::F64, DLPG_SUM, out.elems(), want.data(), out.numel()));
+    }
+    // 0-d scalar, in place, max.
+    {
+      HostTensor in(DT::F32, {}, 4, false);
+      uint64_t seed = Mix(c.seed, 3);
+      Generate(DT::F32, DLPG_MAX, seed, c.rank, in.elems(), 1);
+      DLTensor *ip = in.dl();
+      DLPG_ASSERT_OK(c.api, c.api->allreduce(c.group, &ip, nullptr, 1, DLPG_MAX, nullptr, nullptr));
+      auto all = AllInputs(DT::F32, DLPG_MAX, seed, c.size, 1);
+      std::vector<const void *> ptrs;
+      for (auto &v : all) ptrs.push_back(v.data());
+      float want = 0;
+      Reduce(DT::F32, DLPG_MAX, ptrs, &want, 1);
+      EXPECT_EQ(want, *static_cast<float *>(in.elems()));
+    }
+    // kDLCUDAHost memory goes to the CPU path too (ABI.md "Tensors").
+    {
+      HostTensor in(DT::I64, {257}, 0, false, kDLCUDAHost);
+      uint64_t seed = Mix(c.seed, 4);
+      Generate(DT::I64, DLPG_SUM, seed, c.rank, in.elems(), in.numel());
+      DLTensor *ip = in.dl();
+      dlpg_status_t s = c.api->allreduce(c.group, &ip, nullptr, 1, DLPG_SUM, nullptr, nullptr);
+      EXPECT_EQ(s, DLPG_OK) << "kDLCUDAHost allreduce: " << c.api->last_error();
+      if (s == DLPG_OK) {
+        auto all = AllInputs(DT::I64, DLPG_SUM, seed, c.size, in.numel());
+        std::vector<const void *> ptrs;
+        for (auto &v : all) ptrs.push_back(v.data());
+        std::vector<uint8_t> want(in.nbytes());
+        Reduce(DT::I64, DLPG_SUM, ptrs, want.data(), in.numel());
+        EXPECT_EQ("", Compare(DT::I64, DLPG_SUM, in.elems(), want.data(), in.numel()));
+      }
+    }
+  });
+}
+
+// Several operations in flight with work handles, waited out of order and polled.
+TEST_P(Collectives, AsyncWork) {
+  RankParam p = GetParam();
+  RunRanks(p.mode, p.n, [&](RankCtx &c) {
+    const int kOps = 5;
+    const size_t n = 4099;
+    std::vector<HostTensor> ins;
+    std::vector<dlpg_work_t *> works(kOps, nullptr);
+    std::vector<dlpg_reduce_op_t> ops = {DLPG_SUM, DLPG_MAX, DLPG_MIN, DLPG_PROD, DLPG_SUM};
+    for (int i = 0; i < kOps; i++) {
+      ins.emplace_back(DT::F32, std::vector<int64_t>{static_cast<int64_t>(n)});
+      Generate(DT::F32, ops[i], Mix(c.seed, i), c.rank, ins[i].elems(), n);
+    }
+    for (int i = 0; i < kOps; i++) {
+      DLTensor *ip = ins[i].dl();
+      DLPG_ASSERT_OK(c.api, c.api->allreduce(c.group, &ip, nullptr, 1, ops[i], nullptr, &works[i]));
+      ASSERT_NE(works[i], nullptr);
+    }
+    // Poll the first one until done.
+    int done = 0;
+    double end = NowSeconds() + 60;
+    while (!done && NowSeconds() < end) {
+      DLPG_ASSERT_OK(c.api, c.api->work_test(works[0], &done));
+      if (!done) usleep(1000);
+    }
+    EXPECT_EQ(done, 1) << "work_test never reported done";
+    for (int i = kOps - 1; i >= 0; i--) {
+      DLPG_EXPECT_OK(c.api, c.api->work_wait(works[i], 0));
+      done = 0;
+      DLPG_EXPECT_OK(c.api, c.api->work_test(works[i], &done));
+      EXPECT_EQ(done, 1);
+      EXPECT_STREQ(c.api->work_error(works[i]), "");
+      // Waiting again returns the same status.
+      DLPG_EXPECT_OK(c.api, c.api->work_wait(works[i], 1.0));
+    }
+    for (int i = 0; i < kOps; i++) {
+      auto all = AllInputs(DT::F32, ops[i], Mix(c.seed, i), c.size, n);
+      std::vector<const void *> ptrs;
+      for (auto &v : all) ptrs.push_back(v.data());
+      std::vector<uint8_t> want(n * 4);
+      Reduce(DT::F32, ops[i], ptrs, want.data(), n);
+      EXPECT_EQ("", Compare(DT::F32, ops[i], ins[i].elems(), want.data(), n)) << "async op " << i;
+      DLPG_EXPECT_OK(c.api, c.api->work_free(works[i]));
+    }
+    // A failed asynchronous operation carries its message: an unsupported pair fails at the
+    // door (no handle) on every rank alike.
+    HostTensor f8(DT::F8E4M3, {4});
+    DLTensor *fp = f8.dl();
+    dlpg_work_t *w = nullptr;
+    dlpg_status_t s = c.api->allreduce(c.group, &fp, nullptr, 1, DLPG_SUM, nullptr, &w);
+    if (s == DLPG_OK) {
+      EXPECT_EQ(c.api->work_wait(w, 0), DLPG_ERR_UNSUPPORTED);
+      EXPECT_STRNE(c.api->work_error(w), "");
+      c.api->work_free(w);
+    } else {
+      EXPECT_EQ(s, DLPG_ERR_UNSUPPORTED);
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::ValuesIn(StandardRankParams()),
+                         RankParamName);
+
+// ------------------------------------------------------------------ 64 MiB
+
+// One >= 64 MiB case per large op, 2 ranks as processes.
+TEST(CollectivesLarge, Processes2x64MiB) {
+  RunRanks(Mode::kProcesses, 2, [&](RankCtx &c) {
+    const size_t n = (64u << 20) / 4;  // float32 elements in 64 MiB
+    uint64_t seed = Mix(c.seed, 77);
+    {
+      HostTensor in(DT::F32, {static_cast<int64_t>(n)}), out(DT::F32, {static_cast<int64_t>(n)});
+      Generate(DT::F32, DLPG_SUM, seed, c.rank, in.elems(), n);
+      DLTensor *ip = in.dl(), *opp = out.dl();
+      double t0 = NowSeconds();
+      DLPG_ASSERT_OK(c.api, c.api->allreduce(c.group, &ip, &opp, 1, DLPG_SUM, nullptr, nullptr));
+      double dt = NowSeconds() - t0;
+      std::vector<uint8_t> a(n * 4), b(n * 4);
+      Generate(DT::F32, DLPG_SUM, seed, 0, a.data(), n);
+      Generate(DT::F32, DLPG_SUM, seed, 1, b.data(), n);
+      std::vector<const void *> ptrs = {a.data(), b.data()};
+      Reduce(DT::F32, DLPG_SUM, ptrs, a.data(), n);
+      EXPECT_EQ("", Compare(DT::F32, DLPG_SUM, out.elems(), a.data(), n)) << "allreduce 64 MiB";
+      if (c.rank == 0) printf("allreduce float32 64 MiB, 2 ranks: %.3f s\n", dt);
+    }
+    {
+      // allgather: 32 MiB in, 64 MiB out.
+      const size_t half = n / 2;
+      HostTensor in(DT::U8, {static_cast<int64_t>(half * 4)}), out(DT::U8, {static_cast<int64_t>(n * 4)});
+      Generate(DT::U8, DLPG_SUM, seed + 1, c.rank, in.elems(), half * 4);
+      DLTensor *ip = in.dl(), *opp = out.dl();
+      DLPG_ASSERT_OK(c.api, c.api->allgather(c.group, &ip, &opp, 1, nullptr, nullptr));
+      std::vector<uint8_t> want(n * 4);
+      Generate(DT::U8, DLPG_SUM, seed + 1, 0, want.data(), half * 4);
+      Generate(DT::U8, DLPG_SUM, seed + 1, 1, want.data() + half * 4, half * 4);
+      EXPECT_EQ(0, memcmp(want.data(), out.elems(), n * 4)) << "allgather 64 MiB";
+    }
+    {
+      // broadcast 64 MiB from rank 1, in place.
+      HostTensor t(DT::F32, {static_cast<int64_t>(n)});
+      Generate(DT::F32, DLPG_SUM, seed + 2, c.rank, t.elems(), n);
+      DLTensor *tp = t.dl();
+      DLPG_ASSERT_OK(c.api, c.api->broadcast(c.group, &tp, nullptr, 1, 1, nullptr, nullptr));
+      std::vector<uint8_t> want(n * 4);
+      Generate(DT::F32, DLPG_SUM, seed + 2, 1, want.data(), n);
+      EXPECT_EQ(0, memcmp(want.data(), t.elems(), n * 4)) << "broadcast 64 MiB";
+    }
+  });
+}
+
+}  // namespace

@@ -1,0 +1,72 @@
+/* dlpg-store: run the dlpg TCP store server on its own, for jobs whose ranks should not
+ * host it (multi-host jobs, a launcher that outlives the ranks). Ranks then open
+ * "tcp://HOST:PORT". Runs until SIGINT or SIGTERM.
+ *
+ *   dlpg-store [--host HOST] [--port PORT]     (defaults: every interface, port 29501)
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "store/store.h"
+
+static void dlpg__usage(FILE *f) {
+  fprintf(f,
+          "usage: dlpg-store [--host HOST] [--port PORT]\n"
+          "  Serve the dlpg TCP store until SIGINT/SIGTERM. Ranks open tcp://HOST:PORT.\n"
+          "  --host HOST  address to bind (default: every interface)\n"
+          "  --port PORT  TCP port, 0 picks a free one (default: 29501)\n");
+}
+
+static int dlpg__parse_port(const char *s, int *port) {
+  char *end = NULL;
+  long v = strtol(s, &end, 10);
+  if (!*s || *end || v < 0 || v > 65535) return -1;
+  *port = (int)v;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  const char *host = "";
+  int port = 29501;
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      dlpg__usage(stdout);
+      return 0;
+    } else if (strcmp(argv[i], "--host") == 0 && i + 1 < argc) {
+      host = argv[++i];
+    } else if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
+      if (dlpg__parse_port(argv[++i], &port) != 0) {
+        fprintf(stderr, "dlpg-store: --port %s is not a number in [0, 65535]\n", argv[i]);
+        return 2;
+      }
+    } else {
+      fprintf(stderr, "dlpg-store: unknown or incomplete argument '%s'\n", argv[i]);
+      dlpg__usage(stderr);
+      return 2;
+    }
+  }
+  /* Block the stop signals before the server thread starts, so they stay pending for
+   * sigwait here instead of interrupting any thread. */
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, NULL);
+
+  dlpg__tcp_server_t *srv = NULL;
+  if (dlpg__tcp_server_start(host, port, &srv) != DLPG_OK) {
+    fprintf(stderr, "dlpg-store: %s\n", dlpg__last_error());
+    return 1;
+  }
+  printf("dlpg-store listening on %s:%d\n", *host ? host : "0.0.0.0", dlpg__tcp_server_port(srv));
+  fflush(stdout);
+  int sig = 0;
+  sigwait(&stop, &sig);
+  fprintf(stderr, "dlpg-store: %s received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  dlpg__tcp_server_stop(srv);
+  return 0;
+}
