@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -135,7 +136,8 @@ def dlpg_measure(a, size, out_json):
     """One size through dlpg-bench (its own 2 ranks and store); returns (time_us, wrong, doc)."""
     cmd = [a.bench, "-D", "cpu", "-n", "2", "-o", "allreduce", "-d", "float32", "-r", "sum",
            "-b", str(size), "-e", str(size), "-w", str(a.warmup), "-i", str(a.iters),
-           "-R", str(a.reps), "-c", "1", "-T", str(a.timeout), "-J", out_json]
+           "-R", str(a.reps), "-c", "1", "-T", str(a.timeout), "-J", out_json] + \
+        shlex.split(a.dlpg_args)
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        timeout=a.timeout * 2)
     if r.returncode != 0:
@@ -159,6 +161,26 @@ def sizes_of(a):
 
 
 # ----------------------------------------------------------------------------- report
+
+def run_rounds(a, sizes, torch_ranks, dl, tt, checks):
+    """Alternate dlpg and torch size by size for a.rounds rounds; returns dlpg's build."""
+    build = "?"
+    with tempfile.TemporaryDirectory(prefix="dlpg-cmp-") as tmp:
+        for rnd in range(a.rounds):
+            for s in sizes:
+                # Alternate which side goes first, so neither always follows the other.
+                order = ("dlpg", "torch") if rnd % 2 == 0 else ("torch", "dlpg")
+                for side in order:
+                    if side == "dlpg":
+                        us, wrong, doc = dlpg_measure(a, s, os.path.join(tmp, "d.json"))
+                        build = doc.get("build", "?")
+                        dl[s].append(us)
+                        checks.append(wrong)
+                    else:
+                        tt[s].append(torch_ranks.measure(s))
+            print("round %d/%d done" % (rnd + 1, a.rounds), flush=True)
+    return build
+
 
 def machine():
     model = "?"
@@ -187,6 +209,8 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--dlpg-args", default="",
+                    help="extra dlpg-bench options, e.g. --inplace")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "cpu-allreduce-vs-torch-gloo.md"))
     # Internal: one torch rank.
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
@@ -200,23 +224,17 @@ def main():
     sizes = sizes_of(a)
     dl = {s: [] for s in sizes}
     tt = {s: [] for s in sizes}
-    build, checks = "?", []
+    checks = []
     started = datetime.datetime.now(datetime.timezone.utc)
     torch_ranks = TorchRanks(a)
-    with tempfile.TemporaryDirectory(prefix="dlpg-cmp-") as tmp:
-        for rnd in range(a.rounds):
-            for s in sizes:
-                # Alternate which side goes first, so neither always follows the other.
-                order = ("dlpg", "torch") if rnd % 2 == 0 else ("torch", "dlpg")
-                for side in order:
-                    if side == "dlpg":
-                        us, wrong, doc = dlpg_measure(a, s, os.path.join(tmp, "d.json"))
-                        build = doc.get("build", "?")
-                        dl[s].append(us)
-                        checks.append(wrong)
-                    else:
-                        tt[s].append(torch_ranks.measure(s))
-            print("round %d/%d done" % (rnd + 1, a.rounds), flush=True)
+    # A SIGTERM ends the driver through the except below, which takes its ranks along.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        build = run_rounds(a, sizes, torch_ranks, dl, tt, checks)
+    except BaseException:
+        for p in torch_ranks.procs:
+            p.kill()
+        raise
     rcs = torch_ranks.close()
     if any(rcs) or torch_ranks.check != "ok":
         print("torch ranks: exit codes %s, check %s" % (rcs, torch_ranks.check))
@@ -256,15 +274,15 @@ def main():
           "- machine: %s" % machine(),
           "- torch %s (Debian, backend gloo, TCPStore on 127.0.0.1)" %
           torch.__version__,
-          "- dlpg: `%s` (%s), `dlpg-bench -D cpu -n 2 -o allreduce -d float32 -r sum`" % (
-              os.path.relpath(a.bench, REPO), build),
+          "- dlpg: `%s` (%s), `dlpg-bench -D cpu -n 2 -o allreduce -d float32 -r sum %s`" % (
+              os.path.relpath(a.bench, REPO), build, a.dlpg_args),
           "- method: float32 sum; per size %d warmup, then %d repetitions of %d back-to-back "
           "operations, median repetition, averaged over the 2 ranks; %d rounds, alternating "
           "dlpg and torch size by size (dlpg-bench started per size, two persistent torch "
           "ranks driven through a TCPStore; the first side alternates by round); the table "
-          "shows the median over rounds. dlpg runs out of place (input kept), torch in place "
-          "(its API)." % (
-              a.warmup, a.reps, a.iters, a.rounds),
+          "shows the median over rounds. dlpg runs %s, torch in place (its API)." % (
+              a.warmup, a.reps, a.iters, a.rounds,
+              "in place" if "--inplace" in a.dlpg_args else "out of place (input kept)"),
           "- dlpg result check: %s wrong elements over all rows and rounds" % wrong, "",
           ] + lines + ["", "Targets:", ""] + verdicts + [""]
     text = "\n".join(md)

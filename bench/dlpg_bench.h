@@ -39,6 +39,7 @@ typedef struct bench_opts {
   int gpus;               /* -g: GPUs (tensors) per process */
   int warmup, iters, reps;
   int check;
+  int inplace;            /* --inplace: outputs == NULL (allreduce, broadcast, reduce) */
   const char *json_path;
   int baseline;           /* --baseline nccl */
   int no_dlpg;            /* --no-dlpg */
@@ -94,8 +95,11 @@ int bench_mem_setup(bench_ctx_t *x);
 void bench_mem_teardown(bench_ctx_t *x);
 /* Zero the output buffers (first bytes). */
 int bench_mem_clear_out(bench_ctx_t *x, size_t bytes);
-/* Copy bytes of output i into x->host. */
-int bench_mem_fetch_out(bench_ctx_t *x, int i, size_t bytes);
+/* Copy bytes of output g (in place: input g) into x->host. */
+int bench_mem_fetch_out(bench_ctx_t *x, int g, size_t bytes);
+/* Rewrite the first count elements of every input with its fill (in place runs change
+ * their inputs). */
+int bench_mem_restore_in(bench_ctx_t *x, size_t count);
 int bench_sync(bench_ctx_t *x);
 double bench_now(void);
 

@@ -38,6 +38,7 @@ static void usage(FILE *f) {
           "  -c, --check 0|1      check results (default 1)\n"
           "  -J, --json PATH      write every row as JSON (rank 0)\n"
           "      --root R         root rank of broadcast and reduce (default 0)\n"
+          "      --inplace        outputs == NULL (allreduce, broadcast, reduce)\n"
           "  -T, --timeout S      group and store timeout in seconds (default 120)\n"
           "      --baseline nccl  also run the loop on NCCL directly (CUDA only)\n"
           "      --no-dlpg        run the baseline only\n"
@@ -83,7 +84,7 @@ static int parse_opts(int argc, char **argv, bench_opts_t *o) {
       {"op", 1, 0, 'o'}, {"datatype", 1, 0, 'd'}, {"redop", 1, 0, 'r'}, {"nranks", 1, 0, 'n'},
       {"device", 1, 0, 'D'}, {"ngpus", 1, 0, 'g'}, {"warmup_iters", 1, 0, 'w'},
       {"iters", 1, 0, 'i'}, {"reps", 1, 0, 'R'}, {"check", 1, 0, 'c'}, {"json", 1, 0, 'J'},
-      {"timeout", 1, 0, 'T'}, {"root", 1, 0, 1}, {"baseline", 1, 0, 2}, {"no-dlpg", 0, 0, 3},
+      {"timeout", 1, 0, 'T'}, {"root", 1, 0, 1}, {"baseline", 1, 0, 2}, {"no-dlpg", 0, 0, 3}, {"inplace", 0, 0, 4},
       {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   o->min_bytes = 8;
@@ -139,6 +140,7 @@ static int parse_opts(int argc, char **argv, bench_opts_t *o) {
         o->baseline = 1;
         break;
       case 3: o->no_dlpg = 1; break;
+      case 4: o->inplace = 1; break;
       case 'h': usage(stdout); exit(0);
       default: usage(stderr); return -1;
     }

@@ -113,14 +113,33 @@ int bench_mem_clear_out(bench_ctx_t *x, size_t bytes) {
 }
 
 int bench_mem_fetch_out(bench_ctx_t *x, int g, size_t bytes) {
+  const void *src = x->o->inplace ? x->in[g] : x->out[g];
   if (!x->o->cuda) {
-    memcpy(x->host, x->out[g], bytes);
+    memcpy(x->host, src, bytes);
     return 0;
   }
 #ifdef DLPG_BENCH_CUDA
   CUDA_TRY(cudaSetDevice(x->dev[g]));
-  CUDA_TRY(cudaMemcpy(x->host, x->out[g], bytes, cudaMemcpyDeviceToHost));
+  CUDA_TRY(cudaMemcpy(x->host, src, bytes, cudaMemcpyDeviceToHost));
 #endif
+  return 0;
+}
+
+int bench_mem_restore_in(bench_ctx_t *x, size_t count) {
+  const bench_opts_t *o = x->o;
+  for (int g = 0; g < o->gpus; g++) {
+    int c = x->rank * o->gpus + g;
+    if (!o->cuda) {
+      bench_fill(o->dtype, o->redop, c, x->in[g], count);
+      continue;
+    }
+#ifdef DLPG_BENCH_CUDA
+    bench_fill(o->dtype, o->redop, c, x->host, count);
+    CUDA_TRY(cudaSetDevice(x->dev[g]));
+    CUDA_TRY(cudaMemcpy(x->in[g], x->host, count * bench_dtype_size(o->dtype),
+                        cudaMemcpyHostToDevice));
+#endif
+  }
   return 0;
 }
 

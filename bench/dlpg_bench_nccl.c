@@ -113,7 +113,7 @@ int bench_nccl_issue(bench_ctx_t *x, size_t count) {
     cudaStream_t st = (cudaStream_t)x->stream[g];
     ncclComm_t c = s->comm[g];
     const void *in = x->in[g];
-    void *out = x->out[g];
+    void *out = o->inplace ? x->in[g] : x->out[g];
     ncclResult_t res = ncclSuccess;
     switch (o->op) {
       case BENCH_ALLREDUCE: res = ncclAllReduce(in, out, count, t, r, c, st); break;

@@ -55,17 +55,18 @@ int bench_dlpg_issue(bench_ctx_t *x, size_t count) {
     t.pout[g] = &t.out[g];
   }
   void *const *streams = o->cuda ? (void *const *)x->stream : NULL;
+  DLTensor *const *outs = o->inplace ? NULL : t.pout; /* in place: results in the inputs */
   dlpg_group_t *gr = x->group;
   dlpg_status_t st = DLPG_OK;
   switch (o->op) {
     case BENCH_ALLREDUCE:
-      st = dlpg_allreduce(gr, t.pin, t.pout, o->gpus, o->redop, streams, NULL);
+      st = dlpg_allreduce(gr, t.pin, outs, o->gpus, o->redop, streams, NULL);
       break;
     case BENCH_BROADCAST:
-      st = dlpg_broadcast(gr, t.pin, t.pout, o->gpus, o->root, streams, NULL);
+      st = dlpg_broadcast(gr, t.pin, outs, o->gpus, o->root, streams, NULL);
       break;
     case BENCH_REDUCE:
-      st = dlpg_reduce(gr, t.pin, t.pout, o->gpus, o->redop, o->root, streams, NULL);
+      st = dlpg_reduce(gr, t.pin, outs, o->gpus, o->redop, o->root, streams, NULL);
       break;
     case BENCH_ALLGATHER:
       st = dlpg_allgather(gr, t.pin, t.pout, o->gpus, streams, NULL);

@@ -30,8 +30,9 @@ void bench_report_header(FILE *f, const bench_opts_t *o, const bench_ctx_t *x) {
   fprintf(f, "# dlpg-bench: %s, %s, %d rank(s) x %d %s tensor(s) = %d participants\n",
           bench_op_name(o->op), bench_dtype_name(o->dtype), x->world, o->gpus,
           o->cuda ? "cuda" : "cpu", x->nparts);
-  fprintf(f, "# warmup %d, iters %d, median of %d repetitions, check %s, %s\n", o->warmup,
-          o->iters, o->reps, o->check ? "on" : "off", build_info());
+  fprintf(f, "# %s, warmup %d, iters %d, median of %d repetitions, check %s, %s\n",
+          o->inplace ? "in place" : "out of place", o->warmup, o->iters, o->reps,
+          o->check ? "on" : "off", build_info());
   fprintf(f, "# time = host time of iters back-to-back ops + one completion wait, / iters\n");
   fprintf(f, "#%13s %12s %9s %6s", "size(B)", "count", "type", "redop");
   fprintf(f, " %10s %11s %11s %7s", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
@@ -105,6 +106,7 @@ int bench_report_json(const char *path, const bench_opts_t *o, const bench_ctx_t
           has_redop(o->op) ? bench_redop_name(o->redop) : "none", o->cuda ? "cuda" : "cpu");
   fprintf(f, " \"ranks\": %d, \"gpus_per_rank\": %d, \"participants\": %d, \"busbw_factor\": %.6f,\n",
           x->world, o->gpus, x->nparts, bench_busbw_factor(o->op, x->nparts));
+  fprintf(f, " \"inplace\": %s,", o->inplace ? "true" : "false");
   fprintf(f, " \"warmup\": %d, \"iters\": %d, \"reps\": %d, \"check\": %s, \"baseline\": %s,\n",
           o->warmup, o->iters, o->reps, o->check ? "true" : "false",
           o->baseline ? "\"nccl\"" : "null");

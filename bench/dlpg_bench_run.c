@@ -80,7 +80,14 @@ static int measure(bench_ctx_t *x, int mode, size_t per, double *first_us, doubl
   if (rc == 0) {
     qsort(t, (size_t)o->reps, sizeof(double), cmp_double);
     *time_us = t[o->reps / 2];
-    *wrong = o->check ? check_outputs(x, per) : -1;
+    /* In place, the timed loop reduced the inputs over and over: restore them and check
+     * one more operation. */
+    if (o->check && o->inplace) {
+      rc = bench_mem_restore_in(x, per);
+      if (rc == 0) rc = issue(x, mode, per);
+      if (rc == 0) rc = bench_sync(x);
+    }
+    *wrong = !o->check ? -1 : rc == 0 ? check_outputs(x, per) : -1;
   }
   free(t);
   return rc;
@@ -132,6 +139,12 @@ static int validate(const bench_ctx_t *x) {
   }
   if (o->op == BENCH_SENDRECV && x->world < 2) {
     fprintf(stderr, "dlpg-bench: -o sendrecv needs at least 2 ranks, not %d\n", x->world);
+    return -1;
+  }
+  if (o->inplace && o->op != BENCH_ALLREDUCE && o->op != BENCH_BROADCAST &&
+      o->op != BENCH_REDUCE) {
+    fprintf(stderr, "dlpg-bench: --inplace applies to allreduce, broadcast and reduce, not %s\n",
+            bench_op_name(o->op));
     return -1;
   }
   if (o->root < 0 || o->root >= x->world) {

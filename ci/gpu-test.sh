@@ -25,6 +25,9 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export LD_LIBRARY_PATH="$repo/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export DLPG_PLUGIN="$repo/.gpu/lib/libdlpg.so"
 export DLPG_LIBRARY="$repo/.gpu/lib/libdlpg.so"
+# 200 create/use/destroy cycles take about 110 s on an H200 (NCCL init each time); the full
+# 200 is test_cuda's default, and this suite runs 50 unless told otherwise.
+export DLPG_TEST_CYCLES="${DLPG_TEST_CYCLES:-50}"
 # libnccl.so.2 comes from the machine: the system copy, else Python's nvidia-nccl package.
 if ! ldconfig -p 2>/dev/null | grep -q 'libnccl.so.2 '; then
   nccldir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)

@@ -26,3 +26,7 @@ target_include_directories(test_abi_c PRIVATE ${PROJECT_SOURCE_DIR}/include)
 target_link_libraries(test_abi_c PRIVATE dlpg dlpack::dlpack)
 add_test(NAME test_abi_c COMMAND test_abi_c)
 set_tests_properties(test_abi_c PROPERTIES TIMEOUT 30)
+
+foreach(t test_collectives test_p2p test_errors test_group dlpg_conformance_harness)
+  target_compile_options(${t} PRIVATE -Wall -Wextra)
+endforeach()

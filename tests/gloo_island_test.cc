@@ -4,6 +4,7 @@
 // float16/bfloat16 conversions. Links the plugin's objects (dlpg_obj), not libdlpg.so.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -14,7 +15,11 @@
 #include <thread>
 #include <vector>
 
+#include <gloo/allreduce.h>
+#include <gloo/math.h>
+
 #include "gloo/c_headers.h"
+#include "gloo/ctx.h"
 #include "gloo/reduce_fns.h"
 
 namespace {
@@ -216,9 +221,10 @@ TEST(GlooIsland, AllreduceEveryDtypeAndOp) {
 
 TEST(GlooIsland, BroadcastReduceAllgatherReduceScatterAlltoall) {
   const int n = 3;
+  // 4099 floats take Gloo's algorithms; 7 and 300 (alltoall: 3600 bytes) the small path.
+  for (size_t m : {size_t(4099), size_t(7), size_t(300)})
   run_ranks(n, 30, [&](int r, dlpg__gloo_ctx_t *ctx) {
     const dlpg__dtype_t dt = DLPG__DT_FLOAT32;
-    const size_t m = 4099;
     auto val = [](int rank, size_t i) { return (float)(rank * 100000 + (i * 37) % 1001) - 7.0f; };
     std::vector<float> in(m), out(m);
     for (size_t i = 0; i < m; i++) in[i] = val(r, i);
@@ -597,4 +603,87 @@ TEST(GlooIsland, ReduceScatterRingDtypes) {
       }
     });
   }
+}
+
+TEST(GlooIsland, PeerMismatchIsInvalidArgumentEverywhere) {
+  // Rank 2 of 3 disagrees; every rank reports the same message naming rank 0 and rank 2,
+  // and the context keeps working. Covers the small path, the large path, and sizes that
+  // straddle the small-message threshold (one rank small, another large).
+  const int n = 3;
+  run_ranks(n, 20, [&](int r, dlpg__gloo_ctx_t *ctx) {
+    const dlpg__dtype_t dt = DLPG__DT_FLOAT32;
+    for (size_t base : {size_t(10), size_t(1024), size_t(5000)}) {
+      const size_t m = r == 2 ? base + 1 : base;
+      std::vector<float> a(m, 1.0f + r), b(m * n);
+      dlpg__op_t op = make_op(DLPG__OP_ALLREDUCE, tensor(a.data(), m, dt), tensor(a.data(), m, dt));
+      op.rop = DLPG_SUM;
+      ASSERT_EQ(run1(ctx, &op), DLPG_ERR_INVALID_ARGUMENT) << "m=" << m;
+      std::string want = "dlpg_allreduce: rank 0 has " + std::to_string(base) +
+                         " elements of float32 but rank 2 has " + std::to_string(base + 1) +
+                         " elements of float32";
+      EXPECT_EQ(std::string(dlpg_last_error()), want);
+      op = make_op(DLPG__OP_ALLGATHER, tensor(a.data(), m, dt), tensor(b.data(), m * n, dt));
+      ASSERT_EQ(run1(ctx, &op), DLPG_ERR_INVALID_ARGUMENT) << "m=" << m;
+      EXPECT_NE(std::string(dlpg_last_error()).find("rank 2 has an input of"), std::string::npos)
+          << dlpg_last_error();
+      // Matching: the context still works, on both paths.
+      for (size_t k : {size_t(3), size_t(3000)}) {
+        std::vector<float> c(k, 1.0f + r);
+        op = make_op(DLPG__OP_ALLREDUCE, tensor(c.data(), k, dt), tensor(c.data(), k, dt));
+        op.rop = DLPG_SUM;
+        ASSERT_EQ(run1(ctx, &op), DLPG_OK) << dlpg_last_error();
+        for (size_t i = 0; i < k; i++) ASSERT_EQ(c[i], 6.0f);
+      }
+    }
+    // A different operation kind on rank 1.
+    std::vector<float> a(8, 1.0f);
+    dlpg__op_t op = make_op(r == 1 ? DLPG__OP_BROADCAST : DLPG__OP_ALLREDUCE,
+                            tensor(a.data(), 8, dt), tensor(a.data(), 8, dt));
+    ASSERT_EQ(run1(ctx, &op), DLPG_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(dlpg_last_error()).find("rank 0 called dlpg_allreduce but rank 1 called dlpg_broadcast"),
+              std::string::npos) << dlpg_last_error();
+  });
+}
+
+TEST(GlooIsland, SmallAllreduceLatency) {
+  // Prints the island's own 2-rank 8-byte allreduce time (no core worker in the way) beside
+  // gloo::allreduce's (what torch's ProcessGroupGloo runs) on the same context, alternating
+  // in rounds so that machine noise hits both. Fails only when absurd.
+  run_ranks(2, 30, [&](int r, dlpg__gloo_ctx_t *ctx) {
+    float v[2] = {1.0f, 2.0f};
+    dlpg__op_t op = make_op(DLPG__OP_ALLREDUCE, tensor(v, 2, DLPG__DT_FLOAT32),
+                            tensor(v, 2, DLPG__DT_FLOAT32));
+    op.rop = DLPG_MAX;
+    uint32_t tag = 1u << 30;  // far from the island's own collective tags
+    auto raw = [&] {
+      ::gloo::AllreduceOptions o(ctx->gloo);
+      o.setOutput<float>(v, 2);
+      o.setReduceFunction(static_cast<void (*)(void *, const void *, const void *, size_t)>(
+          &::gloo::max<float>));
+      o.setTag(tag++);
+      o.setTimeout(std::chrono::seconds(30));
+      ::gloo::allreduce(o);
+    };
+    for (int i = 0; i < 50; i++) {
+      ASSERT_EQ(run1(ctx, &op), DLPG_OK) << dlpg_last_error();
+      raw();
+    }
+    const int iters = 500, rounds = 5;
+    std::vector<double> island, gloo_ring;
+    for (int k = 0; k < rounds; k++) {
+      auto t0 = Clock::now();
+      for (int i = 0; i < iters; i++) ASSERT_EQ(run1(ctx, &op), DLPG_OK) << dlpg_last_error();
+      auto t1 = Clock::now();
+      for (int i = 0; i < iters; i++) raw();
+      auto t2 = Clock::now();
+      island.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / iters);
+      gloo_ring.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count() / iters);
+    }
+    std::sort(island.begin(), island.end());
+    std::sort(gloo_ring.begin(), gloo_ring.end());
+    if (r == 0)
+      printf("2-rank 8-byte allreduce, median of %d rounds: island %.1f us, gloo::allreduce %.1f us\n",
+             rounds, island[rounds / 2], gloo_ring[rounds / 2]);
+    EXPECT_LT(island[rounds / 2], 20000.0);
+  });
 }

@@ -98,7 +98,7 @@ std::string RankParamName(const ::testing::TestParamInfo<RankParam> &info) {
 std::vector<RankParam> StandardRankParams() {
   std::vector<RankParam> v;
   for (Mode m : {Mode::kThreads, Mode::kProcesses})
-    for (int n = 1; n <= 4; n++) v.push_back({m, n, n == 2});
+    for (int n = 1; n <= 4; n++) v.push_back({m, n, n == 2 || n == 3});
   return v;
 }
 

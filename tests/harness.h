@@ -62,7 +62,7 @@ struct RankParam {
   bool full;  // run the full dtype x op matrix (else a representative subset)
 };
 std::string RankParamName(const ::testing::TestParamInfo<RankParam> &info);
-// {threads, processes} x {1, 2, 3, 4}; full matrix at 2 ranks.
+// {threads, processes} x {1, 2, 3, 4}; full matrix at 2 and 3 ranks.
 std::vector<RankParam> StandardRankParams();
 
 // ------------------------------------------------------------------ tensors

@@ -103,8 +103,9 @@ TEST_P(Collectives, Allreduce) {
             std::vector<uint8_t> want(n * ElemSize(dt) + 1);
             Reduce(dt, op, ptrs, want.data(), n);
             EXPECT_EQ("", Compare(dt, op, inplace ? in.elems() : out.elems(), want.data(), n)) << what;
-            if (!inplace)
+            if (!inplace) {
               EXPECT_EQ(0, memcmp(saved.data(), in.elems(), in.nbytes())) << what << ": input modified";
+            }
           }
   });
 }
@@ -184,8 +185,9 @@ TEST_P(Collectives, Broadcast) {
             Generate(dt, DLPG_SUM, seed, root, want.data(), n);
             EXPECT_EQ("", Compare(dt, DLPG_SUM, inplace ? in.elems() : out.elems(), want.data(), n))
                 << what;
-            if (!inplace)
+            if (!inplace) {
               EXPECT_EQ(0, memcmp(saved.data(), in.elems(), in.nbytes())) << what << ": input modified";
+            }
           }
   });
 }
@@ -361,9 +363,9 @@ TEST_P(Collectives, Layouts) {
       auto all = AllInputs(DT::F32, DLPG_MAX, seed, c.size, 1);
       std::vector<const void *> ptrs;
       for (auto &v : all) ptrs.push_back(v.data());
-      float want = 0;
-      Reduce(DT::F32, DLPG_MAX, ptrs, &want, 1);
-      EXPECT_EQ(want, *static_cast<float *>(in.elems()));
+      std::vector<uint8_t> want(8);
+      Reduce(DT::F32, DLPG_MAX, ptrs, want.data(), 1);
+      EXPECT_EQ("", Compare(DT::F32, DLPG_MAX, in.elems(), want.data(), 1)) << "0-d scalar";
     }
     // kDLCUDAHost memory goes to the CPU path too (ABI.md "Tensors").
     {
@@ -429,6 +431,27 @@ TEST_P(Collectives, AsyncWork) {
       EXPECT_EQ("", Compare(DT::F32, ops[i], ins[i].elems(), want.data(), n)) << "async op " << i;
       DLPG_EXPECT_OK(c.api, c.api->work_free(works[i]));
     }
+    // Freeing unfinished work does not cancel it: the operation still completes, before
+    // the next one on the group.
+    {
+      HostTensor a(DT::I64, {2049}), b(DT::I64, {3});
+      uint64_t sa = Mix(c.seed, 100), sb = Mix(c.seed, 101);
+      Generate(DT::I64, DLPG_SUM, sa, c.rank, a.elems(), a.numel());
+      Generate(DT::I64, DLPG_MAX, sb, c.rank, b.elems(), b.numel());
+      DLTensor *ap = a.dl(), *bp = b.dl();
+      dlpg_work_t *wa = nullptr;
+      DLPG_ASSERT_OK(c.api, c.api->allreduce(c.group, &ap, nullptr, 1, DLPG_SUM, nullptr, &wa));
+      DLPG_EXPECT_OK(c.api, c.api->work_free(wa));
+      DLPG_ASSERT_OK(c.api, c.api->allreduce(c.group, &bp, nullptr, 1, DLPG_MAX, nullptr, nullptr));
+      DLPG_ASSERT_OK(c.api, c.api->barrier(c.group, nullptr));
+      auto all = AllInputs(DT::I64, DLPG_SUM, sa, c.size, a.numel());
+      std::vector<const void *> ptrs;
+      for (auto &v : all) ptrs.push_back(v.data());
+      std::vector<uint8_t> want(a.nbytes());
+      Reduce(DT::I64, DLPG_SUM, ptrs, want.data(), a.numel());
+      EXPECT_EQ("", Compare(DT::I64, DLPG_SUM, a.elems(), want.data(), a.numel()))
+          << "operation whose work was freed before completion";
+    }
     // A failed asynchronous operation carries its message: an unsupported pair fails at the
     // door (no handle) on every rank alike.
     HostTensor f8(DT::F8E4M3, {4});
@@ -442,6 +465,46 @@ TEST_P(Collectives, AsyncWork) {
     } else {
       EXPECT_EQ(s, DLPG_ERR_UNSUPPORTED);
     }
+  });
+}
+
+// Collectives between dlpg_group_start and dlpg_group_end are issued together (coalesced);
+// each result is still its own.
+TEST_P(Collectives, BatchedCollectives) {
+  RankParam p = GetParam();
+  RunRanks(p.mode, p.n, [&](RankCtx &c) {
+    const size_t n = 517;
+    HostTensor a(DT::F32, {static_cast<int64_t>(n)}), b(DT::I16, {static_cast<int64_t>(n)});
+    HostTensor gi(DT::U8, {static_cast<int64_t>(n)}), go(DT::U8, {static_cast<int64_t>(n * c.size)});
+    uint64_t sa = Mix(c.seed, 1), sb = Mix(c.seed, 2), sg = Mix(c.seed, 3);
+    Generate(DT::F32, DLPG_SUM, sa, c.rank, a.elems(), n);
+    Generate(DT::I16, DLPG_MIN, sb, c.rank, b.elems(), n);
+    Generate(DT::U8, DLPG_SUM, sg, c.rank, gi.elems(), n);
+    DLTensor *ap = a.dl(), *bp = b.dl(), *gip = gi.dl(), *gop = go.dl();
+    dlpg_work_t *w[4] = {};
+    DLPG_ASSERT_OK(c.api, c.api->group_start(c.group));
+    DLPG_ASSERT_OK(c.api, c.api->allreduce(c.group, &ap, nullptr, 1, DLPG_SUM, nullptr, &w[0]));
+    DLPG_ASSERT_OK(c.api, c.api->allreduce(c.group, &bp, nullptr, 1, DLPG_MIN, nullptr, &w[1]));
+    DLPG_ASSERT_OK(c.api, c.api->allgather(c.group, &gip, &gop, 1, nullptr, &w[2]));
+    DLPG_ASSERT_OK(c.api, c.api->barrier(c.group, &w[3]));
+    DLPG_ASSERT_OK(c.api, c.api->group_end(c.group));
+    for (auto *wk : w) {
+      DLPG_EXPECT_OK(c.api, c.api->work_wait(wk, 0));
+      c.api->work_free(wk);
+    }
+    auto check = [&](DT dt, dlpg_reduce_op_t op, uint64_t seed, const void *got, const char *what) {
+      auto all = AllInputs(dt, op, seed, c.size, n);
+      std::vector<const void *> ptrs;
+      for (auto &v : all) ptrs.push_back(v.data());
+      std::vector<uint8_t> want(n * ElemSize(dt));
+      Reduce(dt, op, ptrs, want.data(), n);
+      EXPECT_EQ("", Compare(dt, op, got, want.data(), n)) << what;
+    };
+    check(DT::F32, DLPG_SUM, sa, a.elems(), "batched allreduce sum");
+    check(DT::I16, DLPG_MIN, sb, b.elems(), "batched allreduce min");
+    std::vector<uint8_t> want(n * c.size);
+    for (int r = 0; r < c.size; r++) Generate(DT::U8, DLPG_SUM, sg, r, want.data() + r * n, n);
+    EXPECT_EQ(0, memcmp(want.data(), go.elems(), want.size())) << "batched allgather";
   });
 }
 

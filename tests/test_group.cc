@@ -232,6 +232,36 @@ TEST_P(GroupModes, StoreClosedAfterCreate) {
   }, ro);
 }
 
+// dlpg_group_destroy waits for queued operations; their work handles stay valid.
+TEST_P(GroupModes, DestroyWithPendingWork) {
+  RunOptions ro;
+  ro.create_group = false;
+  RunRanks(GetParam(), 2, [&](RankCtx &c) {
+    dlpg_group_options_t o = DLPG_GROUP_OPTIONS_INIT;
+    o.timeout_s = 30;
+    o.name = c.name.c_str();
+    dlpg_group_t *g = nullptr;
+    DLPG_ASSERT_OK(c.api, c.api->group_create(c.store, c.rank, c.size, &o, &g));
+    const size_t n = 1 << 16;
+    HostTensor t(DT::I32, {static_cast<int64_t>(n)});
+    Generate(DT::I32, DLPG_SUM, c.seed, c.rank, t.elems(), n);
+    DLTensor *tp = t.dl();
+    dlpg_work_t *w = nullptr;
+    DLPG_ASSERT_OK(c.api, c.api->allreduce(g, &tp, nullptr, 1, DLPG_SUM, nullptr, &w));
+    DLPG_EXPECT_OK(c.api, c.api->group_destroy(g));
+    DLPG_EXPECT_OK(c.api, c.api->work_wait(w, 10));
+    int done = 0;
+    DLPG_EXPECT_OK(c.api, c.api->work_test(w, &done));
+    EXPECT_EQ(done, 1);
+    c.api->work_free(w);
+    std::vector<uint8_t> a(n * 4), b(n * 4), want(n * 4);
+    Generate(DT::I32, DLPG_SUM, c.seed, 0, a.data(), n);
+    Generate(DT::I32, DLPG_SUM, c.seed, 1, b.data(), n);
+    Reduce(DT::I32, DLPG_SUM, {a.data(), b.data()}, want.data(), n);
+    EXPECT_EQ("", Compare(DT::I32, DLPG_SUM, t.elems(), want.data(), n));
+  }, ro);
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, GroupModes, ::testing::Values(Mode::kThreads, Mode::kProcesses),
                          [](const ::testing::TestParamInfo<Mode> &i) { return ModeName(i.param); });
 

@@ -32,8 +32,8 @@ typedef struct dlpg__op {
   int root;                  /* BROADCAST, REDUCE: group rank */
   int peer, tag;             /* SEND, RECV */
   struct dlpg_group *group;  /* the group it was issued on (a batch may span groups) */
-  struct dlpg_work *work;    /* always set: the completion target (internal when the caller
-                                passed work == NULL) */
+  struct dlpg_work *work;    /* the completion target: internal when the caller passed
+                                work == NULL for a CPU op; NULL for such a CUDA op */
 } dlpg__op_t;
 
 #ifdef __cplusplus

@@ -14,7 +14,7 @@
 #endif
 
 /* One queued op of the thread's batch, and the work core keeps when the caller passed
- * work == NULL (waited for, for CPU ops, at the batch's end). */
+ * work == NULL (waited for, for CPU ops, at the batch's end; CUDA ops get none). */
 typedef struct dlpg__batch_entry {
   dlpg__op_t *op;
   struct dlpg_work *internal;
@@ -33,7 +33,8 @@ static void dlpg__fail_unclaimed(dlpg__op_t *const *ops, int n, dlpg_status_t st
   char msg[DLPG__ERROR_MAX];
   memcpy(msg, dlpg__last_error(), sizeof msg);
   for (int i = 0; i < n; i++)
-    if (dlpg__work_is_unclaimed(ops[i]->work)) dlpg__work_complete(ops[i]->work, st, msg);
+    if (ops[i]->work && dlpg__work_is_unclaimed(ops[i]->work))
+      dlpg__work_complete(ops[i]->work, st, msg);
   dlpg__error(st, "%s", msg);
 }
 
@@ -63,7 +64,7 @@ static dlpg_status_t dlpg__issue_nccl(dlpg__op_t *const *ops, int n) {
   /* A backend that returned OK must have attached a poller (or completed the work);
    * anything else would leave a waiter hanging until its deadline. */
   for (int i = 0; i < n; i++)
-    if (dlpg__work_is_unclaimed(ops[i]->work))
+    if (ops[i]->work && dlpg__work_is_unclaimed(ops[i]->work))
       dlpg__work_complete(ops[i]->work, DLPG_ERR_INTERNAL,
                           "the NCCL path returned without attaching the work's poller");
   return DLPG_OK;
@@ -75,8 +76,9 @@ static dlpg_status_t dlpg__issue_nccl(dlpg__op_t *const *ops, int n) {
 #endif
 }
 
-/* Submit CPU ops of one group as one task (takes ownership of the ops). */
-static dlpg_status_t dlpg__issue_gloo(struct dlpg_group *g, dlpg__op_t **ops, int n) {
+/* Submit CPU ops of one group as one task (takes ownership of the ops); sync: the caller
+ * will wait for them, so they may run on its thread. */
+static dlpg_status_t dlpg__issue_gloo(struct dlpg_group *g, dlpg__op_t **ops, int n, int sync) {
   dlpg__op_t **arr = malloc(sizeof *arr * (size_t)n);
   if (!arr) {
     dlpg_status_t st = dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory",
@@ -88,25 +90,34 @@ static dlpg_status_t dlpg__issue_gloo(struct dlpg_group *g, dlpg__op_t **ops, in
     return st;
   }
   memcpy(arr, ops, sizeof *arr * (size_t)n);
-  return dlpg__worker_submit(g, arr, n);
+  return sync ? dlpg__worker_submit_sync(g, arr, n) : dlpg__worker_submit(g, arr, n);
 }
 
 /* Wait for an internal work (CPU: the operation's status) and drop core's reference. */
 static dlpg_status_t dlpg__finish_internal(struct dlpg_work *w, int wait) {
   dlpg_status_t st = DLPG_OK;
   if (wait) st = dlpg_work_wait(w, 0);
+  /* A timeout aborts the group, as dlpg_work_wait's own expiry does, also when the
+   * operation ran inline and Gloo's deadline (the group's) fired first. */
+  if (st == DLPG_ERR_TIMEOUT && w->group) dlpg_group_abort(w->group);
   dlpg__work_unref(w);
   return st;
 }
 
 dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
+  /* A CUDA op whose caller passed work == NULL is done once enqueued, and nobody can wait
+   * for it: it gets no work record at all (no allocation, no CUDA event). CPU ops always
+   * get one, because core waits for them. */
   struct dlpg_work *w = NULL;
-  dlpg_status_t st = dlpg__work_new(op->group, &w);
-  if (st != DLPG_OK) {
-    free(op);
-    return st;
+  dlpg_status_t st = DLPG_OK;
+  if (work || op->backend != DLPG__BACKEND_NCCL) {
+    st = dlpg__work_new(op->group, &w);
+    if (st != DLPG_OK) {
+      free(op);
+      return st;
+    }
+    dlpg__work_set_op_name(w, dlpg__op_name(op->kind));
   }
-  dlpg__work_set_op_name(w, dlpg__op_name(op->kind));
   op->work = w;
 
   dlpg__batch_t *b = &dlpg__tls_batch;
@@ -134,7 +145,7 @@ dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
 
   int cpu = op->backend == DLPG__BACKEND_GLOO;
   if (cpu) {
-    st = dlpg__issue_gloo(op->group, &op, 1); /* op now belongs to the worker */
+    st = dlpg__issue_gloo(op->group, &op, 1, work == NULL); /* op now belongs to the worker */
   } else {
     st = dlpg__issue_nccl(&op, 1);
     free(op);
@@ -150,7 +161,7 @@ dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
     *work = w;
     return DLPG_OK;
   }
-  return dlpg__finish_internal(w, cpu);
+  return w ? dlpg__finish_internal(w, cpu) : DLPG_OK;
 }
 
 dlpg_status_t dlpg_group_start(dlpg_group_t *g) {
@@ -201,7 +212,7 @@ static dlpg_status_t dlpg__batch_flush(dlpg__batch_entry_t *v, int n) {
         tmp[k++] = v[j].op;
         v[j].op = NULL;
       }
-    dlpg_status_t st = dlpg__issue_gloo(g, tmp, k);
+    dlpg_status_t st = dlpg__issue_gloo(g, tmp, k, 0);
     if (st != DLPG_OK && first == DLPG_OK) {
       first = st;
       memcpy(first_msg, dlpg__last_error(), sizeof first_msg);

@@ -20,7 +20,8 @@ extern "C" {
   X(DEBUG_SUBSYS, "DLPG_DEBUG_SUBSYS", "ALL", 1, "comma list: INIT,STORE,COLL,P2P,GLOO,NCCL") \
   X(GLOO_HOSTNAME, "DLPG_GLOO_HOSTNAME", NULL, 1, "address Gloo binds to (default: the store host's route)") \
   X(GLOO_IFACE, "DLPG_GLOO_IFACE", NULL, 1, "network interface Gloo binds to")               \
-  X(NCCL_BLOCKING_INIT, "DLPG_NCCL_BLOCKING_INIT", "0", 1, "1: blocking ncclCommInitRank")   \
+  X(NCCL_COMM_MODE, "DLPG_NCCL_COMM_MODE", NULL, 1, "split (default): non-blocking init (deadline-polled), ops on a blocking ncclCommSplit child; nonblocking: ops on the non-blocking communicator (~70 us more per op); blocking: blocking init, no deadline inside NCCL") \
+  X(NCCL_BLOCKING_INIT, "DLPG_NCCL_BLOCKING_INIT", "0", 1, "deprecated: 1 means DLPG_NCCL_COMM_MODE=blocking when that is unset") \
   X(RANK, "RANK", NULL, 0, "launcher: this process's rank")                                  \
   X(WORLD_SIZE, "WORLD_SIZE", NULL, 0, "launcher: number of ranks")                          \
   X(MASTER_ADDR, "MASTER_ADDR", NULL, 0, "launcher: host of rank 0")                         \

@@ -18,6 +18,10 @@ struct dlpg_group;
  * are then already completed with that status). */
 dlpg_status_t dlpg__worker_submit(struct dlpg_group *g, dlpg__op_t **ops, int n);
 
+/* The same, for a caller that will block until the task completes (work == NULL): when
+ * the worker is idle and nothing is queued, the task runs on the calling thread. */
+dlpg_status_t dlpg__worker_submit_sync(struct dlpg_group *g, dlpg__op_t **ops, int n);
+
 /* Any thread: complete queued tasks with DLPG_ERR_ABORTED and abort the running one. */
 void dlpg__worker_abort(struct dlpg_group *g);
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <vector>
 
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/unbound_buffer.h>
@@ -41,4 +42,15 @@ struct dlpg__gloo_ctx {
   // The unbound buffers of send/recv now being waited on, so that abort can wake them.
   std::mutex live_mu;
   std::set<::gloo::transport::UnboundBuffer *> live;
+  // The first-message buffers of the collectives (header.h), created at the first one and
+  // reused by every later one (a peer's next message cannot land before this rank posts the
+  // next receive, because Gloo sends an unbound buffer only to a posted receive): a landing
+  // block of kBlockBytes per rank and one outgoing block. Declared after gloo, so they are
+  // destroyed before the context they were created on.
+  std::vector<char> coll_recv, coll_send;
+  std::unique_ptr<::gloo::transport::UnboundBuffer> coll_recv_buf, coll_send_buf;
+  // The collective tag whose first-message receives are already posted into coll_recv, or
+  // -1. Posting the next collective's receives as soon as coll_recv is free lets a peer's
+  // first message go out as data at once instead of after a ready-to-receive round trip.
+  int64_t coll_posted_tag = -1;
 };

@@ -1,7 +1,9 @@
-// Collectives of the Gloo path on CPU tensors (ntensors == 1). Allreduce uses
-// gloo::allreduce(AllreduceOptions) like torch 1.13's ProcessGroupGloo, so its bandwidth
-// matches torch's. A zero-element tensor still takes part through a barrier, so peers with
-// the same (empty) shape never wait for it.
+// Collectives of the Gloo path on CPU tensors (ntensors == 1). Every collective starts with
+// the header exchange of ops_small.cc, which checks that all ranks run the same operation on
+// matching tensors; inputs of at most kSmallBytes finish there (run_small), larger ones then
+// run Gloo's algorithms below. Allreduce uses gloo::allreduce(AllreduceOptions) like torch
+// 1.13's ProcessGroupGloo, so its bandwidth matches torch's. A zero-element tensor and a
+// barrier take part through the header exchange alone, so peers never wait for them.
 #include <chrono>
 #include <cstring>
 #include <vector>
@@ -9,7 +11,6 @@
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/alltoall.h>
-#include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/reduce.h>
 #include <gloo/types.h>
@@ -19,10 +20,6 @@
 
 namespace dlpg_gloo {
 namespace {
-
-// Slot prefix of the island's own reduce-scatter ring: beyond Gloo's collective prefixes
-// (0x01..0x08) and the send/recv prefix (0x10).
-constexpr uint8_t kReduceScatterSlotPrefix = 0x11;
 
 ReduceFn checked_reduce_fn(const dlpg__op_t &op) {
   ReduceFn fn = reduce_fn(op.in[0].dtype, op.rop);
@@ -37,13 +34,6 @@ void average(const dlpg__tensor_t &t, void *ptr, size_t numel, int size) {
   if (!divide_elements(t.dtype, ptr, numel, size))
     throw StatusError(DLPG_ERR_UNSUPPORTED,
                       std::string("Gloo cannot average ") + dlpg__dtype_name(t.dtype));
-}
-
-void barrier(dlpg__gloo_ctx_t *ctx, uint32_t tag) {
-  ::gloo::BarrierOptions opts(ctx->gloo);
-  opts.setTag(tag);
-  opts.setTimeout(ctx->timeout);
-  ::gloo::barrier(opts);
 }
 
 // In-place allreduce of numel elements at ptr (dtype of t).
@@ -186,19 +176,41 @@ void do_alltoall(dlpg__gloo_ctx_t *ctx, const dlpg__op_t &op, uint32_t tag) {
 }  // namespace
 
 void run_collective(dlpg__gloo_ctx_t *ctx, const dlpg__op_t &op) {
-  // Every rank runs the same collectives in the same order, so the counter agrees.
+  // Every rank runs the same collectives in the same order, so the counter agrees; the
+  // header carries it, so that a rank out of step is named rather than mismatched.
   const uint32_t tag = ctx->next_tag++;
-  if (op.kind == DLPG__OP_BARRIER) {
-    barrier(ctx, tag);
-    return;
+  const WireHeader h = make_header(op, ctx->rank, tag);
+  const bool tensors = op.kind != DLPG__OP_BARRIER && op.ntensors == 1;
+  const size_t in_bytes = tensors ? op.in[0].nbytes : 0;
+  const bool small = in_bytes <= kSmallBytes;
+  PayloadTo to = PayloadTo::kAll;
+  if (!small || !tensors) to = PayloadTo::kNone;
+  else if (op.kind == DLPG__OP_BROADCAST) to = ctx->rank == op.root ? PayloadTo::kAll : PayloadTo::kNone;
+  else if (op.kind == DLPG__OP_REDUCE) to = PayloadTo::kRoot;
+  try {
+    exchange_first(ctx, h, small ? op.in[0].ptr : nullptr, small ? in_bytes : 0, to, op.root, tag);
+  } catch (const StatusError &e) {
+    // A mismatch leaves the transport in step on every rank: keep the next one fast too.
+    if (e.status() == DLPG_ERR_INVALID_ARGUMENT) prepost_next_first(ctx);
+    throw;
   }
+  // From here on every rank knows that all agree on the kind and the tensors, so they all
+  // take the same branch below.
+  if (op.kind == DLPG__OP_BARRIER || op.ntensors != 1 || !small) prepost_next_first(ctx);
+  if (op.kind == DLPG__OP_BARRIER) return;
   if (op.ntensors != 1)
     throw StatusError(DLPG_ERR_INVALID_ARGUMENT,
                       "Gloo takes exactly 1 CPU tensor per call, got " +
                           std::to_string(op.ntensors));
-  if (op.in[0].numel == 0 || op.out[0].numel == 0) {
-    // Nothing to move: still meet the peers so that nobody waits for this rank.
-    barrier(ctx, tag);
+  if (small) {
+    // run_small reads the payloads in coll_recv, so the next receives wait until it is done.
+    try {
+      run_small(ctx, op);
+    } catch (...) {
+      prepost_next_first(ctx);
+      throw;
+    }
+    prepost_next_first(ctx);
     return;
   }
   switch (op.kind) {

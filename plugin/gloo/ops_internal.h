@@ -1,12 +1,15 @@
 // Shared helpers of the island's operation files (ops_coll.cc, ops_p2p.cc, ops_run.cc).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
-
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "gloo/ctx.h"
 #include "gloo/errors.h"
+#include "gloo/header.h"
 
 namespace dlpg_gloo {
 
@@ -28,12 +31,70 @@ void with_elem_type(size_t esize, F &&f) {
   }
 }
 
-// Run one collective (every kind but SEND and RECV). Throws on failure.
+// Run one collective (every kind but SEND and RECV). Throws on failure; a mismatch with
+// the peers' operation is INVALID_ARGUMENT on every rank and leaves the context usable.
 void run_collective(dlpg__gloo_ctx_t *ctx, const dlpg__op_t &op);
+
+// Which peers a collective's first message carries this rank's payload to.
+enum class PayloadTo { kAll, kNone, kRoot };
+
+// The first step of every collective (header.h): send this rank's header h, followed by
+// payload_bytes (<= kSmallBytes) of payload to the peers that `to` selects (header only to
+// the others), and receive every peer's first message into ctx->coll_recv. Throws
+// INVALID_ARGUMENT with compare_collective_headers' message when the headers disagree.
+// On return, first_payload(ctx, r) is rank r's payload (this rank's own copy for self).
+void exchange_first(dlpg__gloo_ctx_t *ctx, const WireHeader &h, const void *payload,
+                    size_t payload_bytes, PayloadTo to, int root, uint32_t tag);
+const char *first_payload(const dlpg__gloo_ctx_t *ctx, int r);
+
+// Post the first-message receives of the next collective (tag ctx->next_tag) into
+// ctx->coll_recv; call once nothing reads coll_recv any more. Never throws: on failure the
+// next exchange_first posts them itself and meets the error there.
+void prepost_next_first(dlpg__gloo_ctx_t *ctx) noexcept;
+
+// The small-message path: compute op's result from the exchanged payloads (every rank's
+// input is <= kSmallBytes and the headers agree). Defined in ops_small.cc.
+void run_small(dlpg__gloo_ctx_t *ctx, const dlpg__op_t &op);
 
 // Post every SEND and RECV of ops[0..n) (others are skipped), then wait for them all,
 // within one deadline of ctx's timeout. Throws on the first failure.
 void run_p2p(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const *ops, int n);
+
+// Registers unbound buffers with the context while they are waited on, so that
+// dlpg__gloo_ctx_abort can wake them; unregisters them all on every exit path.
+class LiveGuard {
+ public:
+  explicit LiveGuard(dlpg__gloo_ctx_t *ctx) : ctx_(ctx) {}
+  LiveGuard(const LiveGuard &) = delete;
+  LiveGuard &operator=(const LiveGuard &) = delete;
+  void add(::gloo::transport::UnboundBuffer *b) {
+    std::lock_guard<std::mutex> lk(ctx_->live_mu);
+    ctx_->live.insert(b);
+    bufs_.push_back(b);
+  }
+  ~LiveGuard() {
+    std::lock_guard<std::mutex> lk(ctx_->live_mu);
+    for (auto *b : bufs_) ctx_->live.erase(b);
+  }
+
+ private:
+  dlpg__gloo_ctx_t *ctx_;
+  std::vector<::gloo::transport::UnboundBuffer *> bufs_;
+};
+
+// Milliseconds left until deadline, at least 1 (Gloo's waits take a positive timeout).
+inline std::chrono::milliseconds time_left(std::chrono::steady_clock::time_point deadline) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  return ms.count() < 1 ? std::chrono::milliseconds(1) : ms;
+}
+
+// Slot prefixes of the island's own traffic: beyond Gloo's collective prefixes (0x01..0x08).
+constexpr uint8_t kP2pHeaderSlotPrefix = 0x10;  // a send's first message (p2p_slot)
+constexpr uint8_t kReduceScatterSlotPrefix = 0x11;
+constexpr uint8_t kCollFirstSlotPrefix = 0x12;  // a collective's first message
+constexpr uint8_t kP2pAckSlotPrefix = 0x13;     // a receiver's answer to a large send
+constexpr uint8_t kP2pDataSlotPrefix = 0x14;    // a large send's payload
 
 // Slot of a send/recv with user tag: prefix 0x10 is beyond Gloo's collective prefixes
 // (0x01..0x08), so a user tag can never match a collective's traffic.

@@ -1,7 +1,18 @@
-// Point-to-point transfers of the Gloo path: unbound buffers on a slot derived from the
-// user tag. A batch posts every send and receive before waiting on any, so a batch that
-// exchanges with several peers (a ring step, an alltoallv) cannot deadlock.
+// Point-to-point transfers of the Gloo path: unbound buffers on slots derived from the user
+// tag. Gloo's TCP transport terminates the process when a send is larger than the receive it
+// lands in, so a send never transfers a size the receiver has not agreed to:
+//  - its first message, on the header slot, is a WireHeader followed by the payload when
+//    that is at most kSmallBytes; the receiver always posts kBlockBytes there, compares the
+//    header with its own tensor and copies the inline payload out. (A small sender does not
+//    learn of a mismatch: only its receiver fails.)
+//  - a larger payload waits for the receiver's answer on the ack slot: an ACK, after which
+//    the receiver has posted a receive of exactly the agreed size on the data slot, or a
+//    NACK, after which both sides fail with INVALID_ARGUMENT naming both sizes.
+// A batch posts every first message and receive before waiting on any, and waits phase by
+// phase (first messages, answers, payloads), so a batch that exchanges with several peers
+// (a ring step, an alltoallv) cannot deadlock.
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -12,38 +23,122 @@
 namespace dlpg_gloo {
 
 uint64_t p2p_slot(int tag) {
-  return ::gloo::Slot::build(0x10, static_cast<uint32_t>(tag));
+  return ::gloo::Slot::build(kP2pHeaderSlotPrefix, static_cast<uint32_t>(tag));
 }
 
 namespace {
 
-struct Posted {
-  const dlpg__op_t *op;
-  std::unique_ptr<::gloo::transport::UnboundBuffer> buf;
+using UBuf = std::unique_ptr<::gloo::transport::UnboundBuffer>;
+
+uint64_t slot_of(uint8_t prefix, int tag) {
+  return ::gloo::Slot::build(prefix, static_cast<uint32_t>(tag));
+}
+
+// One send or receive of a batch and the buffers of its messages.
+struct P2p {
+  const dlpg__op_t *op = nullptr;
+  std::vector<char> first;  // SEND: header + inline payload; RECV: kBlockBytes landing
+  WireHeader ack{};         // SEND: the receiver's answer; RECV: this rank's answer
+  UBuf first_buf, ack_buf, data_buf;
+  bool large = false;       // SEND: payload > kSmallBytes; RECV: the sender's is
+  std::string error;        // the mismatch found, reported after every wait has ended
 };
 
-// Registers the posted buffers with the context while they are waited on, so that
-// dlpg__gloo_ctx_abort can wake them; unregisters on every exit path.
-class LiveSet {
- public:
-  LiveSet(dlpg__gloo_ctx_t *ctx, std::vector<Posted> &posted) : ctx_(ctx), posted_(posted) {
-    std::lock_guard<std::mutex> lk(ctx_->live_mu);
-    for (auto &p : posted_) ctx_->live.insert(p.buf.get());
-  }
-  ~LiveSet() {
-    std::lock_guard<std::mutex> lk(ctx_->live_mu);
-    for (auto &p : posted_) ctx_->live.erase(p.buf.get());
-  }
+std::string who(const dlpg__op_t &op) {
+  return std::string(dlpg__op_name(op.kind)) + " with peer " + std::to_string(op.peer) +
+         ", tag " + std::to_string(op.tag);
+}
 
- private:
-  dlpg__gloo_ctx_t *ctx_;
-  std::vector<Posted> &posted_;
-};
+void wait_recv(::gloo::transport::UnboundBuffer *b, const dlpg__op_t &op,
+               std::chrono::steady_clock::time_point deadline) {
+  if (!b->waitRecv(time_left(deadline)))
+    throw StatusError(DLPG_ERR_ABORTED, who(op) + ": the group was aborted");
+}
+
+void wait_send(::gloo::transport::UnboundBuffer *b, const dlpg__op_t &op,
+               std::chrono::steady_clock::time_point deadline) {
+  if (!b->waitSend(time_left(deadline)))
+    throw StatusError(DLPG_ERR_ABORTED, who(op) + ": the group was aborted");
+}
+
+// Post the first message of a send (and the receive of its answer), or the first receive.
+void post_first(dlpg__gloo_ctx_t *ctx, P2p &p, LiveGuard &live) {
+  const dlpg__op_t &op = *p.op;
+  if (op.kind == DLPG__OP_SEND) {
+    const dlpg__tensor_t &t = op.in[0];
+    WireHeader h = make_header(op, ctx->rank, static_cast<uint64_t>(op.tag));
+    p.large = t.nbytes > kSmallBytes;
+    const size_t inline_bytes = p.large ? 0 : t.nbytes;
+    if (!p.large) h.flags |= kFlagInline;
+    h.payload_bytes = inline_bytes;
+    p.first.resize(kHeaderBytes + inline_bytes);
+    memcpy(p.first.data(), &h, kHeaderBytes);
+    if (inline_bytes) memcpy(p.first.data() + kHeaderBytes, t.ptr, inline_bytes);
+    if (p.large) {
+      p.ack_buf = ctx->gloo->createUnboundBuffer(&p.ack, sizeof p.ack);
+      live.add(p.ack_buf.get());
+      p.ack_buf->recv(op.peer, slot_of(kP2pAckSlotPrefix, op.tag), 0, sizeof p.ack);
+    }
+    p.first_buf = ctx->gloo->createUnboundBuffer(p.first.data(), p.first.size());
+    live.add(p.first_buf.get());
+    p.first_buf->send(op.peer, p2p_slot(op.tag));
+  } else {
+    p.first.assign(kBlockBytes, 0);
+    p.first_buf = ctx->gloo->createUnboundBuffer(p.first.data(), p.first.size());
+    live.add(p.first_buf.get());
+    p.first_buf->recv(op.peer, p2p_slot(op.tag), 0, kBlockBytes);
+  }
+}
+
+// A receive whose first message arrived: check it, take an inline payload, or answer a
+// large sender (and post the payload's receive when the sizes agree).
+void answer_first(dlpg__gloo_ctx_t *ctx, P2p &p, LiveGuard &live) {
+  const dlpg__op_t &op = *p.op;
+  WireHeader h;
+  memcpy(&h, p.first.data(), sizeof h);
+  p.error = compare_p2p_recv(op, ctx->rank, h);
+  const bool malformed = h.magic != kMagic || h.kind != DLPG__OP_SEND;
+  p.large = !malformed && !(h.flags & kFlagInline);
+  if (!p.large) {
+    if (p.error.empty() && op.out[0].nbytes)
+      memcpy(op.out[0].ptr, p.first.data() + kHeaderBytes, op.out[0].nbytes);
+    return;
+  }
+  p.ack = make_header(op, ctx->rank, static_cast<uint64_t>(op.tag));
+  p.ack.kind = kKindAck;
+  if (!p.error.empty()) p.ack.flags |= kFlagNack;
+  if (p.error.empty()) {
+    // Post the payload's receive before the ACK leaves, so the payload always finds it.
+    p.data_buf = ctx->gloo->createUnboundBuffer(op.out[0].ptr, op.out[0].nbytes);
+    live.add(p.data_buf.get());
+    p.data_buf->recv(op.peer, slot_of(kP2pDataSlotPrefix, op.tag), 0, op.out[0].nbytes);
+  }
+  p.ack_buf = ctx->gloo->createUnboundBuffer(&p.ack, sizeof p.ack);
+  live.add(p.ack_buf.get());
+  p.ack_buf->send(op.peer, slot_of(kP2pAckSlotPrefix, op.tag), 0, sizeof p.ack);
+}
+
+// A large send whose answer arrived: send the payload after an ACK, fail after a NACK.
+void send_payload(dlpg__gloo_ctx_t *ctx, P2p &p, LiveGuard &live) {
+  const dlpg__op_t &op = *p.op;
+  if (p.ack.magic != kMagic || p.ack.kind != kKindAck || p.ack.rank != op.peer) {
+    p.error = "rank " + std::to_string(op.peer) + " answered " + who(op) +
+              " with a malformed acknowledgement";
+    return;
+  }
+  if (p.ack.flags & kFlagNack) {
+    p.error = describe_p2p_nack(op, ctx->rank, p.ack);
+    return;
+  }
+  p.data_buf = ctx->gloo->createUnboundBuffer(op.in[0].ptr, op.in[0].nbytes);
+  live.add(p.data_buf.get());
+  p.data_buf->send(op.peer, slot_of(kP2pDataSlotPrefix, op.tag), 0, op.in[0].nbytes);
+}
 
 }  // namespace
 
 void run_p2p(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const *ops, int n) {
-  std::vector<Posted> posted;
+  std::vector<P2p> ps;
   for (int i = 0; i < n; i++) {
     const dlpg__op_t &op = *ops[i];
     if (op.kind != DLPG__OP_SEND && op.kind != DLPG__OP_RECV) continue;
@@ -52,31 +147,49 @@ void run_p2p(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const *ops, int n) {
                         std::string(dlpg__op_name(op.kind)) + ": peer " +
                             std::to_string(op.peer) + " is not another rank of [0, " +
                             std::to_string(ctx->size) + ")");
-    const dlpg__tensor_t &t = op.kind == DLPG__OP_SEND ? op.in[0] : op.out[0];
-    posted.push_back({&op, ctx->gloo->createUnboundBuffer(t.ptr, t.nbytes)});
+    ps.emplace_back();
+    ps.back().op = &op;
   }
-  if (posted.empty()) return;
-  LiveSet live(ctx, posted);
-  for (auto &p : posted) {
-    if (p.op->kind == DLPG__OP_SEND)
-      p.buf->send(p.op->peer, p2p_slot(p.op->tag));
-    else
-      p.buf->recv(p.op->peer, p2p_slot(p.op->tag));
-  }
+  if (ps.empty()) return;
+  LiveGuard live(ctx);
+  // Phase 1: every receive's first message and every send's first message (and the
+  // receive of its answer) are posted before anything is waited on.
+  for (auto &p : ps)
+    if (p.op->kind == DLPG__OP_RECV) post_first(ctx, p, live);
+  for (auto &p : ps)
+    if (p.op->kind == DLPG__OP_SEND) post_first(ctx, p, live);
   // One deadline for the whole batch.
   const auto deadline = std::chrono::steady_clock::now() + ctx->timeout;
-  for (auto &p : posted) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() < 1) left = std::chrono::milliseconds(1);
+  // Phase 2: receivers check the senders' headers and answer the large ones. The senders'
+  // first messages were posted in their phase 1, so these waits depend on no answer.
+  for (auto &p : ps)
+    if (p.op->kind == DLPG__OP_RECV) {
+      wait_recv(p.first_buf.get(), *p.op, deadline);
+      answer_first(ctx, p, live);
+    }
+  // Phase 3: senders see their first message taken and, for a large one, the answer.
+  for (auto &p : ps)
+    if (p.op->kind == DLPG__OP_SEND) {
+      wait_send(p.first_buf.get(), *p.op, deadline);
+      if (!p.large) continue;
+      wait_recv(p.ack_buf.get(), *p.op, deadline);
+      send_payload(ctx, p, live);
+    }
+  // Phase 4: the answers and payloads.
+  for (auto &p : ps) {
     const bool send = p.op->kind == DLPG__OP_SEND;
-    const bool done = send ? p.buf->waitSend(left) : p.buf->waitRecv(left);
-    if (!done)
-      throw StatusError(DLPG_ERR_ABORTED,
-                        std::string(dlpg__op_name(p.op->kind)) + " with peer " +
-                            std::to_string(p.op->peer) + ", tag " + std::to_string(p.op->tag) +
-                            ": the group was aborted");
+    if (!send && p.ack_buf) wait_send(p.ack_buf.get(), *p.op, deadline);
+    if (p.data_buf) {
+      if (send)
+        wait_send(p.data_buf.get(), *p.op, deadline);
+      else
+        wait_recv(p.data_buf.get(), *p.op, deadline);
+    }
   }
+  for (auto &p : ps)
+    if (!p.error.empty())
+      throw StatusError(DLPG_ERR_INVALID_ARGUMENT,
+                        std::string(dlpg__op_name(p.op->kind)) + ": " + p.error);
 }
 
 }  // namespace dlpg_gloo

@@ -1,6 +1,8 @@
 // dlpg__gloo_run: the island's entry point for operations. A batch runs its sends and
 // receives first (posted together), then its collectives in order; the first failure ends
 // the batch, because a Gloo context that saw an I/O error or a timeout is unusable.
+#include <string>
+
 #include "gloo/ops_internal.h"
 
 namespace {
@@ -29,9 +31,20 @@ extern "C" dlpg_status_t dlpg__gloo_run(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const
   const dlpg__op_t *first_p2p = nullptr;
   for (int i = 0; i < n && !first_p2p; i++)
     if (is_p2p(ops[i])) first_p2p = ops[i];
+  // A mismatch with a peer's send or receive (INVALID_ARGUMENT, its message beginning with
+  // the name of the operation that failed) leaves the transport in step, and the peer may
+  // not have seen it (a small send does not wait for its receiver), so the batch's
+  // collectives still run; the mismatch is reported at the end.
+  dlpg_status_t deferred = DLPG_OK;
+  std::string deferred_msg;
   if (first_p2p) {
     try {
       dlpg_gloo::run_p2p(ctx, ops, n);
+    } catch (const dlpg_gloo::StatusError &e) {
+      if (e.status() != DLPG_ERR_INVALID_ARGUMENT || ctx->aborted.load())
+        return dlpg_gloo::status_from_current_exception(op_name(first_p2p), ctx->aborted.load());
+      deferred = e.status();
+      deferred_msg = e.what();
     } catch (...) {
       return dlpg_gloo::status_from_current_exception(op_name(first_p2p), ctx->aborted.load());
     }
@@ -44,5 +57,7 @@ extern "C" dlpg_status_t dlpg__gloo_run(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const
       return dlpg_gloo::status_from_current_exception(op_name(ops[i]), ctx->aborted.load());
     }
   }
+  if (deferred != DLPG_OK)
+    return dlpg__error(deferred, "%s", deferred_msg.c_str());  // names its operation
   return DLPG_OK;
 }

@@ -69,6 +69,7 @@ void dlpg__nccl_comm_release(dlpg__nccl_comm_t *c) {
   if (atomic_fetch_sub(&c->refs, 1) != 1) return;
   struct dlpg__nccl *st = c->st;
   pthread_mutex_destroy(&c->issue_mu);
+  free(c->p2p_warm);
   free(c);
   dlpg__nccl_state_release(st); /* each entry holds a reference to its state */
 }
@@ -105,6 +106,14 @@ static void dlpg__nccl_comm_abort_locked(dlpg__nccl_comm_t *c) {
       DLPG_WARN(NCCL, c->st->rank, "ncclCommAbort of communicator '%s' device %d: %s", c->key,
                 c->devs[i], ncclGetErrorString(r));
     c->comms[i] = NULL;
+    /* The split child first, then the parent it shares resources with. */
+    if (c->parents[i]) {
+      r = ncclCommAbort(c->parents[i]);
+      if (r != ncclSuccess)
+        DLPG_WARN(NCCL, c->st->rank, "ncclCommAbort of communicator '%s' (parent) device %d: %s",
+                  c->key, c->devs[i], ncclGetErrorString(r));
+      c->parents[i] = NULL;
+    }
   }
   if (c->state != DLPG__COMM_DESTROYED) c->state = DLPG__COMM_ABORTED;
 }
@@ -117,6 +126,7 @@ void dlpg__nccl_abort(dlpg__nccl_t *st) {
   dlpg__nccl_wrlock();
   pthread_mutex_lock(&st->mu);
   for (dlpg__nccl_comm_t *c = st->comms; c; c = c->next) dlpg__nccl_comm_abort_locked(c);
+  memset(st->by_dev, 0, sizeof(st->by_dev));
   pthread_cond_broadcast(&st->cv);
   pthread_mutex_unlock(&st->mu);
   dlpg__nccl_unlock();
@@ -149,16 +159,21 @@ void dlpg__nccl_destroy(dlpg__nccl_t *st) {
   }
   dlpg__nccl_comm_t *list = st->comms;
   st->comms = NULL;
+  memset(st->by_dev, 0, sizeof(st->by_dev));
   pthread_mutex_unlock(&st->mu);
 
-  /* Start finalizing every ready communicator. */
+  /* Start finalizing every ready communicator. In split mode the non-blocking parents are
+   * finalized (polled against the deadline); once they are quiescent every peer is known to
+   * be tearing down too, and the blocking children are destroyed below without waiting on
+   * anyone missing. */
   dlpg__nccl_rdlock();
   for (dlpg__nccl_comm_t *c = list; c; c = c->next) {
     if (c->state != DLPG__COMM_READY) continue;
     for (int i = 0; i < c->ndev; i++) {
-      if (!c->comms[i]) continue;
+      ncclComm_t h = c->parents[i] ? c->parents[i] : c->comms[i];
+      if (!h) continue;
       cudaSetDevice(c->devs[i]);
-      ncclResult_t r = ncclCommFinalize(c->comms[i]);
+      ncclResult_t r = ncclCommFinalize(h);
       if (r != ncclSuccess && r != ncclInProgress) {
         DLPG_WARN(NCCL, st->rank, "ncclCommFinalize of '%s' device %d: %s; aborting it", c->key,
                   c->devs[i], ncclGetErrorString(r));
@@ -172,9 +187,10 @@ void dlpg__nccl_destroy(dlpg__nccl_t *st) {
     for (dlpg__nccl_comm_t *c = list; c; c = c->next) {
       if (c->state != DLPG__COMM_READY) continue;
       for (int i = 0; i < c->ndev; i++) {
-        if (!c->comms[i]) continue;
+        ncclComm_t h = c->parents[i] ? c->parents[i] : c->comms[i];
+        if (!h) continue;
         ncclResult_t a = ncclSuccess;
-        ncclResult_t r = ncclCommGetAsyncError(c->comms[i], &a);
+        ncclResult_t r = ncclCommGetAsyncError(h, &a);
         if (r != ncclSuccess || (a != ncclSuccess && a != ncclInProgress)) {
           c->state = DLPG__COMM_FAILED;
           break;
@@ -202,14 +218,18 @@ void dlpg__nccl_destroy(dlpg__nccl_t *st) {
   pthread_mutex_lock(&st->mu);
   for (dlpg__nccl_comm_t *c = list; c; c = c->next) {
     for (int i = 0; i < c->ndev; i++) {
-      if (!c->comms[i]) continue;
-      cudaSetDevice(c->devs[i]);
-      ncclResult_t r = c->state == DLPG__COMM_READY ? ncclCommDestroy(c->comms[i])
-                                                     : ncclCommAbort(c->comms[i]);
-      if (r != ncclSuccess)
-        DLPG_WARN(NCCL, st->rank, "releasing communicator '%s' device %d: %s", c->key,
-                  c->devs[i], ncclGetErrorString(r));
+      /* The split child before the parent whose resources it shares. */
+      ncclComm_t hs[2] = {c->comms[i], c->parents[i]};
+      for (int h = 0; h < 2; h++) {
+        if (!hs[h]) continue;
+        cudaSetDevice(c->devs[i]);
+        ncclResult_t r = c->state == DLPG__COMM_READY ? ncclCommDestroy(hs[h]) : ncclCommAbort(hs[h]);
+        if (r != ncclSuccess)
+          DLPG_WARN(NCCL, st->rank, "releasing communicator '%s'%s device %d: %s", c->key,
+                    h ? " (parent)" : "", c->devs[i], ncclGetErrorString(r));
+      }
       c->comms[i] = NULL;
+      c->parents[i] = NULL;
     }
     c->state = DLPG__COMM_DESTROYED;
   }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 #include "nccl/nccl_internal.h"
@@ -128,9 +129,25 @@ static dlpg_status_t dlpg__rdv_fetch(const char *fn, dlpg__nccl_comm_t *c, doubl
   return DLPG_OK;
 }
 
+dlpg__nccl_mode_t dlpg__nccl_mode(void) {
+  const char *m = dlpg__param_str(DLPG__PARAM_NCCL_COMM_MODE);
+  if (!m) {
+    long blocking = 0;
+    dlpg__param_long(DLPG__PARAM_NCCL_BLOCKING_INIT, &blocking);
+    return blocking ? DLPG__MODE_BLOCKING : DLPG__MODE_SPLIT;
+  }
+  if (strcmp(m, "split") == 0) return DLPG__MODE_SPLIT;
+  if (strcmp(m, "nonblocking") == 0) return DLPG__MODE_NONBLOCKING;
+  if (strcmp(m, "blocking") == 0) return DLPG__MODE_BLOCKING;
+  DLPG_WARN(NCCL, -1, "DLPG_NCCL_COMM_MODE=\"%s\" is not split, nonblocking or blocking; using split",
+            m);
+  return DLPG__MODE_SPLIT;
+}
+
 dlpg_status_t dlpg__nccl_wait_ready(const char *fn, dlpg__nccl_comm_t *const *cs, int nc,
-                                    double deadline) {
+                                    int parents, double deadline) {
   long nap = 20;
+  double t0 = dlpg__now();
   for (;;) {
     int pending = 0;
     dlpg_status_t s = DLPG_OK;
@@ -141,19 +158,20 @@ dlpg_status_t dlpg__nccl_wait_ready(const char *fn, dlpg__nccl_comm_t *const *cs
         s = dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted", fn, c->st->name);
         break;
       }
+      ncclComm_t *hs = parents ? c->parents : c->comms;
       for (int i = 0; i < c->ndev; i++) {
-        if (!c->comms[i]) {
+        if (!hs[i]) {
           s = dlpg__error(DLPG_ERR_ABORTED, "%s: communicator '%s' of group '%s' was aborted", fn,
                           c->key, c->st->name);
           break;
         }
         ncclResult_t a = ncclSuccess;
-        ncclResult_t r = ncclCommGetAsyncError(c->comms[i], &a);
+        ncclResult_t r = ncclCommGetAsyncError(hs[i], &a);
         if (r != ncclSuccess) a = r;
         if (a == ncclInProgress) {
           pending = 1;
         } else if (a != ncclSuccess) {
-          s = dlpg__nccl_result(a, c->comms[i], fn, "NCCL communicator");
+          s = dlpg__nccl_result(a, hs[i], fn, "NCCL communicator");
           break;
         }
       }
@@ -166,9 +184,64 @@ dlpg_status_t dlpg__nccl_wait_ready(const char *fn, dlpg__nccl_comm_t *const *cs
                          "deadline (%.1f s); a peer is missing or stuck", fn, cs[0]->key,
                          cs[0]->st->name, cs[0]->st->rank,
                          cs[0]->st->g ? cs[0]->st->g->timeout_s : 0.0);
+    /* NCCL finishes a non-blocking group launch on its own thread within tens of
+     * microseconds: spin (yielding) for the first 200 us so a fast launch is not padded by
+     * a sleep's granularity, then back off to sleeps for slow steps (init, connection). */
+    if (dlpg__now() - t0 < 200e-6) {
+      sched_yield();
+      continue;
+    }
     dlpg__sleep_us(nap);
     if (nap < 1000) nap *= 2;
   }
+}
+
+/* Split mode: the ready non-blocking communicators become the parents, and one
+ * ncclCommSplit of each (color 0, key = its NCCL rank, so ranks keep their numbers) gives
+ * the blocking child that operations use. The split is issued in one NCCL group (every
+ * local device of an entry takes part in the same split); on non-blocking parents it
+ * returns ncclInProgress and the children are polled against the deadline, so a peer that
+ * vanishes during the split ends in DLPG_ERR_TIMEOUT, as during init. */
+static dlpg_status_t dlpg__split_all(const char *fn, dlpg__nccl_comm_t **nw, int nn,
+                                     double deadline) {
+  int any = 0;
+  for (int k = 0; k < nn; k++) any |= nw[k]->mode == DLPG__MODE_SPLIT;
+  if (!any) return DLPG_OK;
+  dlpg_status_t s = DLPG_OK;
+  for (int k = 0; k < nn && s == DLPG_OK; k++) {
+    dlpg__nccl_comm_t *c = nw[k];
+    if (c->mode != DLPG__MODE_SPLIT) continue;
+    if (!(c->p2p_warm = calloc((size_t)c->nranks, 1)))
+      return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
+  }
+  dlpg__nccl_rdlock();
+  ncclResult_t r = ncclGroupStart();
+  if (r != ncclSuccess) s = dlpg__nccl_result(r, NULL, fn, "ncclGroupStart (split)");
+  for (int k = 0; k < nn && s == DLPG_OK; k++) {
+    dlpg__nccl_comm_t *c = nw[k];
+    if (c->mode != DLPG__MODE_SPLIT) continue;
+    for (int i = 0; i < c->ndev && s == DLPG_OK; i++) {
+      ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+      cfg.blocking = 1;
+      cfg.splitShare = 1;
+      c->parents[i] = c->comms[i];
+      c->comms[i] = NULL;
+      s = dlpg__cuda_result(cudaSetDevice(c->devs[i]), fn, "cudaSetDevice");
+      if (s != DLPG_OK) break;
+      r = ncclCommSplit(c->parents[i], 0, c->st->rank * c->ndev + i, &c->comms[i], &cfg);
+      s = dlpg__nccl_result(r, c->parents[i], fn, "ncclCommSplit");
+    }
+  }
+  r = ncclGroupEnd();
+  if (s == DLPG_OK) s = dlpg__nccl_result(r, NULL, fn, "ncclGroupEnd (communicator split)");
+  for (int k = 0; k < nn && s == DLPG_OK; k++)
+    for (int i = 0; i < nw[k]->ndev && s == DLPG_OK; i++)
+      if (nw[k]->mode == DLPG__MODE_SPLIT && !nw[k]->comms[i])
+        s = dlpg__error(DLPG_ERR_SYSTEM, "%s: ncclCommSplit of communicator '%s' gave no "
+                        "communicator on cuda:%d", fn, nw[k]->key, nw[k]->devs[i]);
+  dlpg__nccl_unlock();
+  if (s == DLPG_OK) s = dlpg__nccl_wait_ready(fn, nw, nn, 0, deadline);
+  return s;
 }
 
 /* Create the entries of new[0..nn) together: rendezvous all, one ncclGroupStart/End of all
@@ -183,8 +256,6 @@ static dlpg_status_t dlpg__create_all(const char *fn, dlpg__nccl_comm_t **nw, in
   for (int k = 0; k < nn && s == DLPG_OK; k++) s = dlpg__rdv_fetch(fn, nw[k], deadline, &ids[k]);
   if (s != DLPG_OK) goto out;
 
-  long blocking = 0;
-  dlpg__param_long(DLPG__PARAM_NCCL_BLOCKING_INIT, &blocking);
   int cur = -1;
   cudaGetDevice(&cur);
   dlpg__nccl_rdlock();
@@ -194,7 +265,7 @@ static dlpg_status_t dlpg__create_all(const char *fn, dlpg__nccl_comm_t **nw, in
     dlpg__nccl_comm_t *c = nw[k];
     for (int i = 0; i < c->ndev && s == DLPG_OK; i++) {
       ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-      cfg.blocking = blocking ? 1 : 0;
+      cfg.blocking = c->mode == DLPG__MODE_BLOCKING ? 1 : 0;
       s = dlpg__cuda_result(cudaSetDevice(c->devs[i]), fn, "cudaSetDevice");
       if (s != DLPG_OK) break;
       r = ncclCommInitRankConfig(&c->comms[i], c->nranks, ids[k], c->st->rank * c->ndev + i, &cfg);
@@ -204,12 +275,15 @@ static dlpg_status_t dlpg__create_all(const char *fn, dlpg__nccl_comm_t **nw, in
   r = ncclGroupEnd();
   if (s == DLPG_OK) s = dlpg__nccl_result(r, NULL, fn, "ncclGroupEnd (communicator init)");
   dlpg__nccl_unlock();
+  if (s == DLPG_OK) s = dlpg__nccl_wait_ready(fn, nw, nn, 0, deadline);
+  if (s == DLPG_OK) s = dlpg__split_all(fn, nw, nn, deadline);
   if (cur >= 0) cudaSetDevice(cur);
-  if (s == DLPG_OK) s = dlpg__nccl_wait_ready(fn, nw, nn, deadline);
   if (s == DLPG_OK)
     for (int k = 0; k < nn; k++)
-      DLPG_INFO(NCCL, nw[k]->st->rank, "group '%s': communicator %d on devices '%s' ready (%d NCCL ranks)",
-                nw[k]->st->name, nw[k]->seq, nw[k]->key, nw[k]->nranks);
+      DLPG_INFO(NCCL, nw[k]->st->rank, "group '%s': communicator %d on devices '%s' ready (%d NCCL "
+                "ranks, %s)", nw[k]->st->name, nw[k]->seq, nw[k]->key, nw[k]->nranks,
+                nw[k]->parents[0] ? "blocking split child" : nw[k]->mode == DLPG__MODE_BLOCKING
+                                                               ? "blocking" : "non-blocking");
 out:
   free(ids);
   return s;
@@ -224,13 +298,18 @@ static void dlpg__finish_all(dlpg__nccl_comm_t **nw, int nn, dlpg_status_t s) {
     dlpg__nccl_comm_t *c = nw[k];
     pthread_mutex_lock(&c->st->mu);
     if (s != DLPG_OK) {
-      for (int i = 0; i < c->ndev; i++)
+      for (int i = 0; i < c->ndev; i++) {
         if (c->comms[i]) ncclCommAbort(c->comms[i]), c->comms[i] = NULL;
+        if (c->parents[i]) ncclCommAbort(c->parents[i]), c->parents[i] = NULL;
+      }
       c->err = s;
       snprintf(c->msg, sizeof(c->msg), "%s", msg);
       if (c->state == DLPG__COMM_CREATING) c->state = DLPG__COMM_FAILED;
     } else if (c->state == DLPG__COMM_CREATING) {
       c->state = DLPG__COMM_READY;
+      if (c->ndev == 1 && c->devs[0] >= 0 && c->devs[0] < DLPG__NCCL_MAX_DEVICE &&
+          !atomic_load(&c->st->aborted) && !atomic_load(&c->st->destroyed))
+        c->st->by_dev[c->devs[0]] = c;
     }
     pthread_cond_broadcast(&c->st->cv);
     pthread_mutex_unlock(&c->st->mu);
@@ -257,8 +336,27 @@ dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__op_t *const *ops, int n
   dlpg__nccl_comm_t *nw[64];
   int nn = 0;
   dlpg_status_t s = DLPG_OK;
-  double deadline = dlpg__now() + (ops[0]->group->timeout_s > 0 ? ops[0]->group->timeout_s : 300.0);
   for (int i = 0; i < n; i++) comms[i] = NULL;
+
+  /* Fast path: one op on one device whose communicator is ready (no key formatting, no
+   * list walk, no deadline clock). The flags are rechecked by the issue path. */
+  if (n == 1 && ops[0]->ntensors == 1) {
+    struct dlpg__nccl *st = ops[0]->group->nccl;
+    int dev = ops[0]->in[0].device_id;
+    if (dev >= 0 && dev < DLPG__NCCL_MAX_DEVICE) {
+      pthread_mutex_lock(&st->mu);
+      dlpg__nccl_comm_t *c = st->by_dev[dev];
+      if (c && c->state == DLPG__COMM_READY && !atomic_load(&st->aborted) &&
+          !atomic_load(&st->destroyed)) {
+        dlpg__nccl_comm_retain(c);
+        comms[0] = c;
+      }
+      pthread_mutex_unlock(&st->mu);
+      if (comms[0]) return DLPG_OK;
+    }
+  }
+
+  double deadline = dlpg__now() + (ops[0]->group->timeout_s > 0 ? ops[0]->group->timeout_s : 300.0);
 
   /* Pass 1: find or claim every op's entry. */
   for (int i = 0; i < n && s == DLPG_OK; i++) {
@@ -288,6 +386,7 @@ dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__op_t *const *ops, int n
           c->nranks = c->ndev * st->size;
           c->seq = st->ncreated++;
           c->state = DLPG__COMM_CREATING;
+          c->mode = (int)dlpg__nccl_mode();
           atomic_init(&c->refs, 1); /* the cache's */
           pthread_mutex_init(&c->issue_mu, NULL);
           c->next = st->comms;

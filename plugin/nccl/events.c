@@ -142,9 +142,12 @@ dlpg_status_t dlpg__nccl_attach_work(const char *fn, dlpg__op_t *op, dlpg__nccl_
   if (!p) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
   p->fn = fn;
   dlpg_status_t s = DLPG_OK;
+  int cur = -1;
+  cudaGetDevice(&cur);
   for (int i = 0; i < op->ntensors && s == DLPG_OK; i++) {
     int dev = op->in[i].device_id;
-    s = dlpg__cuda_result(cudaSetDevice(dev), fn, "cudaSetDevice");
+    if (dev != cur) s = dlpg__cuda_result(cudaSetDevice(dev), fn, "cudaSetDevice");
+    cur = dev;
     if (s == DLPG_OK) s = dlpg__event_get(fn, c->st, dev, &p->ev[i]);
     if (s != DLPG_OK) break;
     p->n++;

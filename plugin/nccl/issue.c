@@ -1,9 +1,12 @@
-/* Enqueueing operations on NCCL: one ncclGroupStart/End around every call (and around a
- * whole dlpg_group_start/end batch), the caller's current CUDA device saved and restored,
- * NULL streams meaning each device's default stream. The communicators of all ops are
- * created first (comm_create.c); once NCCL has enqueued the batch (a non-blocking
- * ncclGroupEnd may report ncclInProgress, and then the work reaches the streams only when
- * the communicators are ready), each op's work gets its events (events.c).
+/* Enqueueing operations on NCCL: one ncclGroupStart/End around a whole dlpg_group_start/end
+ * batch and around any multi-device or non-blocking call (a single op on a single device of
+ * a blocking communicator is its own NCCL group), the caller's current CUDA device saved
+ * and restored, NULL streams meaning each device's default stream. The communicators of
+ * all ops are created first (comm_create.c). In split mode (DLPG_NCCL_COMM_MODE) ops go to
+ * the blocking split children, except a batch that is the first to need a connection: it
+ * goes to the non-blocking parents, whose ncclGroupEnd reports ncclInProgress until the
+ * peers have connected, polled against the deadline. Once enqueued, each op whose caller
+ * asked for a work gets its events (events.c); work == NULL costs no event.
  *
  * Layout rules (ABI.md): NCCL rank of local device i of group rank r is r * ndev + i, so
  * allgather and reduce_scatter blocks are rank-major then device, roots are root * ndev,
@@ -18,17 +21,20 @@
 /* Enqueue one op on its communicator (inside the caller's ncclGroupStart/End, read lock
  * held). */
 static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__op_t *op, dlpg__nccl_comm_t *c,
-                                   cudaStream_t *streams) {
+                                   int parents, cudaStream_t *streams, int *curdev) {
   const int nd = c->ndev;
   ncclResult_t r = ncclSuccess;
   for (int i = 0; i < op->ntensors; i++) {
     const dlpg__tensor_t *in = &op->in[i], *out = &op->out[i];
-    ncclComm_t comm = c->comms[i];
+    ncclComm_t comm = parents ? c->parents[i] : c->comms[i];
     cudaStream_t s = streams[i];
     if (!comm)
       return dlpg__error(DLPG_ERR_ABORTED, "%s: communicator '%s' of group '%s' was aborted", fn,
                          c->key, c->st->name);
-    DLPG_CHECK(dlpg__cuda_result(cudaSetDevice(in->device_id), fn, "cudaSetDevice"));
+    if (*curdev != in->device_id) {
+      DLPG_CHECK(dlpg__cuda_result(cudaSetDevice(in->device_id), fn, "cudaSetDevice"));
+      *curdev = in->device_id;
+    }
     ncclDataType_t type = ncclUint8;
     ncclRedOp_t rop = ncclSum;
     const char *what = "";
@@ -91,8 +97,8 @@ static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__op_t *op, dlpg__n
 
 /* Checks before any communicator exists, so an unsupported request costs no rendezvous. */
 static dlpg_status_t dlpg__precheck(const char *fn, const dlpg__op_t *op) {
-  if (!op || !op->group || !op->work)
-    return dlpg__error(DLPG_ERR_INTERNAL, "%s: op without group or work", fn);
+  if (!op || !op->group)
+    return dlpg__error(DLPG_ERR_INTERNAL, "%s: op without group", fn);
   if (!op->group->nccl)
     return dlpg__error(DLPG_ERR_INTERNAL, "%s: group has no NCCL state", fn);
   if (op->backend != DLPG__BACKEND_NCCL || op->kind == DLPG__OP_BARRIER)
@@ -128,20 +134,55 @@ static int dlpg__unique_comms(dlpg__nccl_comm_t **comms, int n, dlpg__nccl_comm_
   return m;
 }
 
+/* Split mode: whether op only needs connections an earlier op of the entry set up (so the
+ * blocking child cannot wait on a peer while connecting). Caller holds c->issue_mu. */
+static int dlpg__is_warm(const dlpg__op_t *op, const dlpg__nccl_comm_t *c) {
+  if (!c->parents[0]) return 1;
+  if (op->kind == DLPG__OP_SEND || op->kind == DLPG__OP_RECV) {
+    int bit = op->kind == DLPG__OP_SEND ? 1 : 2;
+    for (int i = 0; i < op->ntensors; i++) {
+      int peer = op->peer * c->ndev + i;
+      if (peer < 0 || peer >= c->nranks || !(c->p2p_warm[peer] & bit)) return 0;
+    }
+    return 1;
+  }
+  return (c->coll_warm >> op->kind) & 1u;
+}
+
+static void dlpg__mark_warm(const dlpg__op_t *op, dlpg__nccl_comm_t *c) {
+  if (!c->parents[0]) return;
+  if (op->kind == DLPG__OP_SEND || op->kind == DLPG__OP_RECV) {
+    int bit = op->kind == DLPG__OP_SEND ? 1 : 2;
+    for (int i = 0; i < op->ntensors; i++) {
+      int peer = op->peer * c->ndev + i;
+      if (peer >= 0 && peer < c->nranks) c->p2p_warm[peer] |= (unsigned char)bit;
+    }
+    return;
+  }
+  c->coll_warm |= 1u << op->kind;
+  if (op->kind == DLPG__OP_ALLTOALL) memset(c->p2p_warm, 3, (size_t)c->nranks);
+}
+
 dlpg_status_t dlpg__nccl_issue(dlpg__op_t *const *ops, int n) {
   if (!ops || n < 1) return dlpg__error(DLPG_ERR_INTERNAL, "dlpg__nccl_issue: empty batch");
   const char *fn = n == 1 ? dlpg__op_name(ops[0]->kind) : "dlpg_group_end";
   for (int k = 0; k < n; k++) DLPG_CHECK(dlpg__precheck(fn, ops[k]));
 
-  dlpg__nccl_comm_t *one[2], **comms = n == 1 ? one : calloc((size_t)n * 2, sizeof(*comms));
-  cudaStream_t *streams = calloc((size_t)n * DLPG__MAX_LOCAL_DEVICES, sizeof(*streams));
-  if (!comms || !streams) {
-    if (comms != one) free(comms);
-    free(streams);
-    return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
+  /* One op (the common case) uses the stack; a batch allocates. */
+  dlpg__nccl_comm_t *one[2], **comms = one;
+  cudaStream_t one_streams[DLPG__MAX_LOCAL_DEVICES], *streams = one_streams;
+  if (n > 1) {
+    comms = calloc((size_t)n * 2, sizeof(*comms));
+    streams = calloc((size_t)n * DLPG__MAX_LOCAL_DEVICES, sizeof(*streams));
+    if (!comms || !streams) {
+      free(comms);
+      free(streams);
+      return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
+    }
   }
   int cur = -1;
   cudaGetDevice(&cur);
+  int dev = cur; /* the device current now; restored at the end when changed */
   dlpg_status_t s = dlpg__nccl_get_comms(fn, ops, n, comms);
   if (s != DLPG_OK) goto out_free;
   for (int k = 0; k < n; k++)
@@ -151,35 +192,61 @@ dlpg_status_t dlpg__nccl_issue(dlpg__op_t *const *ops, int n) {
   /* Enqueue everything as one NCCL group, holding every communicator of the batch until
    * NCCL has put the work on the streams and the events are recorded behind it. */
   dlpg__nccl_comm_t **uniq = comms + n;
-  int nu = dlpg__unique_comms(comms, n, uniq);
+  int nu = 1;
+  if (n == 1) uniq[0] = comms[0];
+  else nu = dlpg__unique_comms(comms, n, uniq);
   for (int u = 0; u < nu; u++) pthread_mutex_lock(&uniq[u]->issue_mu);
+  /* Split mode: a batch that would set up a connection goes to the non-blocking parents
+   * (polled against the deadline below); a warm one to the blocking children. Every rank
+   * issues the same sequence, so every rank makes the same choice. */
+  int parents = 0;
+  for (int k = 0; k < n; k++) parents |= !dlpg__is_warm(ops[k], comms[k]);
+  int nonblocking = parents || comms[0]->mode == DLPG__MODE_NONBLOCKING;
+  /* One op on one device on a blocking communicator is its own NCCL group already. */
+  int grouped = nonblocking || n > 1 || ops[0]->ntensors > 1;
+  ncclResult_t r = ncclSuccess;
   dlpg__nccl_rdlock();
-  ncclResult_t r = ncclGroupStart();
-  s = dlpg__nccl_result(r, NULL, fn, "ncclGroupStart");
+  if (grouped) {
+    r = ncclGroupStart();
+    s = dlpg__nccl_result(r, NULL, fn, "ncclGroupStart");
+  }
   for (int k = 0; k < n && s == DLPG_OK; k++)
-    s = dlpg__enqueue(fn, ops[k], comms[k], &streams[k * DLPG__MAX_LOCAL_DEVICES]);
-  r = ncclGroupEnd();
-  if (s == DLPG_OK) s = dlpg__nccl_result(r, NULL, fn, "ncclGroupEnd");
+    s = dlpg__enqueue(fn, ops[k], comms[k], parents, &streams[k * DLPG__MAX_LOCAL_DEVICES], &dev);
+  if (grouped) {
+    r = ncclGroupEnd();
+    if (s == DLPG_OK) s = dlpg__nccl_result(r, NULL, fn, "ncclGroupEnd");
+  }
   dlpg__nccl_unlock();
 
   /* Non-blocking communicators: the batch reaches the streams once none is in progress
    * (the first operation on a communicator connects its peers here). */
-  if (s == DLPG_OK && r == ncclInProgress) {
+  if (s == DLPG_OK && nonblocking && r == ncclInProgress) {
     double deadline = dlpg__now() + (ops[0]->group->timeout_s > 0 ? ops[0]->group->timeout_s : 300.0);
-    s = dlpg__nccl_wait_ready(fn, uniq, nu, deadline);
+    s = dlpg__nccl_wait_ready(fn, uniq, nu, parents, deadline);
     /* A peer that never connects leaves the communicators half set up: abort them, so
      * nothing waits on them later (the group is unusable for CUDA after a timeout, as
      * after dlpg_work_wait's). */
     if (s == DLPG_ERR_TIMEOUT)
       for (int k = 0; k < n; k++) dlpg__nccl_abort(comms[k]->st);
   }
+  if (s == DLPG_OK && parents)
+    for (int k = 0; k < n; k++) dlpg__mark_warm(ops[k], comms[k]);
+  /* Completion: only ops whose caller asked for a work get events (work == NULL: nobody
+   * can wait, and the caller's stream orders its later work). */
   for (int k = 0; k < n && s == DLPG_OK; k++)
-    s = dlpg__nccl_attach_work(fn, ops[k], comms[k], &streams[k * DLPG__MAX_LOCAL_DEVICES]);
+    if (ops[k]->work)
+      s = dlpg__nccl_attach_work(fn, ops[k], comms[k], &streams[k * DLPG__MAX_LOCAL_DEVICES]);
   for (int u = nu - 1; u >= 0; u--) pthread_mutex_unlock(&uniq[u]->issue_mu);
   for (int k = 0; k < n; k++) dlpg__nccl_comm_release(comms[k]);
 out_free:
-  if (cur >= 0) cudaSetDevice(cur);
-  if (comms != one) free(comms);
-  free(streams);
+  /* attach_work may have switched devices too: restore unconditionally then. */
+  if (cur >= 0) {
+    int now = -1;
+    if (cudaGetDevice(&now) == cudaSuccess && now != cur) cudaSetDevice(cur);
+  }
+  if (n > 1) {
+    free(comms);
+    free(streams);
+  }
   return s;
 }

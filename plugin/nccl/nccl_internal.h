@@ -30,6 +30,16 @@ typedef enum dlpg__nccl_comm_state {
   DLPG__COMM_DESTROYED = 4 /* finalized and destroyed by dlpg__nccl_destroy */
 } dlpg__nccl_comm_state_t;
 
+/* How communicators are created and used (DLPG_NCCL_COMM_MODE). */
+typedef enum dlpg__nccl_mode {
+  DLPG__MODE_SPLIT = 0,       /* non-blocking init + blocking ncclCommSplit child for ops */
+  DLPG__MODE_NONBLOCKING = 1, /* non-blocking init, ops on the non-blocking communicator */
+  DLPG__MODE_BLOCKING = 2     /* blocking init and ops (no deadline inside NCCL's init) */
+} dlpg__nccl_mode_t;
+
+/* The mode of DLPG_NCCL_COMM_MODE (DLPG_NCCL_BLOCKING_INIT=1 when unset: blocking). */
+dlpg__nccl_mode_t dlpg__nccl_mode(void);
+
 /* One cached communicator: one ncclComm per local device of the key. Owned by the cache
  * (st->comms); live pollers hold references so the entry outlives dlpg__nccl_destroy. */
 typedef struct dlpg__nccl_comm {
@@ -37,7 +47,22 @@ typedef struct dlpg__nccl_comm {
   char key[DLPG__NCCL_KEY_MAX]; /* "0" or "0,1" */
   int ndev;
   int devs[DLPG__MAX_LOCAL_DEVICES];
-  ncclComm_t comms[DLPG__MAX_LOCAL_DEVICES]; /* NULL once aborted or destroyed */
+  /* The handles operations use, one per local device; NULL once aborted or destroyed. In
+   * split mode these are the blocking children and parents[] the non-blocking communicators
+   * they were split from (kept: the children share their resources, and the parents carry
+   * the deadline-polled paths: the first use of a connection, finalize). Otherwise
+   * parents[] is all NULL and comms[] are the communicators of ncclCommInitRankConfig. */
+  ncclComm_t comms[DLPG__MAX_LOCAL_DEVICES];
+  ncclComm_t parents[DLPG__MAX_LOCAL_DEVICES];
+  int mode;                     /* dlpg__nccl_mode_t the entry was created with */
+  /* Split mode, under issue_mu: which connections an earlier operation has set up, so the
+   * blocking children can be used without waiting on a peer. NCCL connects lazily at the
+   * first operation that needs a connection; that first use goes through the non-blocking
+   * parents, polled against the deadline. Bit k of coll_warm: op kind k ran once.
+   * p2p_warm[peer]: bit 0 a send to peer ran, bit 1 a receive from peer ran (nranks bytes,
+   * NCCL ranks). */
+  unsigned coll_warm;
+  unsigned char *p2p_warm;
   int nranks;                   /* ndev * world_size */
   int seq;                      /* creation index within the group: the store key */
   int state;                    /* dlpg__nccl_comm_state_t, under st->mu */
@@ -70,12 +95,16 @@ struct dlpg__nccl {
   atomic_int destroyed;
   atomic_int refs;            /* the group's + one per live poller */
   dlpg__nccl_event_t *free_events[DLPG__NCCL_MAX_DEVICE];
+  /* READY single-device entries by device ordinal (under mu): the per-call lookup of the
+   * common case without formatting a key or walking the list. Cleared by abort/destroy. */
+  dlpg__nccl_comm_t *by_dev[DLPG__NCCL_MAX_DEVICE];
 };
 
 /* Process-wide lock that orders NCCL calls on cached communicators (read side: issue, poll,
  * init polling) against ncclCommAbort/ncclCommDestroy (write side), so no thread uses a
- * handle another thread is freeing. Read sections are short: every communicator is
- * non-blocking, so no NCCL call inside one waits for a peer. */
+ * handle another thread is freeing. Read sections are short: NCCL calls that can wait for
+ * a peer (init, split, the first use of a connection, finalize) go to non-blocking
+ * communicators and are polled outside the lock (except in DLPG_NCCL_COMM_MODE=blocking). */
 void dlpg__nccl_rdlock(void);
 void dlpg__nccl_wrlock(void);
 void dlpg__nccl_unlock(void);
@@ -96,10 +125,11 @@ void dlpg__nccl_comm_release(dlpg__nccl_comm_t *c);
 dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__op_t *const *ops, int n,
                                    dlpg__nccl_comm_t **comms);
 
-/* Poll the communicators until none reports ncclInProgress (after a non-blocking init or
- * group end), against deadline and the abort flags. The caller holds no lock. */
+/* Poll the communicators until none reports ncclInProgress (after a non-blocking init,
+ * split or group end), against deadline and the abort flags. parents: poll c->parents[]
+ * instead of c->comms[]. The caller holds no lock. */
 dlpg_status_t dlpg__nccl_wait_ready(const char *fn, dlpg__nccl_comm_t *const *cs, int nc,
-                                    double deadline);
+                                    int parents, double deadline);
 
 /* Types (types.c). */
 dlpg_status_t dlpg__nccl_reduce_type(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op,

@@ -3,7 +3,6 @@ checks every operation against a reference computed locally from every rank's se
 random data, and reports {check name: "ok" | traceback} through a queue."""
 
 import datetime
-import os
 import traceback
 
 TIMEOUT = datetime.timedelta(seconds=60)

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from conftest import REPO, SHIM, cuda_devices, free_port, run_ranks
+from conftest import SHIM, cuda_devices, free_port, run_ranks
 import dlpg_workers
 
 

@@ -7,7 +7,8 @@ dlpg.torch._compat.
 """
 
 from . import _compat
-from .process_group import DlpgWork, ProcessGroupDlpg
+from .process_group import ProcessGroupDlpg
+from .work import DlpgWork
 
 BACKEND_NAME = "dlpg"
 
