@@ -209,7 +209,8 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=300)
-    ap.add_argument("--dlpg-args", default="",
+    # torch.distributed.all_reduce reduces in place, so the like-for-like dlpg run does too.
+    ap.add_argument("--dlpg-args", default="--inplace",
                     help="extra dlpg-bench options, e.g. --inplace")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "cpu-allreduce-vs-torch-gloo.md"))
     # Internal: one torch rank.

@@ -82,7 +82,7 @@ dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
                  "must be in [0, %d))", fn, rank, world_size, world_size);
   dlpg_group_options_t o;
   DLPG_CHECK(dlpg__read_options(fn, options, &o));
-  double timeout_s;
+  double timeout_s = 300.0;
   DLPG_CHECK(dlpg__resolve_timeout(fn, &o, &timeout_s));
 
   const char *name = (o.name && o.name[0]) ? o.name : dlpg__param_str(DLPG__PARAM_GROUP_NAME);
@@ -142,7 +142,7 @@ dlpg_status_t dlpg_group_create_from_env(const dlpg_group_options_t *options,
   DLPG_ARG_CHECK(rank < size, "%s: RANK is %ld but WORLD_SIZE is %ld", fn, rank, size);
   dlpg_group_options_t o;
   DLPG_CHECK(dlpg__read_options(fn, options, &o));
-  double timeout_s;
+  double timeout_s = 300.0;
   DLPG_CHECK(dlpg__resolve_timeout(fn, &o, &timeout_s));
 
   dlpg_store_t *store = NULL;

@@ -56,6 +56,11 @@ const char *dlpg__param_str(dlpg__param_id_t id) {
   return v ? v : dlpg__params[id].def;
 }
 
+int dlpg__param_default_env(dlpg__param_id_t id, const char *value) {
+  if ((int)id < 0 || id >= DLPG__PARAM_COUNT || !value) return 0;
+  return dlpg__param_env(id) == NULL && setenv(dlpg__params[id].env, value, 0) == 0;
+}
+
 int dlpg__param_double(dlpg__param_id_t id, double *out) {
   const char *v = dlpg__param_str(id);
   if (!v) return 0;

@@ -22,6 +22,7 @@ extern "C" {
   X(GLOO_IFACE, "DLPG_GLOO_IFACE", NULL, 1, "network interface Gloo binds to")               \
   X(NCCL_COMM_MODE, "DLPG_NCCL_COMM_MODE", NULL, 1, "split (default): non-blocking init (deadline-polled), ops on a blocking ncclCommSplit child; nonblocking: ops on the non-blocking communicator (~70 us more per op); blocking: blocking init, no deadline inside NCCL") \
   X(NCCL_BLOCKING_INIT, "DLPG_NCCL_BLOCKING_INIT", "0", 1, "deprecated: 1 means DLPG_NCCL_COMM_MODE=blocking when that is unset") \
+  X(NCCL_RUNTIME_CONNECT, "NCCL_RUNTIME_CONNECT", NULL, 0, "NCCL's own variable; dlpg sets 0 when it is unset, so collective connections are made inside the deadline-polled creation") \
   X(RANK, "RANK", NULL, 0, "launcher: this process's rank")                                  \
   X(WORLD_SIZE, "WORLD_SIZE", NULL, 0, "launcher: number of ranks")                          \
   X(MASTER_ADDR, "MASTER_ADDR", NULL, 0, "launcher: host of rank 0")                         \
@@ -40,6 +41,9 @@ const char *dlpg__param_str(dlpg__param_id_t id);
  * logged for unparsable values). */
 int dlpg__param_double(dlpg__param_id_t id, double *out);
 int dlpg__param_long(dlpg__param_id_t id, long *out);
+/* Set the parameter's variable to value in the process environment unless it is already
+ * set (for variables another library reads, such as NCCL's). Returns 1 if it set it. */
+int dlpg__param_default_env(dlpg__param_id_t id, const char *value);
 /* Print every parameter with its value, default and description (dlpg-info). */
 void dlpg__params_print(FILE *f);
 

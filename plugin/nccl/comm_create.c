@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sched.h>
 #include <time.h>
 
@@ -234,20 +235,49 @@ static dlpg_status_t dlpg__split_all(const char *fn, dlpg__nccl_comm_t **nw, int
   }
   r = ncclGroupEnd();
   if (s == DLPG_OK) s = dlpg__nccl_result(r, NULL, fn, "ncclGroupEnd (communicator split)");
-  for (int k = 0; k < nn && s == DLPG_OK; k++)
-    for (int i = 0; i < nw[k]->ndev && s == DLPG_OK; i++)
-      if (nw[k]->mode == DLPG__MODE_SPLIT && !nw[k]->comms[i])
-        s = dlpg__error(DLPG_ERR_SYSTEM, "%s: ncclCommSplit of communicator '%s' gave no "
-                        "communicator on cuda:%d", fn, nw[k]->key, nw[k]->devs[i]);
   dlpg__nccl_unlock();
-  if (s == DLPG_OK) s = dlpg__nccl_wait_ready(fn, nw, nn, 0, deadline);
-  return s;
+  if (s != DLPG_OK) return s;
+  /* On a non-blocking parent NCCL stores the child's handle only when the split has
+   * finished on its own thread: poll the parents' state and the handles against the
+   * deadline (the handle is written by that thread, hence the atomic load). */
+  DLPG_CHECK(dlpg__nccl_wait_ready(fn, nw, nn, 1, deadline));
+  long nap = 20;
+  for (;;) {
+    int pending = 0;
+    for (int k = 0; k < nn; k++)
+      for (int i = 0; i < nw[k]->ndev; i++)
+        if (nw[k]->mode == DLPG__MODE_SPLIT && !__atomic_load_n(&nw[k]->comms[i], __ATOMIC_ACQUIRE))
+          pending = 1;
+    if (!pending) break;
+    if (atomic_load(&nw[0]->st->aborted))
+      return dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted", fn, nw[0]->st->name);
+    if (dlpg__now() > deadline)
+      return dlpg__error(DLPG_ERR_TIMEOUT,
+                         "%s: ncclCommSplit of communicator '%s' of group '%s' (rank %d) did not "
+                         "finish before the deadline; a peer is missing or stuck", fn, nw[0]->key,
+                         nw[0]->st->name, nw[0]->st->rank);
+    dlpg__sleep_us(nap);
+    if (nap < 1000) nap *= 2;
+  }
+  return dlpg__nccl_wait_ready(fn, nw, nn, 0, deadline);
+}
+
+/* NCCL 2.22+ connects collective peers lazily, at the first operation that needs a
+ * connection. On a blocking communicator that connect would wait for the peer with no
+ * deadline, so unless the user chose otherwise dlpg asks NCCL to connect during creation,
+ * which dlpg polls against the group's deadline (the behaviour of NCCL before 2.22). Set
+ * before NCCL's first call in this process, once. */
+static pthread_once_t dlpg__runtime_connect_once = PTHREAD_ONCE_INIT;
+static void dlpg__runtime_connect_default(void) {
+  if (dlpg__param_default_env(DLPG__PARAM_NCCL_RUNTIME_CONNECT, "0"))
+    DLPG_INFO(NCCL, -1, "NCCL_RUNTIME_CONNECT unset: set to 0 (connect during creation)");
 }
 
 /* Create the entries of new[0..nn) together: rendezvous all, one ncclGroupStart/End of all
  * inits, then poll all. */
 static dlpg_status_t dlpg__create_all(const char *fn, dlpg__nccl_comm_t **nw, int nn, double deadline) {
   dlpg_status_t s = DLPG_OK;
+  pthread_once(&dlpg__runtime_connect_once, dlpg__runtime_connect_default);
   ncclUniqueId *ids = calloc((size_t)nn, sizeof(ncclUniqueId));
   if (!ids) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
   for (int k = 0; k < nn && s == DLPG_OK; k++) s = dlpg__rdv_publish(fn, nw[k], deadline);

@@ -136,6 +136,19 @@ static int dlpg__unique_comms(dlpg__nccl_comm_t **comms, int n, dlpg__nccl_comm_
 
 /* Split mode: whether op only needs connections an earlier op of the entry set up (so the
  * blocking child cannot wait on a peer while connecting). Caller holds c->issue_mu. */
+/* The size bucket of op for coll_warm: the bit length of its largest per-device byte
+ * count (inputs or outputs), so 0 B is bucket 0 and 1 GiB bucket 31. */
+static unsigned dlpg__size_bucket(const dlpg__op_t *op) {
+  size_t nb = 0;
+  for (int i = 0; i < op->ntensors; i++) {
+    if (op->in[i].nbytes > nb) nb = op->in[i].nbytes;
+    if (op->out[i].nbytes > nb) nb = op->out[i].nbytes;
+  }
+  unsigned b = 0;
+  while (nb && b < 63) nb >>= 1, b++;
+  return b;
+}
+
 static int dlpg__is_warm(const dlpg__op_t *op, const dlpg__nccl_comm_t *c) {
   if (!c->parents[0]) return 1;
   if (op->kind == DLPG__OP_SEND || op->kind == DLPG__OP_RECV) {
@@ -146,7 +159,7 @@ static int dlpg__is_warm(const dlpg__op_t *op, const dlpg__nccl_comm_t *c) {
     }
     return 1;
   }
-  return (c->coll_warm >> op->kind) & 1u;
+  return (c->coll_warm[op->kind] >> dlpg__size_bucket(op)) & 1u;
 }
 
 static void dlpg__mark_warm(const dlpg__op_t *op, dlpg__nccl_comm_t *c) {
@@ -159,7 +172,7 @@ static void dlpg__mark_warm(const dlpg__op_t *op, dlpg__nccl_comm_t *c) {
     }
     return;
   }
-  c->coll_warm |= 1u << op->kind;
+  c->coll_warm[op->kind] |= (uint64_t)1 << dlpg__size_bucket(op);
   if (op->kind == DLPG__OP_ALLTOALL) memset(c->p2p_warm, 3, (size_t)c->nranks);
 }
 
@@ -202,8 +215,9 @@ dlpg_status_t dlpg__nccl_issue(dlpg__op_t *const *ops, int n) {
   int parents = 0;
   for (int k = 0; k < n; k++) parents |= !dlpg__is_warm(ops[k], comms[k]);
   int nonblocking = parents || comms[0]->mode == DLPG__MODE_NONBLOCKING;
-  /* One op on one device on a blocking communicator is its own NCCL group already. */
-  int grouped = nonblocking || n > 1 || ops[0]->ntensors > 1;
+  /* One op on one device on a blocking communicator is its own NCCL group already, except
+   * alltoall, which is many sends and receives (one of them to self) that must be one group. */
+  int grouped = nonblocking || n > 1 || ops[0]->ntensors > 1 || ops[0]->kind == DLPG__OP_ALLTOALL;
   ncclResult_t r = ncclSuccess;
   dlpg__nccl_rdlock();
   if (grouped) {

@@ -58,10 +58,12 @@ typedef struct dlpg__nccl_comm {
   /* Split mode, under issue_mu: which connections an earlier operation has set up, so the
    * blocking children can be used without waiting on a peer. NCCL connects lazily at the
    * first operation that needs a connection; that first use goes through the non-blocking
-   * parents, polled against the deadline. Bit k of coll_warm: op kind k ran once.
-   * p2p_warm[peer]: bit 0 a send to peer ran, bit 1 a receive from peer ran (nranks bytes,
-   * NCCL ranks). */
-  unsigned coll_warm;
+   * parents, polled against the deadline. Bit b of coll_warm[k]: op kind k ran once with
+   * a per-device size in bucket b (b = bit length of the byte count), because NCCL picks
+   * algorithms, protocols and channel counts by size, and a larger size can need
+   * connections a smaller one did not. p2p_warm[peer]: bit 0 a send to peer ran, bit 1 a
+   * receive from peer ran (nranks bytes, NCCL ranks). */
+  uint64_t coll_warm[DLPG__OP_COUNT];
   unsigned char *p2p_warm;
   int nranks;                   /* ndev * world_size */
   int seq;                      /* creation index within the group: the store key */
