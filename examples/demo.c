@@ -120,7 +120,11 @@ int main(int argc, char **argv) {
   dlpg_store_port(server, &port);
   for (int r = 0; r < world; r++) {
     pid_t pid = fork();
-    if (pid == 0) _exit(run_rank(port, r, world));
+    if (pid == 0) {
+      int rc = run_rank(port, r, world);
+      fflush(stdout); /* _exit skips stdio's flush, and stdout may be a pipe */
+      _exit(rc);
+    }
     if (pid < 0) return 1;
   }
   int failed = 0, status = 0;

@@ -207,6 +207,13 @@ TEST(CoreGroup, CreateValidatesAndResolves) {
   EXPECT_EQ(dlpg_allreduce(g, in, nullptr, 1, DLPG_SUM, nullptr, nullptr), DLPG_ERR_ABORTED);
   EXPECT_EQ(dlpg_group_destroy(g), DLPG_OK);
   EXPECT_EQ(dlpg_group_destroy(nullptr), DLPG_OK);
+  // A huge timeout is kept to a year: Gloo's nanosecond deadlines would overflow (and time
+  // out at once) beyond that.
+  o = DLPG_GROUP_OPTIONS_INIT;
+  o.timeout_s = 1e17;
+  ASSERT_EQ(dlpg_group_create(s.store, 0, 1, &o, &g), DLPG_OK) << dlpg_last_error();
+  EXPECT_EQ(g->timeout_s, 365.0 * 86400.0);
+  EXPECT_EQ(dlpg_group_destroy(g), DLPG_OK);
 }
 
 // A backend poller that reports done after a set number of polls.
@@ -247,6 +254,10 @@ TEST(CoreWork, BackendPollerTimeoutAndAbort) {
 
   // CPU work that never completes: the wait times out and aborts the group.
   ASSERT_EQ(dlpg__work_new(g, &w), DLPG_OK);
+  // A NaN timeout would be a wait without a deadline: refused.
+  EXPECT_EQ(dlpg_work_wait(w, NAN), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(dlpg_last_error(), "dlpg_work_wait: timeout_s is NaN")) << dlpg_last_error();
+  EXPECT_EQ(g->aborted.load(), 0);
   double t0 = dlpg__now();
   EXPECT_EQ(dlpg_work_wait(w, 0), DLPG_ERR_TIMEOUT);  // the group's 0.2 s
   EXPECT_LT(dlpg__now() - t0, 2.0);

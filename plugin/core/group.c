@@ -53,6 +53,10 @@ static dlpg_status_t dlpg__read_options(const char *fn, const dlpg_group_options
   return DLPG_OK;
 }
 
+/* Longest group timeout kept (a year, as the store's): Gloo converts the deadline to
+ * nanoseconds and would overflow (and time out at once) with a larger one. */
+#define DLPG__GROUP_MAX_TIMEOUT_S (365.0 * 86400.0)
+
 /* Timeout precedence: option > DLPG_TIMEOUT > 300 s. */
 static dlpg_status_t dlpg__resolve_timeout(const char *fn, const dlpg_group_options_t *o,
                                            double *timeout_s) {
@@ -60,12 +64,12 @@ static dlpg_status_t dlpg__resolve_timeout(const char *fn, const dlpg_group_opti
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: options->timeout_s is %g (must be finite)",
                        fn, o->timeout_s);
   if (o->timeout_s > 0) {
-    *timeout_s = o->timeout_s;
+    *timeout_s = o->timeout_s < DLPG__GROUP_MAX_TIMEOUT_S ? o->timeout_s : DLPG__GROUP_MAX_TIMEOUT_S;
     return DLPG_OK;
   }
   double env = 0;
   if (dlpg__param_double(DLPG__PARAM_TIMEOUT, &env) && env > 0 && isfinite(env)) {
-    *timeout_s = env;
+    *timeout_s = env < DLPG__GROUP_MAX_TIMEOUT_S ? env : DLPG__GROUP_MAX_TIMEOUT_S;
     return DLPG_OK;
   }
   *timeout_s = 300.0;

@@ -3,6 +3,7 @@
  * backend poller (CUDA event + NCCL async error) that wait and test call. Every wait has a
  * deadline; when it passes the group is aborted, so no rank is left hanging. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +137,9 @@ static void dlpg__sleep_s(double s) {
 
 dlpg_status_t dlpg_work_wait(dlpg_work_t *w, double timeout_s) {
   if (!w) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "dlpg_work_wait: w is NULL");
+  /* NaN compares false with everything: it would make a wait without a deadline. */
+  if (isnan(timeout_s))
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "dlpg_work_wait: timeout_s is NaN");
   struct dlpg_group *g = w->group;
   if (timeout_s <= 0) timeout_s = g ? g->timeout_s : 300.0;
   double deadline = dlpg__now() + timeout_s;

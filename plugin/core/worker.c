@@ -81,7 +81,7 @@ static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
   }
   if (!w->ctx_tried) {
     w->ctx_tried = 1;
-    char prefix[512];
+    char prefix[600]; /* a group name of up to 512 bytes, and "/gloo" */
     snprintf(prefix, sizeof prefix, "%s/gloo", g->name);
     DLPG_INFO(GLOO, g->rank, "creating the Gloo context of group \"%s\" (%d ranks)", g->name,
               g->size);
@@ -100,6 +100,11 @@ static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
   }
   if (!g->gloo) {
     dlpg__task_finish(t, w->ctx_status, w->ctx_msg);
+    return;
+  }
+  /* An abort during the rendezvous found no context to cut short: honour it here. */
+  if (atomic_load(&g->aborted) || w->aborted) {
+    dlpg__task_abort(t);
     return;
   }
   DLPG_TRACE(GLOO, g->rank, "running %s (%d op%s)", dlpg__op_name(t->ops[0]->kind), t->n,

@@ -82,7 +82,16 @@ uint16_t float_to_bf16(float f) {
 namespace {
 
 struct Sum { template <class T> static T f(T a, T b) { return a + b; } };
-struct Prod { template <class T> static T f(T a, T b) { return a * b; } };
+struct Prod {
+  // Narrow unsigned operands promote to int, whose product can overflow (UB): multiply as
+  // unsigned int, which wraps like the type itself.
+  template <class T> static T f(T a, T b) {
+    if constexpr (std::is_integral_v<T> && sizeof(T) < sizeof(unsigned))
+      return static_cast<T>(static_cast<unsigned>(a) * static_cast<unsigned>(b));
+    else
+      return a * b;
+  }
+};
 struct Min { template <class T> static T f(T a, T b) { return b < a ? b : a; } };
 struct Max { template <class T> static T f(T a, T b) { return a < b ? b : a; } };
 struct BAnd { template <class T> static T f(T a, T b) { return a & b; } };

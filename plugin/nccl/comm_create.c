@@ -61,7 +61,7 @@ static dlpg_status_t dlpg__store_get_slices(const char *fn, struct dlpg__nccl *s
 /* Steps a (publish ndev) and b (rank 0: check all, publish the id) of one new entry. */
 static dlpg_status_t dlpg__rdv_publish(const char *fn, dlpg__nccl_comm_t *c, double deadline) {
   struct dlpg__nccl *st = c->st;
-  char key[512], val[32];
+  char key[600], val[32];
   snprintf(key, sizeof(key), "%s/nccl/%d/ndev/%d", st->name, c->seq, st->rank);
   snprintf(val, sizeof(val), "%d", c->ndev);
   dlpg_status_t s = dlpg_store_set(st->g->store, key, val, strlen(val));
@@ -71,7 +71,7 @@ static dlpg_status_t dlpg__rdv_publish(const char *fn, dlpg__nccl_comm_t *c, dou
 
 static dlpg_status_t dlpg__rdv_root(const char *fn, dlpg__nccl_comm_t *c, double deadline) {
   struct dlpg__nccl *st = c->st;
-  char key[512], val[32], what[256], out[2 + sizeof(ncclUniqueId) + 400];
+  char key[600], val[32], what[256], out[2 + sizeof(ncclUniqueId) + 400];
   size_t outlen = 0;
   int bad = -1, badn = 0;
   for (int r = 0; r < st->size && bad < 0; r++) {
@@ -114,7 +114,7 @@ static dlpg_status_t dlpg__rdv_root(const char *fn, dlpg__nccl_comm_t *c, double
 static dlpg_status_t dlpg__rdv_fetch(const char *fn, dlpg__nccl_comm_t *c, double deadline,
                                      ncclUniqueId *id) {
   struct dlpg__nccl *st = c->st;
-  char key[512], what[256], buf[2 + sizeof(ncclUniqueId) + 400];
+  char key[600], what[256], buf[2 + sizeof(ncclUniqueId) + 400];
   size_t len = 0;
   snprintf(key, sizeof(key), "%s/nccl/%d/id", st->name, c->seq);
   snprintf(what, sizeof(what), "rank 0 to publish NCCL's unique id of communicator %d (devices '%s')",

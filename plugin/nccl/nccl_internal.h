@@ -88,7 +88,7 @@ typedef struct dlpg__nccl_event {
 struct dlpg__nccl {
   struct dlpg_group *g;       /* borrowed: the group owns st */
   int rank, size;             /* copies of g's, for messages after g is gone */
-  char name[256];             /* copy of g->name */
+  char name[520];             /* copy of g->name (group names are at most 512 bytes) */
   pthread_mutex_t mu;         /* comms list, states, seq, event pool */
   pthread_cond_t cv;          /* a communicator left CREATING */
   dlpg__nccl_comm_t *comms;

@@ -245,6 +245,8 @@ static void *dlpg__server_main(void *arg) {
       timeout_ms = -1;
     } else {
       double left = nearest - dlpg__store_clock();
+      /* A WAIT may park for up to a year: cap the sleep so the conversion fits an int. */
+      if (left > 86400.0) left = 86400.0;
       timeout_ms = left <= 0 ? 0 : (int)(left * 1000.0) + 1;
     }
     if (s->accept_resume_at > 0) {
