@@ -275,8 +275,8 @@ extern "C" dlpg_status_t dlpg__file_store_open(const char *path, double timeout_
     s = new dlpg_gloo::FileStore(path);
   } catch (...) {
     delete s;
-    dlpg_status_t st = dlpg_gloo::status_from_current_exception(fn);
-    return dlpg__error_prefix(st, path);
+    // dlpg_store_open names the URL (and so the path) in front of this message.
+    return dlpg_gloo::status_from_current_exception("file store");
   }
   // dlpg__store_new takes ownership of s, also on failure (destroy is called).
   return dlpg__store_new(&dlpg_gloo::kFileStoreVtbl, s, timeout_s, nullptr, out);
