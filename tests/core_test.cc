@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -409,6 +410,37 @@ TEST(CoreSmoke, OneThreadDrivesTwoRanks) {
   EXPECT_EQ(std::memcmp(a, b, sizeof a), 0);
   dlpg_group_destroy(g0);
   dlpg_group_destroy(g1);
+}
+
+// An abort while the worker is still in the Gloo rendezvous: the pending operation must end
+// with DLPG_ERR_ABORTED once the rendezvous completes, not run on the fresh context.
+TEST(CoreSmoke, AbortDuringRendezvousAbortsThePendingOp) {
+  std::atomic<int> aborted{0};
+  RunRanks(2, 2, [&](int r, dlpg_group_t *g) {
+    float x[4] = {1, 2, 3, 4};
+    T t(x, kF32, {4});
+    DLTensor *in[] = {&t.t};
+    if (r == 0) {
+      dlpg_work_t *w = nullptr;
+      ASSERT_EQ(dlpg_allreduce(g, in, nullptr, 1, DLPG_SUM, nullptr, &w), DLPG_OK);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // worker waits for rank 1
+      ASSERT_EQ(dlpg_group_abort(g), DLPG_OK);
+      aborted = 1;
+      int done = 0;
+      for (int i = 0; i < 1000 && !done; i++) {
+        ASSERT_EQ(dlpg_work_test(w, &done), DLPG_OK);
+        if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      ASSERT_EQ(done, 1);
+      EXPECT_TRUE(Contains(dlpg_work_error(w), "aborted")) << dlpg_work_error(w);
+      dlpg_work_free(w);
+    } else {
+      while (!aborted) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      // Joins the rendezvous with the matching operation; rank 0 must not run it any more,
+      // so this fails (with whatever status the closed connection gives).
+      dlpg_allreduce(g, in, nullptr, 1, DLPG_SUM, nullptr, nullptr);
+    }
+  }, "core-abort-rdv");
 }
 
 // A missing peer: the wait times out, aborts the group, and later operations fail fast.

@@ -5,6 +5,7 @@
 #include "core/worker.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,21 @@ static void dlpg__task_finish(dlpg__task_t *t, dlpg_status_t st, const char *msg
 
 static void dlpg__task_abort(dlpg__task_t *t) { dlpg__task_finish(t, DLPG_ERR_ABORTED, "group aborted"); }
 
+/* Gloo's TCP transport writes with writev, which cannot ask for MSG_NOSIGNAL, so a peer that
+ * dies mid-transfer would raise SIGPIPE and, under the default disposition, kill this
+ * process instead of failing the operation with DLPG_ERR_REMOTE. A host that installed its
+ * own handler (or ignores it, as Python does) is left alone. */
+static pthread_once_t dlpg__sigpipe_once = PTHREAD_ONCE_INIT;
+static void dlpg__sigpipe_default_ignore(void) {
+  struct sigaction old;
+  if (sigaction(SIGPIPE, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+      old.sa_handler == SIG_DFL) {
+    signal(SIGPIPE, SIG_IGN);
+    DLPG_INFO(GLOO, -1, "SIGPIPE was at its default (terminate): now ignored, so a peer that "
+              "leaves mid-transfer fails the operation instead of killing the process");
+  }
+}
+
 /* Run one task on the worker thread (w->mu not held). */
 static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
   struct dlpg_group *g = w->g;
@@ -87,6 +103,7 @@ static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
               g->size);
     dlpg__gloo_ctx_t *ctx = NULL;
     dlpg__clear_error();
+    pthread_once(&dlpg__sigpipe_once, dlpg__sigpipe_default_ignore);
     dlpg_status_t st = dlpg__gloo_ctx_create(g->store, prefix, g->rank, g->size, g->timeout_s, &ctx);
     pthread_mutex_lock(&w->mu);
     if (st == DLPG_OK && ctx) {

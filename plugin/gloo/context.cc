@@ -119,11 +119,12 @@ extern "C" dlpg_status_t dlpg__gloo_ctx_create(dlpg_store_t *store, const char *
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: rank %d is outside [0, %d)", fn, rank,
                        size);
   if (!(timeout_s > 0)) timeout_s = store->timeout_s > 0 ? store->timeout_s : 300.0;
-  const std::string pfx = prefix && *prefix ? prefix : "dlpg/gloo";
   auto ms = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000.0 + 0.5));
   if (ms.count() < 1) ms = std::chrono::milliseconds(1);
   dlpg__gloo_ctx_t *ctx = nullptr;
   try {
+    // Inside the try: even a std::string may throw (bad_alloc), and nothing may escape.
+    const std::string pfx = prefix && *prefix ? prefix : "dlpg/gloo";
     ctx = new dlpg__gloo_ctx();
     ctx->rank = rank;
     ctx->size = size;

@@ -223,7 +223,11 @@ void dlpg__nccl_destroy(dlpg__nccl_t *st) {
       for (int h = 0; h < 2; h++) {
         if (!hs[h]) continue;
         cudaSetDevice(c->devs[i]);
-        ncclResult_t r = c->state == DLPG__COMM_READY ? ncclCommDestroy(hs[h]) : ncclCommAbort(hs[h]);
+        /* A split child is blocking, so its ncclCommDestroy (which finalizes) could wait
+         * on a peer with no deadline; its parent's polled finalize above already made the
+         * shared resources quiescent, so the child is released locally with abort. */
+        int destroy = c->state == DLPG__COMM_READY && !(h == 0 && c->parents[i]);
+        ncclResult_t r = destroy ? ncclCommDestroy(hs[h]) : ncclCommAbort(hs[h]);
         if (r != ncclSuccess)
           DLPG_WARN(NCCL, st->rank, "releasing communicator '%s'%s device %d: %s", c->key,
                     h ? " (parent)" : "", c->devs[i], ncclGetErrorString(r));
