@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from bench_util import cpu_model, fmt_size
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 MIB = 1 << 20
@@ -33,13 +35,6 @@ def parse_size(s):
     s = s.strip().upper().rstrip("B")
     mul = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(s[-1:], 1)
     return int(float(s[:-1] if mul > 1 else s) * mul)
-
-
-def fmt_size(n):
-    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= div and n % div == 0:
-            return "%d %s" % (n // div, unit)
-    return "%d B" % n
 
 
 # ----------------------------------------------------------------------------- torch side
@@ -183,15 +178,7 @@ def run_rounds(a, sizes, torch_ranks, dl, tt, checks):
 
 
 def machine():
-    model = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    model = cpu_model("?")
     return "%s, nproc %d, %s, load average %s" % (
         platform.node() or "?", os.cpu_count() or 0, model,
         " ".join("%.2f" % x for x in os.getloadavg()))

@@ -9,21 +9,15 @@ Each row in a target's range says PASS or MISS; other rows say '-'.
 Usage: gpu_table.py [-o table.md] [--strict] FILE.json...   (--strict: exit 1 on any MISS)
 """
 import argparse
-import json
 import sys
+
+from bench_util import fmt_size, load_json_docs
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 BW_RANGE, BW_RATIO = (32 * MIB, 1 * GIB), 0.98
 LAT_RANGE, LAT_SLACK_US = (8, 64 * KIB), 1.0
 OP_ORDER = ["allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "alltoall",
             "sendrecv"]
-
-
-def fmt_size(n):
-    for unit, div in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
-        if n >= div and n % div == 0:
-            return "%d %s" % (n // div, unit)
-    return "%d B" % n
 
 
 def verdict(size, d, b):
@@ -75,13 +69,7 @@ def main():
     ap.add_argument("-o", "--out")
     ap.add_argument("--strict", action="store_true")
     a = ap.parse_args()
-    docs = []
-    for p in a.files:
-        try:
-            with open(p) as f:
-                docs.append(json.load(f))
-        except (OSError, ValueError) as e:
-            print("gpu_table: skipping %s: %s" % (p, e), file=sys.stderr)
+    docs = load_json_docs(a.files, "gpu_table")
     docs.sort(key=lambda d: OP_ORDER.index(d["op"]) if d.get("op") in OP_ORDER else 99)
     lines = ["# dlpg vs NCCL (same process, same buffers, interleaved per size)", "",
              "Targets: busbw >= %.2fx baseline from %s to %s; time <= baseline + %g us from "

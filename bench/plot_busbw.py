@@ -4,12 +4,13 @@ dlpg-bench JSON files (bench/run-gpu-bench.sh writes one per operation), as one 
 Usage: plot_busbw.py [-o busbw.png] FILE.json...
 """
 import argparse
-import json
 import sys
 
 import matplotlib
 matplotlib.use("Agg")  # no display on the GPU machine
 import matplotlib.pyplot as plt  # noqa: E402
+
+from bench_util import load_json_docs  # noqa: E402
 
 
 def main():
@@ -17,13 +18,7 @@ def main():
     ap.add_argument("files", nargs="+")
     ap.add_argument("-o", "--out", default="busbw.png")
     a = ap.parse_args()
-    docs = []
-    for p in a.files:
-        try:
-            with open(p) as f:
-                docs.append(json.load(f))
-        except (OSError, ValueError) as e:
-            print("plot_busbw: skipping %s: %s" % (p, e), file=sys.stderr)
+    docs = load_json_docs(a.files, "plot_busbw")
     if not docs:
         print("plot_busbw: no data", file=sys.stderr)
         return 1

@@ -20,6 +20,8 @@ import statistics
 import sys
 import time
 
+from bench_util import cpu_model
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "python_shim"))
@@ -76,15 +78,7 @@ def _worker(rank, world, port, device, rounds_small, rounds_large, q):
 
 
 def _machine(device):
-    cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    cpu = cpu_model(platform.processor() or "")
     desc = "%s, %s, %d cores" % (platform.node(), cpu, os.cpu_count() or 0)
     if device == "cuda":
         import torch

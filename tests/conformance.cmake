@@ -14,7 +14,8 @@ target_compile_definitions(dlpg_conformance_harness PRIVATE
 dlpg_add_gtest(test_collectives TIMEOUT 600 SOURCES test_collectives.cc
   LIBS dlpg_conformance_harness)
 dlpg_add_gtest(test_p2p TIMEOUT 300 SOURCES test_p2p.cc LIBS dlpg_conformance_harness)
-dlpg_add_gtest(test_errors TIMEOUT 120 SOURCES test_errors.cc LIBS dlpg_conformance_harness)
+dlpg_add_gtest(test_errors TIMEOUT 120 SOURCES test_errors_inputs.cc test_errors_peers.cc
+  LIBS dlpg_conformance_harness)
 dlpg_add_gtest(test_group TIMEOUT 300 SOURCES test_group.cc LIBS dlpg_conformance_harness)
 
 # The header as plain C99, pedantic, warnings as errors; layout of the public structs.

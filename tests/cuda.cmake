@@ -4,6 +4,7 @@
 # the plugin is still reached only through dlopen + dlpg_get_api.
 if(DLPG_HAVE_NCCL)
   dlpg_add_gtest(test_cuda TIMEOUT 900
-    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cuda.cc ${CMAKE_CURRENT_SOURCE_DIR}/cuda_util.cc
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cuda_ops.cc ${CMAKE_CURRENT_SOURCE_DIR}/test_cuda_faults.cc
+    ${CMAKE_CURRENT_SOURCE_DIR}/cuda_util.cc
     LIBS CUDA::cudart)
 endif()

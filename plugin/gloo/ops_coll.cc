@@ -19,7 +19,6 @@
 #include "gloo/reduce_fns.h"
 
 namespace dlpg_gloo {
-namespace {
 
 ReduceFn checked_reduce_fn(const dlpg__op_t &op) {
   ReduceFn fn = reduce_fn(op.in[0].dtype, op.rop);
@@ -35,6 +34,8 @@ void average(const dlpg__tensor_t &t, void *ptr, size_t numel, int size) {
     throw StatusError(DLPG_ERR_UNSUPPORTED,
                       std::string("Gloo cannot average ") + dlpg__dtype_name(t.dtype));
 }
+
+namespace {
 
 // In-place allreduce of numel elements at ptr (dtype of t).
 void allreduce_buffer(dlpg__gloo_ctx_t *ctx, const dlpg__op_t &op, void *ptr, size_t numel,

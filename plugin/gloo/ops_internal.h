@@ -1,4 +1,4 @@
-// Shared helpers of the island's operation files (ops_coll.cc, ops_p2p.cc, ops_run.cc).
+// Shared helpers of the island's operation files (ops_coll.cc, ops_small.cc, ops_p2p.cc, ops_run.cc).
 #pragma once
 
 #include <chrono>
@@ -10,6 +10,7 @@
 #include "gloo/ctx.h"
 #include "gloo/errors.h"
 #include "gloo/header.h"
+#include "gloo/reduce_fns.h"
 
 namespace dlpg_gloo {
 
@@ -30,6 +31,14 @@ void with_elem_type(size_t esize, F &&f) {
       throw StatusError(DLPG_ERR_INTERNAL, "no Gloo element type of size " + std::to_string(esize));
   }
 }
+
+// op's reduce function for its input dtype and reduce op; throws UNSUPPORTED naming both
+// when Gloo does not serve the pair. Shared by the Gloo algorithms and the small path.
+ReduceFn checked_reduce_fn(const dlpg__op_t &op);
+
+// The AVG step: divide numel elements at ptr (dtype of t) by size; throws UNSUPPORTED when
+// the dtype cannot be averaged.
+void average(const dlpg__tensor_t &t, void *ptr, size_t numel, int size);
 
 // Run one collective (every kind but SEND and RECV). Throws on failure; a mismatch with
 // the peers' operation is INVALID_ARGUMENT on every rank and leaves the context usable.

@@ -38,24 +38,13 @@ void post_first_recvs(dlpg__gloo_ctx_t *ctx, uint32_t tag) {
   ctx->coll_posted_tag = tag;
 }
 
-ReduceFn small_reduce_fn(const dlpg__op_t &op) {
-  ReduceFn fn = reduce_fn(op.in[0].dtype, op.rop);
-  if (!fn)
-    throw StatusError(DLPG_ERR_UNSUPPORTED,
-                      std::string("Gloo cannot reduce ") + dlpg__dtype_name(op.in[0].dtype) +
-                          " with " + dlpg__reduce_op_name(op.rop));
-  return fn;
-}
-
 // out = payload(0)[off..] op payload(1)[off..] op ... for numel elements, in rank order.
 void reduce_ranks(dlpg__gloo_ctx_t *ctx, const dlpg__op_t &op, void *out, size_t off,
                   size_t nbytes, size_t numel) {
-  ReduceFn fn = small_reduce_fn(op);
+  ReduceFn fn = checked_reduce_fn(op);
   memcpy(out, first_payload(ctx, 0) + off, nbytes);
   for (int r = 1; r < ctx->size; r++) fn(out, out, first_payload(ctx, r) + off, numel);
-  if (op.rop == DLPG_AVG && !divide_elements(op.in[0].dtype, out, numel, ctx->size))
-    throw StatusError(DLPG_ERR_UNSUPPORTED,
-                      std::string("Gloo cannot average ") + dlpg__dtype_name(op.in[0].dtype));
+  if (op.rop == DLPG_AVG) average(op.in[0], out, numel, ctx->size);
 }
 
 }  // namespace

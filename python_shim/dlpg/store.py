@@ -8,6 +8,7 @@ the thread that waits inside dlpg never blocks a callback.
 
 import ctypes
 import datetime
+import functools
 import itertools
 import threading
 
@@ -71,46 +72,47 @@ def _host(ctx):
     return _hosts.get(ctx or 0)
 
 
+def _status_callback(fn):
+    """A store callback that returns OK once fn has run, or the status of what fn raised:
+    no exception may cross back into C, so every failure becomes a status for dlpg."""
+    @functools.wraps(fn)
+    def callback(*args):
+        try:
+            fn(*args)
+            return _abi.OK
+        except Exception as e:  # noqa: BLE001 - every failure becomes a status for dlpg.
+            return _status_of(e)
+    return callback
+
+
+@_status_callback
 def _cb_set(ctx, key, value, length):
-    try:
-        _host(ctx).set(key, ctypes.string_at(value, length) if length else b"")
-        return _abi.OK
-    except Exception as e:  # noqa: BLE001 - every failure becomes a status for dlpg.
-        return _status_of(e)
+    _host(ctx).set(key, ctypes.string_at(value, length) if length else b"")
 
 
+@_status_callback
 def _cb_get(ctx, key, timeout_s, buf, capacity, length):
-    try:
-        value = _host(ctx).get(key, timeout_s)
-        n = len(value)
-        if capacity and buf:
-            ctypes.memmove(buf, value, min(n, capacity))
-        if n <= capacity:
-            _host(ctx).cached = None
-        length[0] = n
-        return _abi.OK
-    except Exception as e:  # noqa: BLE001
-        return _status_of(e)
+    value = _host(ctx).get(key, timeout_s)
+    n = len(value)
+    if capacity and buf:
+        ctypes.memmove(buf, value, min(n, capacity))
+    if n <= capacity:
+        _host(ctx).cached = None
+    length[0] = n
 
 
+@_status_callback
 def _cb_add(ctx, key, delta, result):
-    try:
-        v = _host(ctx).add(key, delta)
-        if result:
-            result[0] = v
-        return _abi.OK
-    except Exception as e:  # noqa: BLE001
-        return _status_of(e)
+    v = _host(ctx).add(key, delta)
+    if result:
+        result[0] = v
 
 
+@_status_callback
 def _cb_wait(ctx, keys, nkeys, timeout_s):
-    try:
-        h = _host(ctx)
-        names = [keys[i].decode() for i in range(nkeys)]
-        h._wait(names, timeout_s if timeout_s > 0 else h.timeout_s)
-        return _abi.OK
-    except Exception as e:  # noqa: BLE001
-        return _status_of(e)
+    h = _host(ctx)
+    names = [keys[i].decode() for i in range(nkeys)]
+    h._wait(names, timeout_s if timeout_s > 0 else h.timeout_s)
 
 
 def _cb_release(ctx):
@@ -118,23 +120,17 @@ def _cb_release(ctx):
         _hosts.pop(ctx or 0, None)
 
 
+@_status_callback
 def _cb_check(ctx, keys, nkeys, all_exist):
-    try:
-        names = [keys[i].decode() for i in range(nkeys)]
-        all_exist[0] = 1 if _host(ctx).host.check(names) else 0
-        return _abi.OK
-    except Exception as e:  # noqa: BLE001
-        return _status_of(e)
+    names = [keys[i].decode() for i in range(nkeys)]
+    all_exist[0] = 1 if _host(ctx).host.check(names) else 0
 
 
+@_status_callback
 def _cb_delete(ctx, key, deleted):
-    try:
-        d = _host(ctx).host.delete_key(key.decode())
-        if deleted:
-            deleted[0] = 1 if d else 0
-        return _abi.OK
-    except Exception as e:  # noqa: BLE001
-        return _status_of(e)
+    d = _host(ctx).host.delete_key(key.decode())
+    if deleted:
+        deleted[0] = 1 if d else 0
 
 
 # The C function pointers live as long as the module, so they outlive every store.

@@ -1,0 +1,172 @@
+// White-box tests of the Gloo island (plugin/gloo), below the public API, the context's
+// lifecycle and failures: rendezvous timeout, abort, a peer leaving, peers disagreeing on
+// the operation, and the file store. Links the plugin's objects (dlpg_obj), not
+// libdlpg.so. The operations are in gloo_island_ops_test.cc; both build into
+// gloo_island_test.
+#include "gloo_island_util.h"
+
+TEST(GlooIsland, RendezvousTimeoutNamesTheWait) {
+  dlpg_store_t *server = nullptr;
+  ASSERT_EQ(dlpg_store_open("tcp://127.0.0.1:0?serve=1", 5, &server), DLPG_OK) << dlpg_last_error();
+  dlpg__gloo_ctx_t *ctx = nullptr;
+  auto t0 = Clock::now();
+  dlpg_status_t st = dlpg__gloo_ctx_create(server, "lonely/gloo", 0, 2, 1.0, &ctx);
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_EQ(st, DLPG_ERR_TIMEOUT) << dlpg_last_error();
+  EXPECT_EQ(ctx, nullptr);
+  EXPECT_LT(secs, 5.0);
+  EXPECT_NE(std::string(dlpg_last_error()).find("timed out"), std::string::npos) << dlpg_last_error();
+  printf("message: %s\n", dlpg_last_error());
+  dlpg_store_close(server);
+}
+
+TEST(GlooIsland, AbortWakesABlockedCollective) {
+  run_ranks(2, 20, [&](int r, dlpg__gloo_ctx_t *ctx) {
+    if (r == 1) {
+      // Rank 1 never joins; it waits until rank 0 is done, then leaves.
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      return;
+    }
+    std::vector<float> v(1 << 16, 1.0f);
+    dlpg__op_t op = make_op(DLPG__OP_ALLREDUCE, tensor(v.data(), v.size(), DLPG__DT_FLOAT32),
+                            tensor(v.data(), v.size(), DLPG__DT_FLOAT32));
+    op.rop = DLPG_SUM;
+    std::thread aborter([ctx] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      dlpg__gloo_ctx_abort(ctx);
+    });
+    auto t0 = Clock::now();
+    dlpg_status_t st = run1(ctx, &op);
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    aborter.join();
+    EXPECT_EQ(st, DLPG_ERR_ABORTED) << dlpg_last_error();
+    EXPECT_LT(secs, 3.0) << "abort did not wake the blocked allreduce";
+    printf("abort after %.2f s: %s\n", secs, dlpg_last_error());
+    EXPECT_EQ(run1(ctx, &op), DLPG_ERR_ABORTED);
+  });
+}
+
+TEST(GlooIsland, PeerLeavingIsRemoteOrTimeout) {
+  run_ranks(2, 3, [&](int r, dlpg__gloo_ctx_t *ctx) {
+    if (r == 1) {
+      dlpg__gloo_ctx_abort(ctx);  // closes rank 1's connections
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    float v = 1;
+    dlpg__op_t op = make_op(DLPG__OP_ALLREDUCE, tensor(&v, 1, DLPG__DT_FLOAT32), tensor(&v, 1, DLPG__DT_FLOAT32));
+    op.rop = DLPG_SUM;
+    auto t0 = Clock::now();
+    dlpg_status_t st = run1(ctx, &op);
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    EXPECT_TRUE(st == DLPG_ERR_REMOTE || st == DLPG_ERR_TIMEOUT) << dlpg_status_name(st) << ": " << dlpg_last_error();
+    EXPECT_LT(secs, 6.0);
+    printf("peer left: %s after %.2f s: %s\n", dlpg_status_name(st), secs, dlpg_last_error());
+  });
+}
+
+TEST(GlooIsland, FileStoreAndContextOverIt) {
+  char dir[] = "/tmp/dlpg-gloo-fs-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string path = std::string(dir) + "/sub/store";
+  dlpg_store_t *s = nullptr;
+  ASSERT_EQ(dlpg__file_store_open(path.c_str(), 2.0, &s), DLPG_OK) << dlpg_last_error();
+  const char *key = "a/b/c";
+  ASSERT_EQ(dlpg_store_set(s, key, "hello", 5), DLPG_OK) << dlpg_last_error();
+  ASSERT_EQ(dlpg_store_set(s, key, "world!", 6), DLPG_OK) << dlpg_last_error();  // overwrite
+  char buf[16] = {0};
+  size_t len = 0;
+  ASSERT_EQ(dlpg_store_get(s, key, 1.0, buf, sizeof buf, &len), DLPG_OK) << dlpg_last_error();
+  EXPECT_EQ(std::string(buf, len), "world!");
+  ASSERT_EQ(dlpg_store_set(s, "empty", "", 0), DLPG_OK);
+  ASSERT_EQ(dlpg_store_get(s, "empty", 1.0, buf, sizeof buf, &len), DLPG_OK) << dlpg_last_error();
+  EXPECT_EQ(len, 0u);
+  // add from 4 threads x 50 is atomic.
+  std::vector<std::thread> th;
+  for (int t = 0; t < 4; t++)
+    th.emplace_back([&] {
+      for (int i = 0; i < 50; i++) ASSERT_EQ(dlpg_store_add(s, "cnt/x", 2, nullptr), DLPG_OK) << dlpg_last_error();
+    });
+  for (auto &t : th) t.join();
+  int64_t v = 0;
+  ASSERT_EQ(dlpg_store_add(s, "cnt/x", 0, &v), DLPG_OK);
+  EXPECT_EQ(v, 400);
+  const char *keys[2] = {key, "missing/key"};
+  int all = -1;
+  ASSERT_EQ(dlpg_store_check(s, keys, 1, &all), DLPG_OK);
+  EXPECT_EQ(all, 1);
+  ASSERT_EQ(dlpg_store_check(s, keys, 2, &all), DLPG_OK);
+  EXPECT_EQ(all, 0);
+  auto t0 = Clock::now();
+  EXPECT_EQ(dlpg_store_wait(s, keys, 2, 0.3), DLPG_ERR_TIMEOUT);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 1.5);
+  EXPECT_NE(std::string(dlpg_last_error()).find("missing/key"), std::string::npos) << dlpg_last_error();
+  int deleted = -1;
+  ASSERT_EQ(dlpg_store_delete_key(s, key, &deleted), DLPG_OK);
+  EXPECT_EQ(deleted, 1);
+  ASSERT_EQ(dlpg_store_delete_key(s, key, &deleted), DLPG_OK);
+  EXPECT_EQ(deleted, 0);
+
+  // Two ranks rendezvous through the file store and allreduce.
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; r++)
+    ranks.emplace_back([&, r] {
+      dlpg_store_t *rs = nullptr;
+      ASSERT_EQ(dlpg__file_store_open(path.c_str(), 10.0, &rs), DLPG_OK) << dlpg_last_error();
+      dlpg__gloo_ctx_t *ctx = nullptr;
+      ASSERT_EQ(dlpg__gloo_ctx_create(rs, "fs/gloo", r, 2, 10.0, &ctx), DLPG_OK) << dlpg_last_error();
+      double x[3] = {1.0 + r, 2.0 * r, -3.0};
+      dlpg__op_t op = make_op(DLPG__OP_ALLREDUCE, tensor(x, 3, DLPG__DT_FLOAT64), tensor(x, 3, DLPG__DT_FLOAT64));
+      op.rop = DLPG_SUM;
+      ASSERT_EQ(run1(ctx, &op), DLPG_OK) << dlpg_last_error();
+      EXPECT_EQ(x[0], 3.0);
+      EXPECT_EQ(x[1], 2.0);
+      EXPECT_EQ(x[2], -6.0);
+      dlpg__gloo_ctx_destroy(ctx);
+      dlpg_store_close(rs);
+    });
+  for (auto &t : ranks) t.join();
+  dlpg_store_close(s);
+  std::string cmd = std::string("rm -rf ") + dir;
+  ASSERT_EQ(system(cmd.c_str()), 0);
+}
+
+TEST(GlooIsland, PeerMismatchIsInvalidArgumentEverywhere) {
+  // Rank 2 of 3 disagrees; every rank reports the same message naming rank 0 and rank 2,
+  // and the context keeps working. Covers the small path, the large path, and sizes that
+  // straddle the small-message threshold (one rank small, another large).
+  const int n = 3;
+  run_ranks(n, 20, [&](int r, dlpg__gloo_ctx_t *ctx) {
+    const dlpg__dtype_t dt = DLPG__DT_FLOAT32;
+    for (size_t base : {size_t(10), size_t(1024), size_t(5000)}) {
+      const size_t m = r == 2 ? base + 1 : base;
+      std::vector<float> a(m, 1.0f + r), b(m * n);
+      dlpg__op_t op = make_op(DLPG__OP_ALLREDUCE, tensor(a.data(), m, dt), tensor(a.data(), m, dt));
+      op.rop = DLPG_SUM;
+      ASSERT_EQ(run1(ctx, &op), DLPG_ERR_INVALID_ARGUMENT) << "m=" << m;
+      std::string want = "dlpg_allreduce: rank 0 has " + std::to_string(base) +
+                         " elements of float32 but rank 2 has " + std::to_string(base + 1) +
+                         " elements of float32";
+      EXPECT_EQ(std::string(dlpg_last_error()), want);
+      op = make_op(DLPG__OP_ALLGATHER, tensor(a.data(), m, dt), tensor(b.data(), m * n, dt));
+      ASSERT_EQ(run1(ctx, &op), DLPG_ERR_INVALID_ARGUMENT) << "m=" << m;
+      EXPECT_NE(std::string(dlpg_last_error()).find("rank 2 has an input of"), std::string::npos)
+          << dlpg_last_error();
+      // Matching: the context still works, on both paths.
+      for (size_t k : {size_t(3), size_t(3000)}) {
+        std::vector<float> c(k, 1.0f + r);
+        op = make_op(DLPG__OP_ALLREDUCE, tensor(c.data(), k, dt), tensor(c.data(), k, dt));
+        op.rop = DLPG_SUM;
+        ASSERT_EQ(run1(ctx, &op), DLPG_OK) << dlpg_last_error();
+        for (size_t i = 0; i < k; i++) ASSERT_EQ(c[i], 6.0f);
+      }
+    }
+    // A different operation kind on rank 1.
+    std::vector<float> a(8, 1.0f);
+    dlpg__op_t op = make_op(r == 1 ? DLPG__OP_BROADCAST : DLPG__OP_ALLREDUCE,
+                            tensor(a.data(), 8, dt), tensor(a.data(), 8, dt));
+    ASSERT_EQ(run1(ctx, &op), DLPG_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(dlpg_last_error()).find("rank 0 called dlpg_allreduce but rank 1 called dlpg_broadcast"),
+              std::string::npos) << dlpg_last_error();
+  });
+}
