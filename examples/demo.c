@@ -1,7 +1,10 @@
 /* dlpg demo: N local ranks (forked processes) meet on the embedded TCP store of the parent
  * and run allreduce, broadcast, allgather and a send/recv ring on CPU tensors. Each rank
  * checks its results against values it computes itself; rank 0 prints them.
- *   usage: dlpg-demo [nranks]   (default 4) */
+ *   usage: dlpg-demo [nranks]   (default 4)
+ * Launched by torchrun (RANK and WORLD_SIZE set), the process is one rank of that job and
+ * meets the others through dlpg_group_create_from_env:
+ *   python3 -m torch.distributed.run --nproc_per_node 4 --no_python dlpg-demo */
 #include <dlpg/dlpg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,18 +44,8 @@ static void print_vec(const char *label, const float *v, int n) {
     if (st_ != DLPG_OK) return fail(rank, what, st_); \
   } while (0)
 
-static int run_rank(int port, int rank, int world) {
-  char url[64];
-  snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
-  dlpg_store_t *store = NULL;
-  dlpg_group_t *g = NULL;
-  TRY("dlpg_store_open", dlpg_store_open(url, 30, &store));
-  dlpg_group_options_t opt = DLPG_GROUP_OPTIONS_INIT;
-  opt.timeout_s = 60;
-  opt.name = "demo";
-  TRY("dlpg_group_create", dlpg_group_create(store, rank, world, &opt, &g));
-  dlpg_store_close(store); /* the group holds its own reference */
-
+/* Run the demo's operations on g and destroy it; returns nonzero on a wrong result. */
+static int run_ops(dlpg_group_t *g, int rank, int world) {
   int bad = 0;
   int64_t shape = N, gshape = (int64_t)N * world;
   float x[N], out[N], gathered[64 * N];
@@ -101,7 +94,37 @@ static int run_rank(int port, int rank, int world) {
   return bad;
 }
 
+static int run_rank(int port, int rank, int world) {
+  char url[64];
+  snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
+  dlpg_store_t *store = NULL;
+  dlpg_group_t *g = NULL;
+  TRY("dlpg_store_open", dlpg_store_open(url, 30, &store));
+  dlpg_group_options_t opt = DLPG_GROUP_OPTIONS_INIT;
+  opt.timeout_s = 60;
+  opt.name = "demo";
+  TRY("dlpg_group_create", dlpg_group_create(store, rank, world, &opt, &g));
+  dlpg_store_close(store); /* the group holds its own reference */
+  return run_ops(g, rank, world);
+}
+
+/* One rank of a job started by torchrun (or any launcher that sets its variables). */
+static int run_from_env(void) {
+  dlpg_group_t *g = NULL;
+  int rank = -1, world = 0;
+  dlpg_group_options_t opt = DLPG_GROUP_OPTIONS_INIT;
+  opt.timeout_s = 60;
+  TRY("dlpg_group_create_from_env", dlpg_group_create_from_env(&opt, &g));
+  dlpg_group_rank(g, &rank);
+  dlpg_group_size(g, &world);
+  if (rank == 0) printf("rank 0 of %d (from the launcher's environment):\n", world);
+  int bad = run_ops(g, rank, world);
+  if (!bad) printf("rank %d: results checked: OK\n", rank);
+  return bad;
+}
+
 int main(int argc, char **argv) {
+  if (getenv("RANK") && getenv("WORLD_SIZE")) return run_from_env();
   int world = argc > 1 ? atoi(argv[1]) : 4;
   if (world < 1 || world > 64) {
     fprintf(stderr, "usage: %s [nranks 1..64]\n", argv[0]);

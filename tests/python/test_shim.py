@@ -207,3 +207,24 @@ def test_torchrun_launch(device, tmp_path):
         pytest.fail("torchrun did not finish in 120 s: %s" % (e.stdout,))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert r.stdout.count("TORCHRUN-OK") == 2 and "dlpg" in r.stdout, r.stdout
+
+
+def test_torchrun_launches_a_c_program(tmp_path):
+    """`torchrun --no_python dlpg-demo`: a plain C host meets its peers through
+    dlpg_group_create_from_env (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)."""
+    lib = os.environ.get("DLPG_LIBRARY", "")
+    demo = os.path.join(os.path.dirname(lib), "examples", "dlpg-demo") if lib else ""
+    if not os.access(demo, os.X_OK):
+        pytest.skip("dlpg-demo not found beside DLPG_LIBRARY (%r)" % lib)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "3",
+           "--redirects", "1", "--tee", "1", "--master_addr", "127.0.0.1",
+           "--master_port", str(free_port()), "--no_python", demo]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    except subprocess.TimeoutExpired as e:
+        pytest.fail("torchrun did not finish in 120 s: %s" % (e.stdout,))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for rank in range(3):
+        assert "rank %d: results checked: OK" % rank in r.stdout, r.stdout
+    # Rank 0 prints the allreduce of r*10+i over 3 ranks: 30 + 3*i.
+    assert "[30, 33, 36, 39]" in r.stdout, r.stdout
