@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include "dlpg/dlpg.h"
+#include "core/clock.h"
 #include "core/op.h"
 
 #ifdef __cplusplus
@@ -34,8 +35,6 @@ struct dlpg_group {
   struct dlpg__nccl *nccl;
 };
 
-/* Seconds since an arbitrary epoch (CLOCK_MONOTONIC). */
-double dlpg__now(void);
 
 void dlpg__group_retain(struct dlpg_group *g);
 void dlpg__group_release(struct dlpg_group *g);

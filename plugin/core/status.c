@@ -54,17 +54,19 @@ dlpg_status_t dlpg__error(dlpg_status_t status, const char *fmt, ...) {
   return status;
 }
 
-dlpg_status_t dlpg__error_prefix(dlpg_status_t status, const char *prefix) {
-  if (!prefix || !prefix[0]) return status;
+int dlpg__format_prefixed(char *out, size_t cap, const char *prefix, const char *msg,
+                          dlpg_status_t status) {
+  if (!msg || !msg[0]) msg = dlpg_status_name(status);
   size_t plen = strlen(prefix);
   /* Do not prefix twice when the lower layer already named the same function. */
-  if (strncmp(dlpg__err_buf, prefix, plen) == 0 && dlpg__err_buf[plen] == ':') return status;
+  if (strncmp(msg, prefix, plen) == 0 && msg[plen] == ':') return snprintf(out, cap, "%s", msg);
+  return snprintf(out, cap, "%s: %s", prefix, msg);
+}
+
+dlpg_status_t dlpg__error_prefix(dlpg_status_t status, const char *prefix) {
+  if (!prefix || !prefix[0]) return status;
   char tmp[DLPG__ERROR_MAX];
-  int n;
-  if (dlpg__err_buf[0])
-    n = snprintf(tmp, sizeof tmp, "%s: %s", prefix, dlpg__err_buf);
-  else
-    n = snprintf(tmp, sizeof tmp, "%s: %s", prefix, dlpg_status_name(status));
+  int n = dlpg__format_prefixed(tmp, sizeof tmp, prefix, dlpg__err_buf, status);
   memcpy(dlpg__err_buf, tmp, sizeof tmp);
   if (n >= 0) dlpg__mark_truncated(n);
   return status;

@@ -5,6 +5,7 @@
 #define DLPG_CORE_STATUS_H_
 
 #include <stdarg.h>
+#include <stddef.h>
 #include "dlpg/dlpg.h"
 
 #ifdef __cplusplus
@@ -37,6 +38,10 @@ const char *dlpg__last_error(void);
 /* Prefix the current message with "prefix: " (used when a lower layer's error surfaces
  * through a public function). Returns status. */
 dlpg_status_t dlpg__error_prefix(dlpg_status_t status, const char *prefix);
+/* Write "prefix: msg" into out (msg NULL or "": the status name), or msg alone when it
+ * already begins with "prefix:". Returns snprintf's count. */
+int dlpg__format_prefixed(char *out, size_t cap, const char *prefix, const char *msg,
+                          dlpg_status_t status);
 void dlpg__clear_error(void);
 
 /* Propagate a non-OK status. */

@@ -130,11 +130,6 @@ static dlpg_status_t dlpg__work_aborted(struct dlpg_work *w) {
   return dlpg__error(DLPG_ERR_ABORTED, "%s: group aborted", w->op_name);
 }
 
-static void dlpg__sleep_s(double s) {
-  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-  nanosleep(&ts, NULL);
-}
-
 dlpg_status_t dlpg_work_wait(dlpg_work_t *w, double timeout_s) {
   if (!w) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "dlpg_work_wait: w is NULL");
   /* NaN compares false with everything: it would make a wait without a deadline. */
@@ -168,7 +163,7 @@ dlpg_status_t dlpg_work_wait(dlpg_work_t *w, double timeout_s) {
       polls++;
       if (polls > 64) {
         pthread_mutex_unlock(&w->mu);
-        dlpg__sleep_s(polls < 2000 ? 20e-6 : 50e-6);
+        dlpg__sleep(polls < 2000 ? 20e-6 : 50e-6);
         pthread_mutex_lock(&w->mu);
       }
       continue;
@@ -176,14 +171,7 @@ dlpg_status_t dlpg_work_wait(dlpg_work_t *w, double timeout_s) {
     /* Sleep in slices so an abort from another thread is seen promptly even when the
      * worker cannot complete this work yet. */
     double add = deadline - now < DLPG__WAIT_SLICE_S ? deadline - now : DLPG__WAIT_SLICE_S;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)add;
-    ts.tv_nsec += (long)((add - (double)(time_t)add) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = dlpg__abstime_in(add);
     int rc = pthread_cond_timedwait(&w->cv, &w->mu, &ts);
     if (rc != 0 && rc != ETIMEDOUT && rc != EINTR) {
       pthread_mutex_unlock(&w->mu);

@@ -53,12 +53,7 @@ static void dlpg__ops_finish(dlpg__op_t **ops, int n, dlpg_status_t st, const ch
       dlpg__work_complete(op->work, DLPG_OK, NULL);
     } else {
       char m[DLPG__ERROR_MAX];
-      const char *name = dlpg__op_name(op->kind);
-      size_t nl = strlen(name);
-      if (msg && strncmp(msg, name, nl) == 0 && msg[nl] == ':')
-        snprintf(m, sizeof m, "%s", msg);
-      else
-        snprintf(m, sizeof m, "%s: %s", name, msg && msg[0] ? msg : dlpg_status_name(st));
+      dlpg__format_prefixed(m, sizeof m, dlpg__op_name(op->kind), msg, st);
       dlpg__work_complete(op->work, st, m);
     }
     free(op);
@@ -293,13 +288,7 @@ static void dlpg__worker_wait_exit(dlpg__worker_t *w, double deadline) {
     double left = deadline - dlpg__now();
     if (left <= 0) break;
     if (left > 0.1) left = 0.1;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += (long)(left * 1e9);
-    while (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = dlpg__abstime_in(left);
     pthread_cond_timedwait(&w->cv, &w->mu, &ts);
   }
 }

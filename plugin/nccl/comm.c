@@ -151,10 +151,7 @@ void dlpg__nccl_destroy(dlpg__nccl_t *st) {
     for (dlpg__nccl_comm_t *c = st->comms; c; c = c->next)
       creating |= c->state == DLPG__COMM_CREATING;
     if (!creating || dlpg__now() > deadline) break;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += 10 * 1000 * 1000;
-    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    struct timespec ts = dlpg__abstime_in(0.01);
     pthread_cond_timedwait(&st->cv, &st->mu, &ts);
   }
   dlpg__nccl_comm_t *list = st->comms;
@@ -207,8 +204,7 @@ void dlpg__nccl_destroy(dlpg__nccl_t *st) {
       break;
     }
     dlpg__nccl_unlock();
-    struct timespec ts = {0, 200 * 1000};
-    nanosleep(&ts, NULL);
+    dlpg__sleep(200e-6);
     dlpg__nccl_rdlock();
   }
   dlpg__nccl_unlock();

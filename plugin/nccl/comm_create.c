@@ -23,10 +23,7 @@
 /* Longest single store wait, so an abort is noticed while a peer is awaited. */
 #define DLPG__STORE_SLICE_S 0.5
 
-static void dlpg__sleep_us(long us) {
-  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-  nanosleep(&ts, NULL);
-}
+static void dlpg__sleep_us(long us) { dlpg__sleep((double)us * 1e-6); }
 
 static void dlpg__devkey(const dlpg__op_t *op, char *key, size_t cap) {
   size_t n = 0;
@@ -455,10 +452,7 @@ dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__op_t *const *ops, int n
                         "group '%s'", fn, c->key, st->name);
         break;
       }
-      struct timespec ts;
-      clock_gettime(CLOCK_MONOTONIC, &ts);
-      ts.tv_nsec += 50 * 1000 * 1000;
-      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+      struct timespec ts = dlpg__abstime_in(0.05);
       pthread_cond_timedwait(&st->cv, &st->mu, &ts);
     }
     if (s == DLPG_OK) s = dlpg__entry_status(fn, c);

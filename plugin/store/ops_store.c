@@ -80,9 +80,9 @@ static dlpg_status_t dlpg__ops_set(void *impl, const char *key, const void *valu
 /* One blocking get cut into slices (see the top of the file). */
 static dlpg_status_t dlpg__ops_get_sliced(dlpg__ops_store_t *o, const char *key, double timeout_s,
                                           void *buf, size_t cap, size_t *len) {
-  double deadline = dlpg__store_clock() + timeout_s, slice = 0.05;
+  double deadline = dlpg__now() + timeout_s, slice = 0.05;
   for (;;) {
-    double left = deadline - dlpg__store_clock();
+    double left = deadline - dlpg__now();
     double t = left < slice ? left : slice;
     if (t < 0.001) t = 0.001;
     size_t n = 0;
@@ -94,7 +94,7 @@ static dlpg_status_t dlpg__ops_get_sliced(dlpg__ops_store_t *o, const char *key,
       return DLPG_OK;
     }
     if (st != DLPG_ERR_TIMEOUT) return dlpg__ops_fail(st, "get", key);
-    if (dlpg__store_clock() >= deadline)
+    if (dlpg__now() >= deadline)
       return dlpg__error(DLPG_ERR_TIMEOUT, "timed out after %g s waiting for key '%s'",
                          timeout_s, key);
     slice = slice * 2 > 1.0 ? 1.0 : slice * 2;
@@ -120,12 +120,12 @@ static dlpg_status_t dlpg__ops_add(void *impl, const char *key, int64_t delta, i
 static dlpg_status_t dlpg__ops_wait(void *impl, const char *const *keys, size_t nkeys,
                                     double timeout_s) {
   dlpg__ops_store_t *o = (dlpg__ops_store_t *)impl;
-  double deadline = dlpg__store_clock() + timeout_s;
+  double deadline = dlpg__now() + timeout_s;
   if (o->ops.wait) {
     /* The host's wait, sliced like get. */
     double slice = 0.05;
     for (;;) {
-      double left = deadline - dlpg__store_clock();
+      double left = deadline - dlpg__now();
       double t = left < slice ? left : slice;
       if (t < 0.001) t = 0.001;
       dlpg__ticket_lock(&o->mu);
@@ -133,14 +133,14 @@ static dlpg_status_t dlpg__ops_wait(void *impl, const char *const *keys, size_t 
       dlpg__ticket_unlock(&o->mu);
       if (st == DLPG_OK) return st;
       if (st != DLPG_ERR_TIMEOUT) return dlpg__ops_fail(st, "wait", keys[0]);
-      if (dlpg__store_clock() >= deadline) break;
+      if (dlpg__now() >= deadline) break;
       slice = slice * 2 > 1.0 ? 1.0 : slice * 2;
     }
   } else {
     /* No wait callback: get each key (length only) within the one deadline. */
     size_t i = 0;
     for (; i < nkeys; ++i) {
-      double left = deadline - dlpg__store_clock();
+      double left = deadline - dlpg__now();
       size_t n = 0;
       dlpg_status_t st = dlpg__ops_get_sliced(o, keys[i], left > 0.001 ? left : 0.001, NULL, 0, &n);
       if (st == DLPG_ERR_TIMEOUT) break;

@@ -139,9 +139,9 @@ dlpg_status_t dlpg_store_wait(dlpg_store_t *store, const char *const *keys, size
   if (nkeys == 0) return DLPG_OK;
   if (store->vt->wait) return dlpg__store_fail(store->vt->wait(store->impl, keys, nkeys, t), fn);
   /* An implementation without wait: get each key (length only) within one deadline. */
-  double deadline = dlpg__store_clock() + t;
+  double deadline = dlpg__now() + t;
   for (size_t i = 0; i < nkeys; ++i) {
-    double left = deadline - dlpg__store_clock();
+    double left = deadline - dlpg__now();
     size_t n = 0;
     DLPG_CHECK(dlpg__store_fail(
         store->vt->get(store->impl, keys[i], left > 0.001 ? left : 0.001, NULL, 0, &n), fn));
@@ -184,12 +184,12 @@ dlpg_status_t dlpg__store_get_alloc(dlpg_store_t *s, const char *key, double tim
   DLPG_ARG_CHECK(value != NULL && len != NULL, "%s: value or len is NULL", fn);
   double t;
   DLPG_CHECK(dlpg__store_resolve_timeout(fn, timeout_s, s->timeout_s, &t));
-  double deadline = dlpg__store_clock() + t;
+  double deadline = dlpg__now() + t;
   size_t cap = 256;
   for (;;) {
     uint8_t *buf = (uint8_t *)malloc(cap);
     if (!buf) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory for %zu bytes", fn, cap);
-    double left = deadline - dlpg__store_clock();
+    double left = deadline - dlpg__now();
     size_t n = 0;
     dlpg_status_t st = dlpg_store_get(s, key, left > 0.001 ? left : 0.001, buf, cap, &n);
     if (st != DLPG_OK) {

@@ -46,14 +46,6 @@ static void dlpg__reply_free(dlpg__reply_t *r) {
   dlpg__buf_free(&r->body);
 }
 
-static void dlpg__sleep(double s) {
-  struct timespec ts;
-  ts.tv_sec = (time_t)s;
-  ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
 /* A pooled connection, or a new one (one attempt: a server that refuses now is gone). */
 static dlpg_status_t dlpg__tcp_take(dlpg__tcp_store_t *t, double deadline, int *fd) {
   pthread_mutex_lock(&t->mu);
@@ -137,7 +129,7 @@ static dlpg_status_t dlpg__tcp_set(void *impl, const char *key, const void *valu
   const void *d[2] = {key, value};
   size_t l[2] = {strlen(key), len};
   dlpg__reply_t r;
-  DLPG_CHECK(dlpg__tcp_call(t, DLPG__CMD_SET, 2, d, l, dlpg__store_clock() + t->timeout_s, &r));
+  DLPG_CHECK(dlpg__tcp_call(t, DLPG__CMD_SET, 2, d, l, dlpg__now() + t->timeout_s, &r));
   if (r.type != DLPG__REPLY_OK) return dlpg__tcp_unexpected(t, &r, "SET");
   dlpg__reply_free(&r);
   return DLPG_OK;
@@ -168,7 +160,7 @@ static dlpg_status_t dlpg__tcp_wait(void *impl, const char *const *keys, size_t 
   }
   dlpg__reply_t r;
   dlpg_status_t st = dlpg__tcp_call(t, DLPG__CMD_WAIT, nkeys + 1, d, l,
-                                    dlpg__store_clock() + timeout_s + DLPG__TCP_WAIT_GRACE_S, &r);
+                                    dlpg__now() + timeout_s + DLPG__TCP_WAIT_GRACE_S, &r);
   free(d);
   free(l);
   if (st != DLPG_OK) return st;
@@ -192,14 +184,14 @@ static dlpg_status_t dlpg__tcp_wait(void *impl, const char *const *keys, size_t 
 static dlpg_status_t dlpg__tcp_get(void *impl, const char *key, double timeout_s, void *buf,
                                    size_t cap, size_t *len) {
   dlpg__tcp_store_t *t = (dlpg__tcp_store_t *)impl;
-  double deadline = dlpg__store_clock() + timeout_s;
+  double deadline = dlpg__now() + timeout_s;
   const void *d[1] = {key};
   size_t l[1] = {strlen(key)};
   for (;;) {
-    double left = deadline - dlpg__store_clock();
+    double left = deadline - dlpg__now();
     DLPG_CHECK(dlpg__tcp_wait(impl, &key, 1, left > 0.001 ? left : 0.001));
     dlpg__reply_t r;
-    DLPG_CHECK(dlpg__tcp_call(t, DLPG__CMD_GET, 1, d, l, dlpg__store_clock() + t->timeout_s, &r));
+    DLPG_CHECK(dlpg__tcp_call(t, DLPG__CMD_GET, 1, d, l, dlpg__now() + t->timeout_s, &r));
     if (r.type == DLPG__REPLY_NOT_FOUND) { /* deleted between WAIT and GET: wait again */
       dlpg__reply_free(&r);
       continue;
@@ -220,7 +212,7 @@ static dlpg_status_t dlpg__tcp_add(void *impl, const char *key, int64_t delta, i
   const void *d[2] = {key, dv};
   size_t l[2] = {strlen(key), 8};
   dlpg__reply_t r;
-  DLPG_CHECK(dlpg__tcp_call(t, DLPG__CMD_ADD, 2, d, l, dlpg__store_clock() + t->timeout_s, &r));
+  DLPG_CHECK(dlpg__tcp_call(t, DLPG__CMD_ADD, 2, d, l, dlpg__now() + t->timeout_s, &r));
   if (r.type == DLPG__REPLY_ERROR && r.n == 1) {
     dlpg_status_t st = dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "cannot add %lld to key '%s': %.*s",
                                    (long long)delta, key, (int)r.f[0].len,
@@ -254,7 +246,7 @@ static dlpg_status_t dlpg__tcp_flag(dlpg__tcp_store_t *t, uint8_t cmd, const cha
   }
   dlpg__reply_t r;
   dlpg_status_t st =
-      dlpg__tcp_call(t, cmd, nkeys, d, l, dlpg__store_clock() + t->timeout_s, &r);
+      dlpg__tcp_call(t, cmd, nkeys, d, l, dlpg__now() + t->timeout_s, &r);
   free(d);
   free(l);
   if (st != DLPG_OK) return st;
@@ -293,7 +285,7 @@ static const dlpg__store_vtbl_t dlpg__tcp_vtbl = {
 
 /* Connect, retrying with exponential backoff (10 ms doubling to 1 s) until deadline. */
 static dlpg_status_t dlpg__tcp_first_connect(dlpg__tcp_store_t *t, double timeout_s) {
-  double deadline = dlpg__store_clock() + timeout_s, backoff = 0.010;
+  double deadline = dlpg__now() + timeout_s, backoff = 0.010;
   char last[DLPG__ERROR_MAX] = "";
   for (;;) {
     int fd = -1;
@@ -302,7 +294,7 @@ static dlpg_status_t dlpg__tcp_first_connect(dlpg__tcp_store_t *t, double timeou
       return DLPG_OK;
     }
     snprintf(last, sizeof last, "%s", dlpg__last_error());
-    double left = deadline - dlpg__store_clock();
+    double left = deadline - dlpg__now();
     if (left <= 0)
       return dlpg__error(DLPG_ERR_TIMEOUT, "cannot reach store server %s within %g s (last error: %s)",
                          t->peer, timeout_s, last);

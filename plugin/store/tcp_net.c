@@ -25,7 +25,7 @@ static int dlpg__set_nonblock(int fd) {
 
 /* Milliseconds left until deadline for poll(), at least 0, at most a day. */
 static int dlpg__ms_left(double deadline) {
-  double left = deadline - dlpg__store_clock();
+  double left = deadline - dlpg__now();
   if (left <= 0) return 0;
   if (left > 86400.0) left = 86400.0;
   return (int)(left * 1000.0) + 1;

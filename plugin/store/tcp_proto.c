@@ -6,12 +6,6 @@
 #include <string.h>
 #include <time.h>
 
-double dlpg__store_clock(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 void dlpg__buf_free(dlpg__buf_t *b) {
   free(b->data);
   b->data = NULL;

@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/clock.h"
 #include "dlpg/dlpg.h"
 
 #ifdef __cplusplus
@@ -93,11 +94,8 @@ int dlpg__frame_append(dlpg__buf_t *b, uint8_t type, size_t nfields, const void 
 int dlpg__frame_parse(const uint8_t *body, size_t body_len, uint8_t *type, size_t *nfields,
                       dlpg__field_t **fields);
 
-/* Seconds on CLOCK_MONOTONIC. */
-double dlpg__store_clock(void);
-
 /* Sockets. Every blocking step waits with poll() until the absolute deadline (on
- * dlpg__store_clock), then fails; none blocks forever. */
+ * dlpg__now, core/clock.h), then fails; none blocks forever. */
 
 /* Listen on host:port (host NULL or "" = every interface; port 0 = ephemeral) with
  * SO_REUSEADDR, non-blocking. Sets *fd and *bound_port. Errors name host:port. */

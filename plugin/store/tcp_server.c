@@ -138,7 +138,7 @@ static void dlpg__accept_all(dlpg__tcp_server_t *s) {
         DLPG_WARN(STORE, -1, "store server: accept on port %d: %s (pausing accepts)", s->port,
                   strerror(errno));
         if (epoll_ctl(s->ep_fd, EPOLL_CTL_DEL, s->listen_fd, NULL) == 0)
-          s->accept_resume_at = dlpg__store_clock() + 0.1;
+          s->accept_resume_at = dlpg__now() + 0.1;
       } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
         DLPG_WARN(STORE, -1, "store server: accept on port %d: %s", s->port, strerror(errno));
       }
@@ -175,7 +175,7 @@ static double dlpg__service_waiters(dlpg__tcp_server_t *s) {
   while (again) {
     again = 0;
     s->dirty = 0;
-    double now = dlpg__store_clock();
+    double now = dlpg__now();
     nearest = -1;
     for (dlpg__conn_t *c = s->conns; c; c = c->next) {
       if (!c->waiting || c->dead) continue;
@@ -244,14 +244,14 @@ static void *dlpg__server_main(void *arg) {
     if (nearest < 0) {
       timeout_ms = -1;
     } else {
-      double left = nearest - dlpg__store_clock();
+      double left = nearest - dlpg__now();
       /* A WAIT may park for up to a year: cap the sleep so the conversion fits an int. */
       if (left > 86400.0) left = 86400.0;
       timeout_ms = left <= 0 ? 0 : (int)(left * 1000.0) + 1;
     }
     if (s->accept_resume_at > 0) {
       /* Accept again 100 ms after running out of descriptors. */
-      double left = s->accept_resume_at - dlpg__store_clock();
+      double left = s->accept_resume_at - dlpg__now();
       if (left <= 0) {
         struct epoll_event ev;
         ev.events = EPOLLIN;

@@ -98,7 +98,7 @@ static void dlpg__cmd_wait(dlpg__tcp_server_t *s, dlpg__conn_t *c, const dlpg__f
     c->nwkeys = i;
   }
   c->waiting = 1;
-  c->deadline = dlpg__store_clock() + (double)ms / 1000.0;
+  c->deadline = dlpg__now() + (double)ms / 1000.0;
   return;
 oom:
   dlpg__conn_clear_wait(c);
