@@ -46,6 +46,17 @@ inline void run_ranks(int n, double timeout_s,
       }
       dlpg__gloo_ctx_t *ctx = nullptr;
       dlpg_status_t st = dlpg__gloo_ctx_create(s, prefix, r, n, timeout_s, &ctx);
+      // Every rank's context is complete before any rank acts: a rank that closed its
+      // connections right away could otherwise fail a peer still inside the rendezvous.
+      if (st == DLPG_OK) {
+        const std::string up = std::string(prefix) + "/ctx-up";
+        int64_t v = 0;
+        dlpg_store_add(s, up.c_str(), 1, &v);
+        for (double waited = 0; v < n && waited < timeout_s; waited += 0.005) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          dlpg_store_add(s, up.c_str(), 0, &v);
+        }
+      }
       if (r != 0) dlpg_store_close(s);
       ASSERT_EQ(st, DLPG_OK) << dlpg_last_error();
       fn(r, ctx);
