@@ -79,29 +79,18 @@ int bench_dlpg_issue(bench_ctx_t *x, size_t count) {
       break;
     case BENCH_SENDRECV: {
       /* A ring: send to the next rank, receive from the previous one, posted together so
-       * neither side waits for the other. work must be non-NULL inside a batch. */
+       * neither side waits for the other. work == NULL as everywhere here: dlpg_group_end
+       * returns once CPU operations completed, CUDA ones are ordered on the bench's stream. */
       int next = (x->rank + 1) % x->world, prev = (x->rank - 1 + x->world) % x->world;
       void *s = o->cuda ? x->stream[0] : NULL;
-      dlpg_work_t *ws = NULL, *wr = NULL;
       st = dlpg_group_start(gr);
       if (st != DLPG_OK) return fail(x, "dlpg_group_start", st);
-      dlpg_status_t s1 = dlpg_send(gr, t.pin[0], next, 0, s, &ws);
+      dlpg_status_t s1 = dlpg_send(gr, t.pin[0], next, 0, s, NULL);
       if (s1 != DLPG_OK) fail(x, "dlpg_send", s1);
-      dlpg_status_t s2 = dlpg_recv(gr, t.pout[0], prev, 0, s, &wr);
+      dlpg_status_t s2 = dlpg_recv(gr, t.pout[0], prev, 0, s, NULL);
       if (s2 != DLPG_OK) fail(x, "dlpg_recv", s2);
       st = dlpg_group_end(gr);
       if (st != DLPG_OK) fail(x, "dlpg_group_end", st);
-      /* CPU: wait for completion here (the timed loop issues operations back to back, and
-       * a CPU operation counts as done when its call returns). CUDA: the operations are
-       * ordered on the bench's stream, whose synchronisation after the loop waits. */
-      if (!o->cuda) {
-        if (ws && st == DLPG_OK && (s1 = dlpg_work_wait(ws, o->timeout_s)) != DLPG_OK)
-          fail(x, "dlpg_work_wait(send)", s1);
-        if (wr && st == DLPG_OK && (s2 = dlpg_work_wait(wr, o->timeout_s)) != DLPG_OK)
-          fail(x, "dlpg_work_wait(recv)", s2);
-      }
-      dlpg_work_free(ws);
-      dlpg_work_free(wr);
       if (st == DLPG_OK && (s1 != DLPG_OK || s2 != DLPG_OK)) st = s1 != DLPG_OK ? s1 : s2;
       return st == DLPG_OK ? 0 : -1;
     }

@@ -30,20 +30,32 @@ TEST(Cuda, MissingPeerTimesOut) {
   }));
 }
 
-TEST(Cuda, AbortWhileWaiting) {
+// Rank 0 starts an operation rank 1 never joins; another thread aborts the group while the
+// kernel waits. kCold: an allreduce at a size never used before; kWarm: at a size both ranks
+// used; kSend: a send to a peer both ranks exchanged with before (the peer never receives).
+enum class Stuck { kCold, kWarm, kSend };
+
+void AbortWhileWaiting(Stuck what) {
   NEED_GPUS(2);
-  EXPECT_NO_FAILURES(RunProcs(2, 2, 120, [](Env &e) {
+  EXPECT_NO_FAILURES(RunProcs(2, 2, 120, [what](Env &e) {
     CT_CUDA(cudaSetDevice(e.rank));
     dlpg_group_t *g = MakeGroup(e.api, e.store, e.rank, 2, "abort", 15);
     Matrix m{e.api, g, Layout{2, e.rank, {e.rank}}};
     m.Allreduce(DT::F32, DLPG_SUM, false, 1000, false);  // both ranks: communicator ready
+    const int64_t n = 1 << 20;
+    if (what == Stuck::kWarm) m.Allreduce(DT::F32, DLPG_SUM, false, n, false);
+    if (what == Stuck::kSend) m.SendRecv(DT::F32, n);
     int64_t v = 0;
     if (e.rank == 0) {
       // Rank 1 never joins this one: the kernel waits until the group is aborted.
-      DevTensor x(0, DT::F32, 1 << 20);
+      // 64 MiB: a send that fits NCCL's buffers (4 MiB) completes without its receiver.
+      DevTensor x(0, DT::F32, what == Stuck::kSend ? int64_t(1) << 24 : n);
       DLTensor *tx = x.dl();
       dlpg_work_t *w = nullptr;
-      CT_OK(e.api, e.api->allreduce(g, &tx, nullptr, 1, DLPG_SUM, nullptr, &w));
+      if (what == Stuck::kSend)
+        CT_OK(e.api, e.api->send(g, tx, 1, 0, nullptr, &w));
+      else
+        CT_OK(e.api, e.api->allreduce(g, &tx, nullptr, 1, DLPG_SUM, nullptr, &w));
       std::thread ab([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
         e.api->group_abort(g);
@@ -66,6 +78,10 @@ TEST(Cuda, AbortWhileWaiting) {
     e.api->group_destroy(g);
   }));
 }
+
+TEST(Cuda, AbortWhileWaitingCold) { AbortWhileWaiting(Stuck::kCold); }
+TEST(Cuda, AbortWhileWaitingWarm) { AbortWhileWaiting(Stuck::kWarm); }
+TEST(Cuda, AbortWhileWaitingSend) { AbortWhileWaiting(Stuck::kSend); }
 
 TEST(Cuda, MismatchedDeviceCountsFailClearly) {
   NEED_GPUS(2);

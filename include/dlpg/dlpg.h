@@ -224,7 +224,9 @@ typedef enum dlpg_reduce_op {
  *    returns once a CPU operation has completed (its status is returned) or once a CUDA
  *    operation has been enqueued on its stream.
  *  - Between dlpg_group_start and dlpg_group_end, calls only enqueue; the batch is issued
- *    at dlpg_group_end (work must then be non-NULL, or completion is not observable).
+ *    at dlpg_group_end. An operation of the batch with work == NULL is then treated as
+ *    above: dlpg_group_end returns once such CPU operations completed (their status is
+ *    returned) and such CUDA operations are enqueued.
  */
 dlpg_status_t dlpg_allreduce(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
                              int ntensors, dlpg_reduce_op_t op, void *const *streams,

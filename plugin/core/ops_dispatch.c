@@ -1,6 +1,7 @@
 /* Dispatch of validated operations: CPU ops go to the group's worker (Gloo), CUDA ops to
  * the NCCL path. dlpg_group_start/end batches belong to the calling thread and span every
  * group it issues to (like ncclGroupStart), so one thread can drive several ranks. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,17 @@ typedef struct dlpg__batch {
 } dlpg__batch_t;
 
 static _Thread_local dlpg__batch_t dlpg__tls_batch;
+
+/* The batch list's memory is kept between a thread's batches and freed when it exits. */
+static pthread_key_t dlpg__batch_key;
+static pthread_once_t dlpg__batch_key_once = PTHREAD_ONCE_INIT;
+static void dlpg__batch_free(void *p) {
+  dlpg__batch_t *b = p;
+  free(b->v);
+  b->v = NULL;
+  b->cap = 0;
+}
+static void dlpg__batch_key_init(void) { pthread_key_create(&dlpg__batch_key, dlpg__batch_free); }
 
 /* Fail every work of ops that the NCCL path did not take, with the current message. */
 static void dlpg__fail_unclaimed(dlpg__op_t *const *ops, int n, dlpg_status_t st) {
@@ -247,11 +259,19 @@ dlpg_status_t dlpg_group_end(dlpg_group_t *g) {
   /* Detach the list first, so an operation issued from inside the flush (none today)
    * would start a fresh batch instead of corrupting this one. */
   dlpg__batch_entry_t *v = b->v;
-  int n = b->n;
+  int n = b->n, cap = b->cap;
   b->v = NULL;
   b->n = b->cap = 0;
   dlpg_status_t st = DLPG_OK;
   if (n > 0) st = dlpg__batch_flush(v, n);
-  free(v);
+  /* Keep the list's memory for the thread's next batch. */
+  if (!b->v && cap > 0) {
+    pthread_once(&dlpg__batch_key_once, dlpg__batch_key_init);
+    b->v = v;
+    b->cap = cap;
+    pthread_setspecific(dlpg__batch_key, b);
+  } else {
+    free(v);
+  }
   return st;
 }

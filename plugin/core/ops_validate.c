@@ -48,22 +48,23 @@ static int dlpg__is_reduction(dlpg__op_kind_t k) {
   return k == DLPG__OP_ALLREDUCE || k == DLPG__OP_REDUCE || k == DLPG__OP_REDUCE_SCATTER;
 }
 
-/* Checks one tensor against the first input: backend, dtype, and (CUDA) device. */
+/* Checks one tensor against a reference tensor (argument ref_out/ref_i): backend and dtype.
+ * Names are formatted only for a message. */
 static dlpg_status_t dlpg__check_like(const char *fn, const dlpg__op_args_t *a, int is_out,
                                       int i, const dlpg__tensor_t *t, const dlpg__tensor_t *ref,
-                                      const char *refname) {
-  char nm[32], d1[48], d2[48];
+                                      int ref_out, int ref_i) {
+  if (t->backend == ref->backend && t->dtype == ref->dtype) return DLPG_OK;
+  char nm[32], refname[32], d1[48], d2[48];
   dlpg__arg_name(a, is_out, i, nm, sizeof nm);
+  dlpg__arg_name(a, ref_out, ref_i, refname, sizeof refname);
   if (t->backend != ref->backend)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
                        "%s: %s is on %s but %s is on %s (one call takes all CPU or all CUDA "
                        "tensors)", fn, nm, dlpg__dev_str(t, d1, sizeof d1), refname,
                        dlpg__dev_str(ref, d2, sizeof d2));
-  if (t->dtype != ref->dtype)
-    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s is on %s but %s is %s and %s is %s",
-                       fn, nm, dlpg__dev_str(t, d1, sizeof d1), refname,
-                       dlpg__dtype_name(ref->dtype), nm, dlpg__dtype_name(t->dtype));
-  return DLPG_OK;
+  return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s is on %s but %s is %s and %s is %s", fn,
+                     nm, dlpg__dev_str(t, d1, sizeof d1), refname, dlpg__dtype_name(ref->dtype),
+                     nm, dlpg__dtype_name(t->dtype));
 }
 
 /* The shape rule of each operation, per local device i. */
@@ -151,19 +152,15 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
   int has_out = dlpg__has_outputs(a->kind) && a->outputs != NULL;
   op->in_place = dlpg__has_outputs(a->kind) && !has_out;
 
+  /* Names of the single-tensor operations' arguments; the others are inputs[i]/outputs[i]. */
+  const char *in_name = a->kind == DLPG__OP_ALLTOALL ? "input" : single ? "tensor" : "inputs";
+  const char *out_name = single ? "output" : "outputs";
   for (int i = 0; i < n; i++) {
-    char nm[32];
-    dlpg__arg_name(a, 0, i, nm, sizeof nm);
-    const char *base = single ? nm : "inputs";
-    DLPG_CHECK(dlpg__tensor_from_dl(fn, base, single ? -1 : i, a->inputs[i], &op->in[i]));
-    if (i > 0) DLPG_CHECK(dlpg__check_like(fn, a, 0, i, &op->in[i], &op->in[0], "inputs[0]"));
+    DLPG_CHECK(dlpg__tensor_from_dl(fn, in_name, single ? -1 : i, a->inputs[i], &op->in[i]));
+    if (i > 0) DLPG_CHECK(dlpg__check_like(fn, a, 0, i, &op->in[i], &op->in[0], 0, 0));
     if (has_out) {
-      dlpg__arg_name(a, 1, i, nm, sizeof nm);
-      base = single ? nm : "outputs";
-      DLPG_CHECK(dlpg__tensor_from_dl(fn, base, single ? -1 : i, a->outputs[i], &op->out[i]));
-      char refname[32];
-      dlpg__arg_name(a, 0, i, refname, sizeof refname);
-      DLPG_CHECK(dlpg__check_like(fn, a, 1, i, &op->out[i], &op->in[i], refname));
+      DLPG_CHECK(dlpg__tensor_from_dl(fn, out_name, single ? -1 : i, a->outputs[i], &op->out[i]));
+      DLPG_CHECK(dlpg__check_like(fn, a, 1, i, &op->out[i], &op->in[i], 0, i));
     } else {
       op->out[i] = op->in[i];
     }

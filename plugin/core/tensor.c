@@ -99,16 +99,23 @@ static void dlpg__fmt_dims(char *buf, size_t cap, const int64_t *v, int n) {
   if (len < cap) snprintf(buf + len, cap - len, ")");
 }
 
+/* "inputs[2]" or "tensor": an argument's name in messages. */
+static const char *dlpg__tensor_arg_name(char *buf, size_t cap, const char *arg, int index) {
+  if (index >= 0)
+    snprintf(buf, cap, "%s[%d]", arg ? arg : "tensors", index);
+  else
+    snprintf(buf, cap, "%s", arg ? arg : "tensor");
+  return buf;
+}
+
 dlpg_status_t dlpg__tensor_from_dl(const char *fn, const char *arg, int index, const DLTensor *t,
                                    dlpg__tensor_t *out) {
-  char name[64];
-  if (index >= 0)
-    snprintf(name, sizeof name, "%s[%d]", arg ? arg : "tensors", index);
-  else
-    snprintf(name, sizeof name, "%s", arg ? arg : "tensor");
+  char namebuf[64];
+  /* The argument's name, formatted only for a message (this runs on every operation). */
+#define ARG_NAME dlpg__tensor_arg_name(namebuf, sizeof namebuf, arg, index)
   if (!fn) fn = "dlpg";
 
-  if (!t) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, name);
+  if (!t) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, ARG_NAME);
 
   int dt = (int)t->device.device_type;
   dlpg__backend_t backend;
@@ -120,29 +127,29 @@ dlpg_status_t dlpg__tensor_from_dl(const char *fn, const char *arg, int index, c
     return dlpg__error(DLPG_ERR_UNSUPPORTED,
                        "%s: %s is on device type %d (%s); dlpg serves cpu and cuda_host "
                        "(Gloo), cuda and cuda_managed (NCCL)",
-                       fn, name, dt, dlpg__device_name(dt));
+                       fn, ARG_NAME, dt, dlpg__device_name(dt));
   }
   if (t->device.device_id < 0)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s has device id %d (must be >= 0)", fn,
-                       name, t->device.device_id);
+                       ARG_NAME, t->device.device_id);
 
   if (t->dtype.lanes != 1)
     return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                       "%s: %s has %u lanes; dlpg supports only lanes == 1", fn, name,
+                       "%s: %s has %u lanes; dlpg supports only lanes == 1", fn, ARG_NAME,
                        (unsigned)t->dtype.lanes);
   dlpg__dtype_t dtype;
   if (!dlpg__dtype_lookup(t->dtype.code, t->dtype.bits, &dtype))
     return dlpg__error(DLPG_ERR_UNSUPPORTED,
                        "%s: %s has dtype code %u with %u bits, which dlpg does not support "
                        "(int/uint 8-64, float16/32/64, bfloat16, bool, float8 e4m3fn/e5m2)",
-                       fn, name, (unsigned)t->dtype.code, (unsigned)t->dtype.bits);
+                       fn, ARG_NAME, (unsigned)t->dtype.code, (unsigned)t->dtype.bits);
 
   if (t->ndim < 0)
-    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s has ndim %d (must be >= 0)", fn, name,
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s has ndim %d (must be >= 0)", fn, ARG_NAME,
                        t->ndim);
   if (t->ndim > 0 && !t->shape)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s has ndim %d but shape is NULL", fn,
-                       name, t->ndim);
+                       ARG_NAME, t->ndim);
 
   int64_t numel = 1;
   int overflow = 0;
@@ -150,20 +157,20 @@ dlpg_status_t dlpg__tensor_from_dl(const char *fn, const char *arg, int index, c
     int64_t d = t->shape[i];
     if (d < 0)
       return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s has shape[%d] = %lld (must be >= 0)",
-                         fn, name, i, (long long)d);
+                         fn, ARG_NAME, i, (long long)d);
     if (d == 0) numel = 0;
     else if (numel != 0 && numel > INT64_MAX / d) overflow = 1;
     else numel *= d;
   }
   if (overflow && numel != 0)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s has a shape whose element count "
-                       "overflows 64 bits", fn, name);
+                       "overflows 64 bits", fn, ARG_NAME);
 
   size_t esize = dlpg__dtype_size(dtype);
   if ((uint64_t)numel > (uint64_t)(SIZE_MAX / esize) ||
       (uint64_t)numel > (uint64_t)INT64_MAX / esize)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
-                       "%s: %s has %lld elements of %zu bytes, too many to address", fn, name,
+                       "%s: %s has %lld elements of %zu bytes, too many to address", fn, ARG_NAME,
                        (long long)numel, esize);
 
   /* Contiguity: strides must equal the compact row-major ones, except on size-1 dims (and
@@ -178,7 +185,7 @@ dlpg_status_t dlpg__tensor_from_dl(const char *fn, const char *arg, int index, c
         if (t->shape[i] != 1 && t->strides[i] != s)
           return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
                              "%s: %s has stride[%d] = %lld but compact row-major needs %lld",
-                             fn, name, i, (long long)t->strides[i], (long long)s);
+                             fn, ARG_NAME, i, (long long)t->strides[i], (long long)s);
         s *= t->shape[i];
       }
     } else {
@@ -197,14 +204,14 @@ dlpg_status_t dlpg__tensor_from_dl(const char *fn, const char *arg, int index, c
         return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
                            "%s: %s has strides %s but shape %s needs compact row-major "
                            "strides %s (dlpg supports contiguous tensors only)",
-                           fn, name, sb, shb, eb);
+                           fn, ARG_NAME, sb, shb, eb);
       }
     }
   }
 
   if (!t->data && numel > 0)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s has %lld elements but data is NULL",
-                       fn, name, (long long)numel);
+                       fn, ARG_NAME, (long long)numel);
 
   if (out) {
     memset(out, 0, sizeof *out);
@@ -217,6 +224,7 @@ dlpg_status_t dlpg__tensor_from_dl(const char *fn, const char *arg, int index, c
     out->device_id = t->device.device_id;
   }
   return DLPG_OK;
+#undef ARG_NAME
 }
 
 /* ------------------------------------------------------------------ support tables */

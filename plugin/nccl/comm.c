@@ -97,25 +97,68 @@ dlpg_status_t dlpg__nccl_create(struct dlpg_group *g, dlpg__nccl_t **out) {
   return DLPG_OK;
 }
 
-/* Abort one entry's handles. Caller holds the write lock and st->mu. */
-static void dlpg__nccl_comm_abort_locked(dlpg__nccl_comm_t *c) {
-  for (int i = 0; i < c->ndev; i++) {
-    if (!c->comms[i]) continue;
-    ncclResult_t r = ncclCommAbort(c->comms[i]);
+/* ncclCommAbort of one entry's handles on one device: the split child, then the parent it
+ * shares resources (and, with splitShare, the abort flag) with. */
+static void dlpg__nccl_abort_pair(struct dlpg__nccl *st, const char *key, int dev, ncclComm_t child,
+                                  ncclComm_t parent) {
+  ncclComm_t hs[2] = {child, parent};
+  cudaSetDevice(dev);
+  for (int h = 0; h < 2; h++) {
+    if (!hs[h]) continue;
+    ncclResult_t r = ncclCommAbort(hs[h]);
     if (r != ncclSuccess)
-      DLPG_WARN(NCCL, c->st->rank, "ncclCommAbort of communicator '%s' device %d: %s", c->key,
-                c->devs[i], ncclGetErrorString(r));
-    c->comms[i] = NULL;
-    /* The split child first, then the parent it shares resources with. */
-    if (c->parents[i]) {
-      r = ncclCommAbort(c->parents[i]);
-      if (r != ncclSuccess)
-        DLPG_WARN(NCCL, c->st->rank, "ncclCommAbort of communicator '%s' (parent) device %d: %s",
-                  c->key, c->devs[i], ncclGetErrorString(r));
+      DLPG_WARN(NCCL, st->rank, "ncclCommAbort of communicator '%s'%s device %d: %s", key,
+                h ? " (parent)" : "", dev, ncclGetErrorString(r));
+  }
+}
+
+typedef struct dlpg__abort_job {
+  struct dlpg__nccl *st;
+  const char *key;
+  int dev;
+  ncclComm_t child, parent;
+} dlpg__abort_job_t;
+
+static void *dlpg__abort_thread(void *arg) {
+  dlpg__abort_job_t *j = arg;
+  dlpg__nccl_abort_pair(j->st, j->key, j->dev, j->child, j->parent);
+  return NULL;
+}
+
+/* Abort every handle of list, each entry-device pair on its own thread. ncclCommAbort sets
+ * its communicator's abort flag and then frees memory, and a free waits for every kernel on
+ * the device: aborted one after another, a communicator freed first would wait forever on
+ * a kernel of one whose flag is not yet set. In parallel every flag is set at once. Caller
+ * holds the write lock; handles are set to NULL. */
+static void dlpg__nccl_abort_handles(struct dlpg__nccl *st, dlpg__nccl_comm_t *list) {
+  int n = 0;
+  for (dlpg__nccl_comm_t *c = list; c; c = c->next)
+    for (int i = 0; i < c->ndev; i++) n += c->comms[i] || c->parents[i];
+  dlpg__abort_job_t one, *jobs = n > 1 ? calloc((size_t)n, sizeof(*jobs)) : &one;
+  pthread_t *tids = n > 1 ? calloc((size_t)n, sizeof(*tids)) : NULL;
+  int *started = n > 1 ? calloc((size_t)n, sizeof(*started)) : NULL;
+  int k = 0;
+  for (dlpg__nccl_comm_t *c = list; c; c = c->next) {
+    for (int i = 0; i < c->ndev; i++) {
+      if (!c->comms[i] && !c->parents[i]) continue;
+      dlpg__abort_job_t j = {st, c->key, c->devs[i], c->comms[i], c->parents[i]};
+      c->comms[i] = NULL;
       c->parents[i] = NULL;
+      if (n == 1 || !jobs || !tids || !started) {
+        dlpg__nccl_abort_pair(j.st, j.key, j.dev, j.child, j.parent); /* one pair, or no memory */
+        continue;
+      }
+      jobs[k] = j;
+      started[k] = pthread_create(&tids[k], NULL, dlpg__abort_thread, &jobs[k]) == 0;
+      if (!started[k]) dlpg__abort_thread(&jobs[k]);
+      k++;
     }
   }
-  if (c->state != DLPG__COMM_DESTROYED) c->state = DLPG__COMM_ABORTED;
+  for (int t = 0; t < k; t++)
+    if (started[t]) pthread_join(tids[t], NULL);
+  if (jobs != &one) free(jobs);
+  free(tids);
+  free(started);
 }
 
 void dlpg__nccl_abort(dlpg__nccl_t *st) {
@@ -125,7 +168,9 @@ void dlpg__nccl_abort(dlpg__nccl_t *st) {
   cudaGetDevice(&cur);
   dlpg__nccl_wrlock();
   pthread_mutex_lock(&st->mu);
-  for (dlpg__nccl_comm_t *c = st->comms; c; c = c->next) dlpg__nccl_comm_abort_locked(c);
+  dlpg__nccl_abort_handles(st, st->comms);
+  for (dlpg__nccl_comm_t *c = st->comms; c; c = c->next)
+    if (c->state != DLPG__COMM_DESTROYED) c->state = DLPG__COMM_ABORTED;
   memset(st->by_dev, 0, sizeof(st->by_dev));
   pthread_cond_broadcast(&st->cv);
   pthread_mutex_unlock(&st->mu);
@@ -134,8 +179,68 @@ void dlpg__nccl_abort(dlpg__nccl_t *st) {
   DLPG_INFO(NCCL, st->rank, "group '%s': NCCL communicators aborted", st->name);
 }
 
-/* Finalize every ready communicator (non-blocking, polled until the deadline), then destroy
- * them; whatever does not finalize in time is aborted instead, so destroy never hangs. */
+/* A device synchronisation the caller can stop waiting for: cudaDeviceSynchronize on a
+ * detached thread, which frees the block when both sides are done with it. */
+typedef struct dlpg__drain {
+  int dev;
+  atomic_int done;
+  atomic_int refs;
+} dlpg__drain_t;
+
+static void dlpg__drain_release(dlpg__drain_t *d) {
+  if (atomic_fetch_sub(&d->refs, 1) == 1) free(d);
+}
+
+static void *dlpg__drain_thread(void *arg) {
+  dlpg__drain_t *d = arg;
+  cudaSetDevice(d->dev);
+  cudaDeviceSynchronize();
+  atomic_store(&d->done, 1);
+  dlpg__drain_release(d);
+  return NULL;
+}
+
+/* Wait until the devices of list have finished their queued work (the operations enqueued
+ * on the caller's streams included), until the deadline at most; false if it passed. A
+ * kernel still waiting for a peer then ends with the aborts that follow. */
+static int dlpg__drain_devices(struct dlpg__nccl *st, dlpg__nccl_comm_t *list, double deadline) {
+  dlpg__drain_t *ds[DLPG__NCCL_MAX_DEVICE];
+  int nd = 0;
+  for (dlpg__nccl_comm_t *c = list; c; c = c->next) {
+    for (int i = 0; i < c->ndev; i++) {
+      int seen = 0;
+      for (int k = 0; k < nd; k++) seen |= ds[k]->dev == c->devs[i];
+      if (seen || nd == DLPG__NCCL_MAX_DEVICE) continue;
+      dlpg__drain_t *d = calloc(1, sizeof(*d));
+      if (!d) continue;
+      d->dev = c->devs[i];
+      atomic_init(&d->done, 0);
+      atomic_init(&d->refs, 2);
+      pthread_t t;
+      if (pthread_create(&t, NULL, dlpg__drain_thread, d) != 0) {
+        free(d);
+        continue;
+      }
+      pthread_detach(t);
+      ds[nd++] = d;
+    }
+  }
+  int ok = 1;
+  for (int k = 0; k < nd; k++) {
+    while (!atomic_load(&ds[k]->done) && dlpg__now() < deadline) dlpg__sleep(200e-6);
+    if (!atomic_load(&ds[k]->done)) {
+      ok = 0;
+      DLPG_WARN(NCCL, st->rank, "group '%s': device %d still busy at the deadline; aborting its "
+                "communicators", st->name, ds[k]->dev);
+    }
+    dlpg__drain_release(ds[k]);
+  }
+  return ok;
+}
+
+/* Wait for queued device work, finalize every ready communicator (non-blocking, polled),
+ * then release every handle; each step is bounded by the group's deadline, so destroy never
+ * hangs on a missing or stuck peer. */
 void dlpg__nccl_destroy(dlpg__nccl_t *st) {
   if (!st) return;
   atomic_store(&st->destroyed, 1);
@@ -159,10 +264,15 @@ void dlpg__nccl_destroy(dlpg__nccl_t *st) {
   memset(st->by_dev, 0, sizeof(st->by_dev));
   pthread_mutex_unlock(&st->mu);
 
-  /* Start finalizing every ready communicator. In split mode the non-blocking parents are
-   * finalized (polled against the deadline); once they are quiescent every peer is known to
-   * be tearing down too, and the blocking children are destroyed below without waiting on
-   * anyone missing. */
+  /* Operations still queued on streams finish first (destroy waits for queued work, up to
+   * the group's timeout); on a timeout nothing is finalized, everything is aborted. */
+  if (!dlpg__drain_devices(st, list, deadline))
+    for (dlpg__nccl_comm_t *c = list; c; c = c->next)
+      if (c->state == DLPG__COMM_READY) c->state = DLPG__COMM_FAILED;
+
+  /* Start finalizing every ready communicator: the non-blocking ones (in split mode the
+   * parents, whose resources the children share), polled against the deadline; whatever
+   * does not finalize in time is aborted like the rest below. */
   dlpg__nccl_rdlock();
   for (dlpg__nccl_comm_t *c = list; c; c = c->next) {
     if (c->state != DLPG__COMM_READY) continue;
@@ -209,32 +319,19 @@ void dlpg__nccl_destroy(dlpg__nccl_t *st) {
   }
   dlpg__nccl_unlock();
 
-  /* Destroy (finalized) or abort (anything else), then drop the cache's references. */
+  /* Release every handle with ncclCommAbort, finalized or not. After a completed finalize
+   * it frees the same resources as ncclCommDestroy, without the wait ncclCommDestroy can
+   * add: NCCL's proxy thread serves until every peer process has closed its connection, so
+   * a peer that is alive but stuck (or aborting itself) would hold destroy forever. */
   dlpg__nccl_wrlock();
   pthread_mutex_lock(&st->mu);
-  for (dlpg__nccl_comm_t *c = list; c; c = c->next) {
-    for (int i = 0; i < c->ndev; i++) {
-      /* The split child before the parent whose resources it shares. */
-      ncclComm_t hs[2] = {c->comms[i], c->parents[i]};
-      for (int h = 0; h < 2; h++) {
-        if (!hs[h]) continue;
-        cudaSetDevice(c->devs[i]);
-        /* A split child is blocking, so its ncclCommDestroy (which finalizes) could wait
-         * on a peer with no deadline; its parent's polled finalize above already made the
-         * shared resources quiescent, so the child is released locally with abort. */
-        int destroy = c->state == DLPG__COMM_READY && !(h == 0 && c->parents[i]);
-        ncclResult_t r = destroy ? ncclCommDestroy(hs[h]) : ncclCommAbort(hs[h]);
-        if (r != ncclSuccess)
-          DLPG_WARN(NCCL, st->rank, "releasing communicator '%s'%s device %d: %s", c->key,
-                    h ? " (parent)" : "", c->devs[i], ncclGetErrorString(r));
-      }
-      c->comms[i] = NULL;
-      c->parents[i] = NULL;
-    }
-    c->state = DLPG__COMM_DESTROYED;
-  }
+  dlpg__nccl_abort_handles(st, list);
+  for (dlpg__nccl_comm_t *c = list; c; c = c->next) c->state = DLPG__COMM_DESTROYED;
   pthread_mutex_unlock(&st->mu);
   dlpg__nccl_unlock();
+  for (dlpg__nccl_comm_t *c = list; c; c = c->next)
+    for (int i = 0; i < c->ndev; i++)
+      if (c->scratch[i]) cudaSetDevice(c->devs[i]), cudaFree(c->scratch[i]), c->scratch[i] = NULL;
   if (cur >= 0) cudaSetDevice(cur);
 
   while (list) {

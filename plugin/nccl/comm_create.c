@@ -275,6 +275,8 @@ static void dlpg__runtime_connect_default(void) {
 static dlpg_status_t dlpg__create_all(const char *fn, dlpg__nccl_comm_t **nw, int nn, double deadline) {
   dlpg_status_t s = DLPG_OK;
   pthread_once(&dlpg__runtime_connect_once, dlpg__runtime_connect_default);
+  const char *rc = dlpg__param_str(DLPG__PARAM_NCCL_RUNTIME_CONNECT);
+  for (int k = 0; k < nn; k++) nw[k]->lazy_colls = !(rc && strcmp(rc, "0") == 0);
   ncclUniqueId *ids = calloc((size_t)nn, sizeof(ncclUniqueId));
   if (!ids) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
   for (int k = 0; k < nn && s == DLPG_OK; k++) s = dlpg__rdv_publish(fn, nw[k], deadline);

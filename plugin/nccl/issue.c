@@ -3,10 +3,14 @@
  * a blocking communicator is its own NCCL group), the caller's current CUDA device saved
  * and restored, NULL streams meaning each device's default stream. The communicators of
  * all ops are created first (comm_create.c). In split mode (DLPG_NCCL_COMM_MODE) ops go to
- * the blocking split children, except a batch that is the first to need a connection: it
- * goes to the non-blocking parents, whose ncclGroupEnd reports ncclInProgress until the
- * peers have connected, polled against the deadline. Once enqueued, each op whose caller
- * asked for a work gets its events (events.c); work == NULL costs no event.
+ * the blocking split children. Connections the children would otherwise make while
+ * blocking on a peer are made first through the non-blocking parents, whose ncclGroupEnd
+ * reports ncclInProgress until the peers have connected, polled against the deadline: a
+ * point-to-point peer's first use is preceded by a 1-byte exchange there. User operations
+ * themselves stay off the parents (a kernel of a non-blocking parent was seen not to stop
+ * on ncclCommAbort, NCCL 2.28 on H200), except a collective's first use at a size when the
+ * user made NCCL connect collectives lazily (NCCL_RUNTIME_CONNECT=1). Once enqueued, each
+ * op whose caller asked for a work gets its events (events.c); work == NULL costs no event.
  *
  * Layout rules (ABI.md): NCCL rank of local device i of group rank r is r * ndev + i, so
  * allgather and reduce_scatter blocks are rank-major then device, roots are root * ndev,
@@ -134,8 +138,6 @@ static int dlpg__unique_comms(dlpg__nccl_comm_t **comms, int n, dlpg__nccl_comm_
   return m;
 }
 
-/* Split mode: whether op only needs connections an earlier op of the entry set up (so the
- * blocking child cannot wait on a peer while connecting). Caller holds c->issue_mu. */
 /* The size bucket of op for coll_warm: the bit length of its largest per-device byte
  * count (inputs or outputs), so 0 B is bucket 0 and 1 GiB bucket 31. */
 static unsigned dlpg__size_bucket(const dlpg__op_t *op) {
@@ -149,31 +151,121 @@ static unsigned dlpg__size_bucket(const dlpg__op_t *op) {
   return b;
 }
 
-static int dlpg__is_warm(const dlpg__op_t *op, const dlpg__nccl_comm_t *c) {
+static int dlpg__is_p2p(const dlpg__op_t *op) {
+  return op->kind == DLPG__OP_SEND || op->kind == DLPG__OP_RECV || op->kind == DLPG__OP_ALLTOALL;
+}
+
+/* Split mode: whether the point-to-point connections op needs exist (alltoall: with every
+ * NCCL rank, both ways). Caller holds c->issue_mu. */
+static int dlpg__p2p_warm(const dlpg__op_t *op, const dlpg__nccl_comm_t *c) {
   if (!c->parents[0]) return 1;
-  if (op->kind == DLPG__OP_SEND || op->kind == DLPG__OP_RECV) {
-    int bit = op->kind == DLPG__OP_SEND ? 1 : 2;
-    for (int i = 0; i < op->ntensors; i++) {
-      int peer = op->peer * c->ndev + i;
-      if (peer < 0 || peer >= c->nranks || !(c->p2p_warm[peer] & bit)) return 0;
-    }
+  if (op->kind == DLPG__OP_ALLTOALL) {
+    for (int p = 0; p < c->nranks; p++)
+      if (c->p2p_warm[p] != 3) return 0;
     return 1;
   }
+  int bit = op->kind == DLPG__OP_SEND ? 1 : 2;
+  for (int i = 0; i < op->ntensors; i++) {
+    int peer = op->peer * c->ndev + i;
+    if (peer < 0 || peer >= c->nranks || !(c->p2p_warm[peer] & bit)) return 0;
+  }
+  return 1;
+}
+
+/* Split mode with lazily connected collectives (NCCL_RUNTIME_CONNECT=1 by the user): whether
+ * op's kind ran at op's size bucket before. NCCL picks algorithm, protocol and channels by
+ * size, so a larger size can need connections a smaller one did not; such a first op runs
+ * on the parents. */
+static int dlpg__coll_warm(const dlpg__op_t *op, const dlpg__nccl_comm_t *c) {
+  if (!c->parents[0] || !c->lazy_colls || dlpg__is_p2p(op)) return 1;
   return (c->coll_warm[op->kind] >> dlpg__size_bucket(op)) & 1u;
 }
 
-static void dlpg__mark_warm(const dlpg__op_t *op, dlpg__nccl_comm_t *c) {
-  if (!c->parents[0]) return;
-  if (op->kind == DLPG__OP_SEND || op->kind == DLPG__OP_RECV) {
-    int bit = op->kind == DLPG__OP_SEND ? 1 : 2;
-    for (int i = 0; i < op->ntensors; i++) {
-      int peer = op->peer * c->ndev + i;
-      if (peer >= 0 && peer < c->nranks) c->p2p_warm[peer] |= (unsigned char)bit;
-    }
+static void dlpg__mark_p2p_warm(const dlpg__op_t *op, dlpg__nccl_comm_t *c) {
+  if (op->kind == DLPG__OP_ALLTOALL) {
+    memset(c->p2p_warm, 3, (size_t)c->nranks);
     return;
   }
-  c->coll_warm[op->kind] |= (uint64_t)1 << dlpg__size_bucket(op);
-  if (op->kind == DLPG__OP_ALLTOALL) memset(c->p2p_warm, 3, (size_t)c->nranks);
+  int bit = op->kind == DLPG__OP_SEND ? 1 : 2;
+  for (int i = 0; i < op->ntensors; i++) {
+    int peer = op->peer * c->ndev + i;
+    if (peer >= 0 && peer < c->nranks) c->p2p_warm[peer] |= (unsigned char)bit;
+  }
+}
+
+/* Connect the point-to-point peers the batch needs and has not used yet: one NCCL group on
+ * the non-blocking parents of 1-byte sends and receives (every rank does the same for the
+ * matching operations, so they pair up), polled against the deadline. NCCL connects all of
+ * a peer's point-to-point channels at the first transfer, whatever its size, so the real
+ * operations then run on the blocking children without waiting for a connection. Only these
+ * tiny transfers run on the parents. Caller holds the comms' issue_mu. */
+static dlpg_status_t dlpg__warm_p2p(const char *fn, dlpg__op_t *const *ops, int n,
+                                    dlpg__nccl_comm_t **comms, dlpg__nccl_comm_t **uniq, int nu,
+                                    cudaStream_t *streams, int *curdev) {
+  for (int k = 0; k < n; k++) {
+    dlpg__nccl_comm_t *c = comms[k];
+    if (!dlpg__is_p2p(ops[k]) || dlpg__p2p_warm(ops[k], c)) continue;
+    for (int i = 0; i < ops[k]->ntensors; i++) {
+      if (c->scratch[i]) continue;
+      if (*curdev != c->devs[i]) {
+        DLPG_CHECK(dlpg__cuda_result(cudaSetDevice(c->devs[i]), fn, "cudaSetDevice"));
+        *curdev = c->devs[i];
+      }
+      DLPG_CHECK(dlpg__cuda_result(cudaMalloc(&c->scratch[i], 2), fn, "cudaMalloc (connection scratch)"));
+    }
+  }
+  dlpg_status_t s = DLPG_OK;
+  dlpg__nccl_rdlock();
+  ncclResult_t r = ncclGroupStart();
+  s = dlpg__nccl_result(r, NULL, fn, "ncclGroupStart (connect)");
+  for (int k = 0; k < n && s == DLPG_OK; k++) {
+    dlpg__nccl_comm_t *c = comms[k];
+    const dlpg__op_t *op = ops[k];
+    if (!dlpg__is_p2p(op) || dlpg__p2p_warm(op, c)) continue;
+    for (int i = 0; i < op->ntensors && s == DLPG_OK; i++) {
+      ncclComm_t comm = c->parents[i];
+      cudaStream_t st = streams[k * DLPG__MAX_LOCAL_DEVICES + i];
+      char *buf = c->scratch[i];
+      if (!comm) {
+        s = dlpg__error(DLPG_ERR_ABORTED, "%s: communicator '%s' of group '%s' was aborted", fn,
+                        c->key, c->st->name);
+        break;
+      }
+      if (*curdev != c->devs[i]) {
+        s = dlpg__cuda_result(cudaSetDevice(c->devs[i]), fn, "cudaSetDevice");
+        if (s != DLPG_OK) break;
+        *curdev = c->devs[i];
+      }
+      int lo = op->kind == DLPG__OP_ALLTOALL ? 0 : op->peer * c->ndev + i;
+      int hi = op->kind == DLPG__OP_ALLTOALL ? c->nranks : lo + 1;
+      for (int p = lo; p < hi && s == DLPG_OK; p++) {
+        if (op->kind != DLPG__OP_RECV) {
+          r = ncclSend(buf, 1, ncclUint8, p, comm, st);
+          s = dlpg__nccl_result(r, comm, fn, "ncclSend (connect)");
+        }
+        if (s == DLPG_OK && op->kind != DLPG__OP_SEND) {
+          r = ncclRecv(buf + 1, 1, ncclUint8, p, comm, st);
+          s = dlpg__nccl_result(r, comm, fn, "ncclRecv (connect)");
+        }
+      }
+    }
+  }
+  r = ncclGroupEnd();
+  if (s == DLPG_OK) s = dlpg__nccl_result(r, NULL, fn, "ncclGroupEnd (connect)");
+  dlpg__nccl_unlock();
+  if (s == DLPG_OK && r == ncclInProgress) {
+    double deadline = dlpg__now() + (ops[0]->group->timeout_s > 0 ? ops[0]->group->timeout_s : 300.0);
+    s = dlpg__nccl_wait_ready(fn, uniq, nu, 1, deadline);
+    /* A peer that never connects leaves the communicators half set up: abort them, so
+     * nothing waits on them later (the group is unusable for CUDA after a timeout, as
+     * after dlpg_work_wait's). */
+    if (s == DLPG_ERR_TIMEOUT)
+      for (int k = 0; k < n; k++) dlpg__nccl_abort(comms[k]->st);
+  }
+  if (s == DLPG_OK)
+    for (int k = 0; k < n; k++)
+      if (dlpg__is_p2p(ops[k])) dlpg__mark_p2p_warm(ops[k], comms[k]);
+  return s;
 }
 
 dlpg_status_t dlpg__nccl_issue(dlpg__op_t *const *ops, int n) {
@@ -181,10 +273,13 @@ dlpg_status_t dlpg__nccl_issue(dlpg__op_t *const *ops, int n) {
   const char *fn = n == 1 ? dlpg__op_name(ops[0]->kind) : "dlpg_group_end";
   for (int k = 0; k < n; k++) DLPG_CHECK(dlpg__precheck(fn, ops[k]));
 
-  /* One op (the common case) uses the stack; a batch allocates. */
-  dlpg__nccl_comm_t *one[2], **comms = one;
-  cudaStream_t one_streams[DLPG__MAX_LOCAL_DEVICES], *streams = one_streams;
-  if (n > 1) {
+  /* Up to 4 ops (single ops, send/recv pairs, small coalesced batches) use the stack; a
+   * larger batch allocates. */
+  enum { kStackOps = 4 };
+  dlpg__nccl_comm_t *stack_comms[2 * kStackOps], **comms = stack_comms;
+  cudaStream_t stack_streams[kStackOps * DLPG__MAX_LOCAL_DEVICES], *streams = stack_streams;
+  int heap = n > kStackOps;
+  if (heap) {
     comms = calloc((size_t)n * 2, sizeof(*comms));
     streams = calloc((size_t)n * DLPG__MAX_LOCAL_DEVICES, sizeof(*streams));
     if (!comms || !streams) {
@@ -209,42 +304,51 @@ dlpg_status_t dlpg__nccl_issue(dlpg__op_t *const *ops, int n) {
   if (n == 1) uniq[0] = comms[0];
   else nu = dlpg__unique_comms(comms, n, uniq);
   for (int u = 0; u < nu; u++) pthread_mutex_lock(&uniq[u]->issue_mu);
-  /* Split mode: a batch that would set up a connection goes to the non-blocking parents
-   * (polled against the deadline below); a warm one to the blocking children. Every rank
-   * issues the same sequence, so every rank makes the same choice. */
-  int parents = 0;
-  for (int k = 0; k < n; k++) parents |= !dlpg__is_warm(ops[k], comms[k]);
+  /* Split mode: point-to-point peers used for the first time are connected through the
+   * parents first; a batch with a collective's first use at its size goes to the parents
+   * as a whole when NCCL connects collectives lazily (only if the user set
+   * NCCL_RUNTIME_CONNECT=1). Every rank issues the same sequence, so every rank makes the
+   * same choice. */
+  int parents = 0, cold_p2p = 0;
+  for (int k = 0; k < n; k++) {
+    parents |= !dlpg__coll_warm(ops[k], comms[k]);
+    cold_p2p |= !dlpg__p2p_warm(ops[k], comms[k]) && dlpg__is_p2p(ops[k]);
+  }
+  if (cold_p2p && !parents)
+    s = dlpg__warm_p2p(fn, ops, n, comms, uniq, nu, streams, &dev);
   int nonblocking = parents || comms[0]->mode == DLPG__MODE_NONBLOCKING;
   /* One op on one device on a blocking communicator is its own NCCL group already, except
    * alltoall, which is many sends and receives (one of them to self) that must be one group. */
   int grouped = nonblocking || n > 1 || ops[0]->ntensors > 1 || ops[0]->kind == DLPG__OP_ALLTOALL;
   ncclResult_t r = ncclSuccess;
-  dlpg__nccl_rdlock();
-  if (grouped) {
-    r = ncclGroupStart();
-    s = dlpg__nccl_result(r, NULL, fn, "ncclGroupStart");
+  if (s == DLPG_OK) {
+    dlpg__nccl_rdlock();
+    if (grouped) {
+      r = ncclGroupStart();
+      s = dlpg__nccl_result(r, NULL, fn, "ncclGroupStart");
+    }
+    for (int k = 0; k < n && s == DLPG_OK; k++)
+      s = dlpg__enqueue(fn, ops[k], comms[k], parents, &streams[k * DLPG__MAX_LOCAL_DEVICES], &dev);
+    if (grouped) {
+      r = ncclGroupEnd();
+      if (s == DLPG_OK) s = dlpg__nccl_result(r, NULL, fn, "ncclGroupEnd");
+    }
+    dlpg__nccl_unlock();
   }
-  for (int k = 0; k < n && s == DLPG_OK; k++)
-    s = dlpg__enqueue(fn, ops[k], comms[k], parents, &streams[k * DLPG__MAX_LOCAL_DEVICES], &dev);
-  if (grouped) {
-    r = ncclGroupEnd();
-    if (s == DLPG_OK) s = dlpg__nccl_result(r, NULL, fn, "ncclGroupEnd");
-  }
-  dlpg__nccl_unlock();
 
   /* Non-blocking communicators: the batch reaches the streams once none is in progress
    * (the first operation on a communicator connects its peers here). */
   if (s == DLPG_OK && nonblocking && r == ncclInProgress) {
     double deadline = dlpg__now() + (ops[0]->group->timeout_s > 0 ? ops[0]->group->timeout_s : 300.0);
     s = dlpg__nccl_wait_ready(fn, uniq, nu, parents, deadline);
-    /* A peer that never connects leaves the communicators half set up: abort them, so
-     * nothing waits on them later (the group is unusable for CUDA after a timeout, as
-     * after dlpg_work_wait's). */
     if (s == DLPG_ERR_TIMEOUT)
       for (int k = 0; k < n; k++) dlpg__nccl_abort(comms[k]->st);
   }
   if (s == DLPG_OK && parents)
-    for (int k = 0; k < n; k++) dlpg__mark_warm(ops[k], comms[k]);
+    for (int k = 0; k < n; k++) {
+      if (dlpg__is_p2p(ops[k])) dlpg__mark_p2p_warm(ops[k], comms[k]);
+      else comms[k]->coll_warm[ops[k]->kind] |= (uint64_t)1 << dlpg__size_bucket(ops[k]);
+    }
   /* Completion: only ops whose caller asked for a work get events (work == NULL: nobody
    * can wait, and the caller's stream orders its later work). */
   for (int k = 0; k < n && s == DLPG_OK; k++)
@@ -258,7 +362,7 @@ out_free:
     int now = -1;
     if (cudaGetDevice(&now) == cudaSuccess && now != cur) cudaSetDevice(cur);
   }
-  if (n > 1) {
+  if (heap) {
     free(comms);
     free(streams);
   }

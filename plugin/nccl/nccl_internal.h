@@ -56,15 +56,23 @@ typedef struct dlpg__nccl_comm {
   ncclComm_t parents[DLPG__MAX_LOCAL_DEVICES];
   int mode;                     /* dlpg__nccl_mode_t the entry was created with */
   /* Split mode, under issue_mu: which connections an earlier operation has set up, so the
-   * blocking children can be used without waiting on a peer. NCCL connects lazily at the
-   * first operation that needs a connection; that first use goes through the non-blocking
-   * parents, polled against the deadline. Bit b of coll_warm[k]: op kind k ran once with
+   * blocking children can be used without waiting on a peer. NCCL connects point-to-point
+   * peers (and, with NCCL_RUNTIME_CONNECT=1, collectives) at the first operation that needs
+   * them; that connection is made through the non-blocking parents, polled against the
+   * deadline. Bit b of coll_warm[k]: op kind k ran once with
    * a per-device size in bucket b (b = bit length of the byte count), because NCCL picks
    * algorithms, protocols and channel counts by size, and a larger size can need
    * connections a smaller one did not. p2p_warm[peer]: bit 0 a send to peer ran, bit 1 a
    * receive from peer ran (nranks bytes, NCCL ranks). */
   uint64_t coll_warm[DLPG__OP_COUNT];
   unsigned char *p2p_warm;
+  /* Whether NCCL connects collectives lazily (NCCL_RUNTIME_CONNECT not 0 when the entry was
+   * created). When 0 (dlpg's default) every collective connection exists once creation is
+   * done, and coll_warm is not consulted. */
+  int lazy_colls;
+  /* Split mode: 2 bytes of device memory per local device for the 1-byte send/recv that
+   * connects a point-to-point peer through the parent (cudaFree'd by destroy). */
+  void *scratch[DLPG__MAX_LOCAL_DEVICES];
   int nranks;                   /* ndev * world_size */
   int seq;                      /* creation index within the group: the store key */
   int state;                    /* dlpg__nccl_comm_state_t, under st->mu */
