@@ -32,8 +32,9 @@ TEST(Cuda, MissingPeerTimesOut) {
 
 // Rank 0 starts an operation rank 1 never joins; another thread aborts the group while the
 // kernel waits. kCold: an allreduce at a size never used before; kWarm: at a size both ranks
-// used; kSend: a send to a peer both ranks exchanged with before (the peer never receives).
-enum class Stuck { kCold, kWarm, kSend };
+// used; kRecv: a receive from a peer both ranks exchanged with before (the peer never sends;
+// a send is no good here: a 64 MiB send to a peer that never received was seen to complete).
+enum class Stuck { kCold, kWarm, kRecv };
 
 void AbortWhileWaiting(Stuck what) {
   NEED_GPUS(2);
@@ -44,16 +45,15 @@ void AbortWhileWaiting(Stuck what) {
     m.Allreduce(DT::F32, DLPG_SUM, false, 1000, false);  // both ranks: communicator ready
     const int64_t n = 1 << 20;
     if (what == Stuck::kWarm) m.Allreduce(DT::F32, DLPG_SUM, false, n, false);
-    if (what == Stuck::kSend) m.SendRecv(DT::F32, n);
+    if (what == Stuck::kRecv) m.SendRecv(DT::F32, n);
     int64_t v = 0;
     if (e.rank == 0) {
       // Rank 1 never joins this one: the kernel waits until the group is aborted.
-      // 64 MiB: a send that fits NCCL's buffers (4 MiB) completes without its receiver.
-      DevTensor x(0, DT::F32, what == Stuck::kSend ? int64_t(1) << 24 : n);
+      DevTensor x(0, DT::F32, n);
       DLTensor *tx = x.dl();
       dlpg_work_t *w = nullptr;
-      if (what == Stuck::kSend)
-        CT_OK(e.api, e.api->send(g, tx, 1, 0, nullptr, &w));
+      if (what == Stuck::kRecv)
+        CT_OK(e.api, e.api->recv(g, tx, 1, 0, nullptr, &w));
       else
         CT_OK(e.api, e.api->allreduce(g, &tx, nullptr, 1, DLPG_SUM, nullptr, &w));
       std::thread ab([&] {
@@ -81,7 +81,7 @@ void AbortWhileWaiting(Stuck what) {
 
 TEST(Cuda, AbortWhileWaitingCold) { AbortWhileWaiting(Stuck::kCold); }
 TEST(Cuda, AbortWhileWaitingWarm) { AbortWhileWaiting(Stuck::kWarm); }
-TEST(Cuda, AbortWhileWaitingSend) { AbortWhileWaiting(Stuck::kSend); }
+TEST(Cuda, AbortWhileWaitingRecv) { AbortWhileWaiting(Stuck::kRecv); }
 
 TEST(Cuda, MismatchedDeviceCountsFailClearly) {
   NEED_GPUS(2);

@@ -56,10 +56,14 @@ static dlpg_status_t dlpg__issue_nccl(dlpg__op_t *const *ops, int n) {
   dlpg_status_t st = DLPG_OK;
   for (int i = 0; i < n && st == DLPG_OK; i++) {
     struct dlpg_group *g = ops[i]->group;
+    /* Set once, under nccl_mu, and never cleared while operations run: only the first
+     * operation takes the lock. */
+    if (__atomic_load_n(&g->nccl, __ATOMIC_ACQUIRE)) continue;
     pthread_mutex_lock(&g->nccl_mu);
     if (!g->nccl) {
-      st = dlpg__nccl_create(g, &g->nccl);
-      if (st != DLPG_OK) g->nccl = NULL;
+      dlpg__nccl_t *st_new = NULL;
+      st = dlpg__nccl_create(g, &st_new);
+      if (st == DLPG_OK) __atomic_store_n(&g->nccl, st_new, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&g->nccl_mu);
     if (st != DLPG_OK) dlpg__error_prefix(st, dlpg__op_name(ops[i]->kind));

@@ -54,6 +54,17 @@ def _streams(tensors):
     return _arr([torch.cuda.current_stream(t.device).cuda_stream for t in tensors])
 
 
+# The current stream of a device as a raw cudaStream_t, without building a Stream object
+# (the hot path of a CUDA all_reduce); torch builds without the private getter fall back.
+_raw_stream_fn = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _raw_stream(device_index):
+    if _raw_stream_fn is not None:
+        return _raw_stream_fn(device_index)
+    return torch.cuda.current_stream(device_index).cuda_stream
+
+
 def _red_ops():
     # RedOpType member -> dlpg op, so the common lookup is one dict access.
     table = {}
@@ -213,10 +224,22 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
         # The hot path of DDP and of small all_reduce calls, kept short on purpose.
         if not isinstance(tensors, (list, tuple)):
             tensors = [tensors]
-        if self._pending_p2p or len(tensors) != 1 or tensors[0].is_cuda:
+        if self._pending_p2p or len(tensors) != 1:
             return self._coll(lib.dlpg_allreduce, tensors, None, (self._op(opts),))
         t = tensors[0]
         cap = to_dlpack(t.detach() if t.requires_grad else t)
+        if t.is_cuda and self._coalesced is None:
+            # One CUDA tensor outside a coalescing block: enqueued on the current stream
+            # with no dlpg work handle (see _coll), the stream passed raw.
+            dev = t.get_device()
+            raw = _raw_stream(dev)
+            st = _allreduce(self._g, _arr1(_get_pointer(cap, _NAME)), None, 1,
+                            self._op(opts), _arr1(raw), None)
+            if st != _abi.OK:
+                raise DlpgError(st, _abi.last_error())
+            return DlpgWork([], [cap], tensors, None, True, stream=(raw, dev))
+        if t.is_cuda:
+            return self._coll(lib.dlpg_allreduce, tensors, None, (self._op(opts),))
         if self._coalesced is None:
             # CPU and not coalescing: run it now with no dlpg work handle. dlpg then runs it
             # on this thread when the group's worker is idle (in order otherwise), which

@@ -42,6 +42,7 @@ class DlpgWork(_compat.WorkBase):
         self._children = children
         self._exc = None
         self._done = False
+        # A torch Stream, or (raw cudaStream_t, device index) from the all_reduce hot path.
         self._stream = (stream or torch.cuda.current_stream()) if cuda else None
         self._pending = None  # The group whose deferred send/recv this Work is, until flushed.
         if cuda:
@@ -90,9 +91,14 @@ class DlpgWork(_compat.WorkBase):
         if self._cuda and self._exc is None:
             # Order the caller's current stream after the operation, like ProcessGroupNCCL.
             cur = torch.cuda.current_stream()
-            if cur != self._stream:
+            s = self._stream
+            if isinstance(s, tuple):  # (raw cudaStream_t, device index) from the hot path
+                if cur.cuda_stream == s[0]:
+                    return True
+                s = torch.cuda.ExternalStream(s[0], device=s[1])
+            if cur != s:
                 ev = torch.cuda.Event()
-                ev.record(self._stream)
+                ev.record(s)
                 cur.wait_event(ev)
             return True
         e = self._finish(_compat.timeout_seconds(timeout))
