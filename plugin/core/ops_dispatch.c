@@ -191,7 +191,8 @@ dlpg_status_t dlpg_group_start(dlpg_group_t *g) {
 static dlpg_status_t dlpg__batch_flush(dlpg__batch_entry_t *v, int n) {
   dlpg_status_t first = DLPG_OK;
   char first_msg[DLPG__ERROR_MAX] = "";
-  dlpg__op_t **tmp = malloc(sizeof *tmp * (size_t)(n ? n : 1));
+  dlpg__op_t *stack_tmp[8];
+  dlpg__op_t **tmp = n <= 8 ? stack_tmp : malloc(sizeof *tmp * (size_t)n);
   if (!tmp) {
     first = dlpg__error(DLPG_ERR_SYSTEM, "dlpg_group_end: out of memory");
     for (int i = 0; i < n; i++) {
@@ -234,7 +235,7 @@ static dlpg_status_t dlpg__batch_flush(dlpg__batch_entry_t *v, int n) {
       memcpy(first_msg, dlpg__last_error(), sizeof first_msg);
     }
   }
-  free(tmp);
+  if (tmp != stack_tmp) free(tmp);
 
   /* Internal works: CPU ones are waited for (their status counts), CUDA ones are done
    * once enqueued. A CUDA internal work is recognised by its backend poller. */

@@ -367,23 +367,27 @@ dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__op_t *const *ops, int n
   dlpg_status_t s = DLPG_OK;
   for (int i = 0; i < n; i++) comms[i] = NULL;
 
-  /* Fast path: one op on one device whose communicator is ready (no key formatting, no
-   * list walk, no deadline clock). The flags are rechecked by the issue path. */
-  if (n == 1 && ops[0]->ntensors == 1) {
-    struct dlpg__nccl *st = ops[0]->group->nccl;
-    int dev = ops[0]->in[0].device_id;
-    if (dev >= 0 && dev < DLPG__NCCL_MAX_DEVICE) {
-      pthread_mutex_lock(&st->mu);
-      dlpg__nccl_comm_t *c = st->by_dev[dev];
-      if (c && c->state == DLPG__COMM_READY && !atomic_load(&st->aborted) &&
-          !atomic_load(&st->destroyed)) {
-        dlpg__nccl_comm_retain(c);
-        comms[0] = c;
-      }
-      pthread_mutex_unlock(&st->mu);
-      if (comms[0]) return DLPG_OK;
+  /* Fast path: every op on one device whose communicator is ready (single ops, send/recv
+   * pairs, coalesced batches): no key formatting, no list walk, no deadline clock. The
+   * flags are rechecked by the issue path. */
+  int hits = 0;
+  for (int i = 0; i < n && hits == i; i++) {
+    if (ops[i]->ntensors != 1) break;
+    struct dlpg__nccl *st = ops[i]->group->nccl;
+    int dev = ops[i]->in[0].device_id;
+    if (dev < 0 || dev >= DLPG__NCCL_MAX_DEVICE) break;
+    pthread_mutex_lock(&st->mu);
+    dlpg__nccl_comm_t *c = st->by_dev[dev];
+    if (c && c->state == DLPG__COMM_READY && !atomic_load(&st->aborted) &&
+        !atomic_load(&st->destroyed)) {
+      dlpg__nccl_comm_retain(c);
+      comms[i] = c;
+      hits++;
     }
+    pthread_mutex_unlock(&st->mu);
   }
+  if (hits == n) return DLPG_OK;
+  for (int i = 0; i < hits; i++) dlpg__nccl_comm_release(comms[i]), comms[i] = NULL;
 
   double deadline = dlpg__now() + (ops[0]->group->timeout_s > 0 ? ops[0]->group->timeout_s : 300.0);
 
