@@ -193,6 +193,20 @@ static void dlpg__mark_p2p_warm(const dlpg__op_t *op, dlpg__nccl_comm_t *c) {
   }
 }
 
+/* After a ncclGroupEnd that reported ncclInProgress on non-blocking communicators (the
+ * parents when parents != 0): poll them against the group's deadline. A peer that never
+ * connects leaves the communicators half set up: they are aborted, so nothing waits on
+ * them later (the group is unusable for CUDA after a timeout, as after dlpg_work_wait's). */
+static dlpg_status_t dlpg__poll_issued(const char *fn, dlpg__op_t *const *ops, int n,
+                                       dlpg__nccl_comm_t **comms, dlpg__nccl_comm_t **uniq,
+                                       int nu, int parents) {
+  double deadline = dlpg__now() + (ops[0]->group->timeout_s > 0 ? ops[0]->group->timeout_s : 300.0);
+  dlpg_status_t s = dlpg__nccl_wait_ready(fn, uniq, nu, parents, deadline);
+  if (s == DLPG_ERR_TIMEOUT)
+    for (int k = 0; k < n; k++) dlpg__nccl_abort(comms[k]->st);
+  return s;
+}
+
 /* Connect the point-to-point peers the batch needs and has not used yet: one NCCL group on
  * the non-blocking parents of 1-byte sends and receives (every rank does the same for the
  * matching operations, so they pair up), polled against the deadline. NCCL connects all of
@@ -253,15 +267,7 @@ static dlpg_status_t dlpg__warm_p2p(const char *fn, dlpg__op_t *const *ops, int 
   r = ncclGroupEnd();
   if (s == DLPG_OK) s = dlpg__nccl_result(r, NULL, fn, "ncclGroupEnd (connect)");
   dlpg__nccl_unlock();
-  if (s == DLPG_OK && r == ncclInProgress) {
-    double deadline = dlpg__now() + (ops[0]->group->timeout_s > 0 ? ops[0]->group->timeout_s : 300.0);
-    s = dlpg__nccl_wait_ready(fn, uniq, nu, 1, deadline);
-    /* A peer that never connects leaves the communicators half set up: abort them, so
-     * nothing waits on them later (the group is unusable for CUDA after a timeout, as
-     * after dlpg_work_wait's). */
-    if (s == DLPG_ERR_TIMEOUT)
-      for (int k = 0; k < n; k++) dlpg__nccl_abort(comms[k]->st);
-  }
+  if (s == DLPG_OK && r == ncclInProgress) s = dlpg__poll_issued(fn, ops, n, comms, uniq, nu, 1);
   if (s == DLPG_OK)
     for (int k = 0; k < n; k++)
       if (dlpg__is_p2p(ops[k])) dlpg__mark_p2p_warm(ops[k], comms[k]);
@@ -338,12 +344,8 @@ dlpg_status_t dlpg__nccl_issue(dlpg__op_t *const *ops, int n) {
 
   /* Non-blocking communicators: the batch reaches the streams once none is in progress
    * (the first operation on a communicator connects its peers here). */
-  if (s == DLPG_OK && nonblocking && r == ncclInProgress) {
-    double deadline = dlpg__now() + (ops[0]->group->timeout_s > 0 ? ops[0]->group->timeout_s : 300.0);
-    s = dlpg__nccl_wait_ready(fn, uniq, nu, parents, deadline);
-    if (s == DLPG_ERR_TIMEOUT)
-      for (int k = 0; k < n; k++) dlpg__nccl_abort(comms[k]->st);
-  }
+  if (s == DLPG_OK && nonblocking && r == ncclInProgress)
+    s = dlpg__poll_issued(fn, ops, n, comms, uniq, nu, parents);
   if (s == DLPG_OK && parents)
     for (int k = 0; k < n; k++) {
       if (dlpg__is_p2p(ops[k])) dlpg__mark_p2p_warm(ops[k], comms[k]);
