@@ -3,7 +3,10 @@ without 64 MiB all_reduces interleaved on one of the two groups, to tell a backe
 per-call cost from the slowdown that large operations leave behind.
 
     PYTHONPATH=python_shim DLPG_LIBRARY=build/libdlpg.so \\
-        /usr/bin/python3 bench/torch_small_after_large.py --big-on none|gloo|dlpg|both
+        /usr/bin/python3 bench/torch_small_after_large.py --big-on none|gloo|dlpg|both [--sleep S]
+
+--sleep S: instead of the 64 MiB call, both ranks sleep S seconds after each window of the
+chosen group(s) (an idle gap of about a large call's length, with no data moved).
 
 Two processes; 30 rounds, each: per group (order alternating) one aligning call, 20 timed
 calls, then the 64 MiB call if that group is chosen. Prints, per rank and backend, the 10th,
@@ -16,7 +19,7 @@ import socket
 import time
 
 
-def _worker(rank, port, big_on, q):
+def _worker(rank, port, big_on, sleep_s, q):
     import torch
     import torch.distributed as dist
     import dlpg.torch  # noqa: F401 - registers "dlpg"
@@ -35,7 +38,10 @@ def _worker(rank, port, big_on, q):
                 dist.all_reduce(small, group=g)
                 calls[name].append((time.perf_counter() - t0) * 1e6)
             if big_on in (name, "both"):
-                dist.all_reduce(big, group=g)
+                if sleep_s > 0:
+                    time.sleep(sleep_s)
+                else:
+                    dist.all_reduce(big, group=g)
     out = {}
     for k, v in calls.items():
         v = sorted(v)
@@ -49,18 +55,20 @@ def _worker(rank, port, big_on, q):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--big-on", choices=["none", "gloo", "dlpg", "both"], default="none")
+    ap.add_argument("--sleep", type=float, default=0.0)
     args = ap.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     q = mp.Queue()
-    ps = [mp.Process(target=_worker, args=(r, port, args.big_on, q)) for r in range(2)]
+    ps = [mp.Process(target=_worker, args=(r, port, args.big_on, args.sleep, q)) for r in range(2)]
     for p in ps:
         p.start()
     out = sorted(q.get() for _ in ps)
     for p in ps:
         p.join()
-    print("big on %s; per call (us): p10 p50 p75 p90 p99 mean" % args.big_on)
+    what = "sleep %g s" % args.sleep if args.sleep > 0 else "64 MiB all_reduce"
+    print("%s after windows of %s; per call (us): p10 p50 p75 p90 p99 mean" % (what, args.big_on))
     for rank, d in out:
         for k, v in d.items():
             print("rank %d %-5s %s" % (rank, k, " ".join("%6d" % x for x in v)))
