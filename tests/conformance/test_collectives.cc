@@ -1,4 +1,4 @@
-// Collectives against an independently computed reference (tests/reference.h) on random
+// Collectives against an independently computed reference (tests/conformance/reference.h) on random
 // per-rank data: allreduce, broadcast (every root), reduce (every root), allgather,
 // reduce_scatter, alltoall and barrier; every dtype x reduce op at 2 ranks, a representative
 // subset at 1, 3 and 4 ranks; threads and forked processes; sizes 0, 1, odd and 64 MiB;

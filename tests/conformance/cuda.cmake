@@ -1,0 +1,10 @@
+# CUDA conformance tests (the NCCL path): built only when CUDA and NCCL are found. They need
+# no GPU to build and skip at run time on a machine with fewer GPUs than each case needs, so
+# CI without GPUs passes. The test links the CUDA runtime itself for cudaMalloc/cudaMemcpy;
+# the plugin is still reached only through dlopen + dlpg_get_api.
+if(DLPG_HAVE_NCCL)
+  set(D ${CMAKE_CURRENT_LIST_DIR})
+  dlpg_add_gtest(test_cuda TIMEOUT 900
+    SOURCES ${D}/test_cuda_ops.cc ${D}/test_cuda_faults.cc ${D}/cuda_util.cc
+    LIBS CUDA::cudart)
+endif()
