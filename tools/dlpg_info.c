@@ -1,7 +1,9 @@
-/* dlpg-info: prints the library's version, what it was built with, and every parameter
+/* dlpg-info: prints the library's version, what it was built with, each backend (built in or
+ * a module: where it was looked for, whether it loaded and why not), and every parameter
  * (DLPG_* environment variable) with its current value, default and meaning. */
 #include <stdio.h>
 
+#include "core/backend.h"
 #include "core/params.h"
 #include "dlpg/dlpg.h"
 
@@ -15,6 +17,16 @@ int main(void) {
   printf("dlpg version code %d (header %d), ABI major %d\n", code, DLPG_VERSION_CODE,
          DLPG_ABI_MAJOR);
   printf("build: %s\n", info);
+  printf("backends:\n");
+  for (int i = 0; i < dlpg__backend_count; i++) {
+    const dlpg__backend_entry_t *e = &dlpg__backend_registry[i];
+    const dlpg__backend_vtbl_t *be = NULL;
+    if (dlpg__backend_get("dlpg-info", i, &be) == DLPG_OK)
+      printf("  %-6s %s: %s\n", e->name, e->builtin ? "built in" : "module loaded",
+             be->build_info());
+    else
+      printf("  %-6s not loaded: %s\n", e->name, dlpg_last_error());
+  }
   printf("parameters:\n");
   dlpg__params_print(stdout);
   return 0;

@@ -3,11 +3,8 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "core/backend.h"
 #include "core/status.h"
-#include "gloo/gloo.h"
-#ifdef DLPG_HAVE_NCCL
-#include "nccl/nccl.h"
-#endif
 
 static const dlpg_api_t dlpg__api_v0 = {
     sizeof(dlpg_api_t),
@@ -64,19 +61,17 @@ dlpg_status_t dlpg_get_version(int *version_code) {
 #define DLPG__STR2(x) #x
 #define DLPG__STR(x) DLPG__STR2(x)
 
-static char dlpg__build_info[256];
+static char dlpg__build_info[2048];
 static pthread_once_t dlpg__build_once = PTHREAD_ONCE_INIT;
 
+/* Every backend with its versions; a module is loaded here if no operation has yet, so the
+ * line says which modules were found and which loaded (and why not). Computed once: the
+ * string stays valid for the life of the process. */
 static void dlpg__build_info_init(void) {
-#ifdef DLPG_HAVE_NCCL
-  const char *nccl = dlpg__nccl_build_info();
-#else
-  const char *nccl = "nccl none; cuda none";
-#endif
-  snprintf(dlpg__build_info, sizeof dlpg__build_info,
-           "dlpg " DLPG__STR(DLPG_VERSION_MAJOR) "." DLPG__STR(DLPG_VERSION_MINOR) "." DLPG__STR(
-               DLPG_VERSION_PATCH) "; gloo %s; %s",
-           dlpg__gloo_version(), nccl ? nccl : "nccl unknown");
+  int n = snprintf(dlpg__build_info, sizeof dlpg__build_info,
+                   "dlpg " DLPG__STR(DLPG_VERSION_MAJOR) "." DLPG__STR(
+                       DLPG_VERSION_MINOR) "." DLPG__STR(DLPG_VERSION_PATCH) "; ");
+  dlpg__backend_info(dlpg__build_info + n, sizeof dlpg__build_info - (size_t)n, 1);
 }
 
 dlpg_status_t dlpg_get_build_info(const char **info) {

@@ -5,16 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/backend.h"
 #include "core/group.h"
 #include "core/log.h"
 #include "core/params.h"
 #include "core/status.h"
 #include "core/worker.h"
-#include "gloo/gloo.h"
 #include "store/store.h"
-#ifdef DLPG_HAVE_NCCL
-#include "nccl/nccl.h"
-#endif
 
 /* Longest group name accepted: it prefixes every store key of the group. */
 #define DLPG__GROUP_NAME_MAX 512
@@ -24,12 +21,10 @@ void dlpg__group_retain(struct dlpg_group *g) { atomic_fetch_add(&g->refs, 1); }
 void dlpg__group_release(struct dlpg_group *g) {
   if (!g || atomic_fetch_sub(&g->refs, 1) != 1) return;
   /* The last reference: no work, worker thread or handle uses the group any more. */
-#ifdef DLPG_HAVE_NCCL
-  if (g->nccl) dlpg__nccl_destroy(g->nccl);
-#endif
-  if (g->gloo) dlpg__gloo_ctx_destroy(g->gloo);
+  for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++)
+    if (g->be_state[i]) dlpg__backend_loaded(i)->destroy(g->be_state[i]);
   if (g->store) dlpg__store_release(g->store);
-  pthread_mutex_destroy(&g->nccl_mu);
+  pthread_mutex_destroy(&g->be_mu);
   free(g->name);
   free(g);
 }
@@ -102,7 +97,7 @@ dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
     free(name_copy);
     return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
   }
-  if (pthread_mutex_init(&g->nccl_mu, NULL) != 0) {
+  if (pthread_mutex_init(&g->be_mu, NULL) != 0) {
     free(g);
     free(name_copy);
     return dlpg__error(DLPG_ERR_SYSTEM, "%s: cannot initialise a mutex", fn);
@@ -180,14 +175,15 @@ dlpg_status_t dlpg_group_abort(dlpg_group_t *g) {
   if (atomic_exchange(&g->aborted, 1) == 0)
     DLPG_WARN(INIT, g->rank, "group \"%s\" aborted", g->name);
   /* Waiters notice the flag within one wait slice; queued CPU work completes now, and the
-   * running Gloo operation and NCCL communicators are cut short. Repeating this is
-   * harmless, and catches work that raced past the flag. */
+   * worker's running operation and the caller-thread backends' state (NCCL communicators)
+   * are cut short. Repeating this is harmless, and catches work that raced past the flag. */
   dlpg__worker_abort(g);
-#ifdef DLPG_HAVE_NCCL
-  pthread_mutex_lock(&g->nccl_mu);
-  if (g->nccl) dlpg__nccl_abort(g->nccl);
-  pthread_mutex_unlock(&g->nccl_mu);
-#endif
+  pthread_mutex_lock(&g->be_mu);
+  for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++) {
+    const dlpg__backend_vtbl_t *be = g->be_state[i] ? dlpg__backend_loaded(i) : NULL;
+    if (be && !be->on_worker) be->abort(g->be_state[i]);
+  }
+  pthread_mutex_unlock(&g->be_mu);
   return DLPG_OK;
 }
 

@@ -13,9 +13,10 @@
 extern "C" {
 #endif
 
-struct dlpg__gloo_ctx;
-struct dlpg__nccl;
 struct dlpg__worker;
+
+/* One state slot per registered backend (core/backend.h). */
+#define DLPG__GROUP_BACKEND_SLOTS 4
 
 struct dlpg_group {
   dlpg_store_t *store;   /* retained */
@@ -25,14 +26,15 @@ struct dlpg_group {
   atomic_int aborted;
   atomic_int refs;       /* the caller's handle, each live work, the worker */
 
-  /* CPU path: one worker thread runs Gloo operations in submission order; the Gloo
-   * context is created lazily by that thread at its first operation. */
+  /* One worker thread runs the operations of on_worker backends (Gloo) in submission
+   * order; it creates their state lazily at its first operation. */
   struct dlpg__worker *worker;
-  struct dlpg__gloo_ctx *gloo;
 
-  /* CUDA path, created lazily at the first CUDA operation. */
-  pthread_mutex_t nccl_mu;
-  struct dlpg__nccl *nccl;
+  /* Each backend's per-group state, indexed by registry slot, created lazily at the
+   * group's first operation on that backend: by the worker for on_worker backends, else
+   * under be_mu. Set once and read lock-free. */
+  pthread_mutex_t be_mu;
+  void *be_state[DLPG__GROUP_BACKEND_SLOTS];
 };
 
 

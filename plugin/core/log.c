@@ -94,16 +94,21 @@ static const char *dlpg__subsys_name(dlpg__log_subsys_t sub) {
   return "?";
 }
 
-void dlpg__log(dlpg__log_level_t level, dlpg__log_subsys_t sub, int rank, const char *fmt, ...) {
+void dlpg__vlog(dlpg__log_level_t level, dlpg__log_subsys_t sub, int rank, const char *fmt,
+                va_list ap) {
   dlpg__log_init();
   char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
   char rk[16];
   if (rank < 0) snprintf(rk, sizeof rk, "-");
   else snprintf(rk, sizeof rk, "%d", rank);
   fprintf(stderr, "%s:%d:%ld [%s] dlpg %s %s %s\n", dlpg__log_host, (int)getpid(),
           (long)syscall(SYS_gettid), rk, dlpg__level_name(level), dlpg__subsys_name(sub), msg);
+}
+
+void dlpg__log(dlpg__log_level_t level, dlpg__log_subsys_t sub, int rank, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  dlpg__vlog(level, sub, rank, fmt, ap);
+  va_end(ap);
 }

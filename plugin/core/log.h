@@ -3,6 +3,8 @@
 #ifndef DLPG_CORE_LOG_H_
 #define DLPG_CORE_LOG_H_
 
+#include <stdarg.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -24,6 +26,8 @@ void dlpg__log(dlpg__log_level_t level, dlpg__log_subsys_t sub, int rank, const 
 #endif
     ;
 
+void dlpg__vlog(dlpg__log_level_t level, dlpg__log_subsys_t sub, int rank, const char *fmt,
+                va_list ap);
 #define DLPG_LOG(level, sub, rank, ...)                                         \
   do {                                                                          \
     if (dlpg__log_enabled(DLPG__LOG_##level, DLPG__SUB_##sub))                  \

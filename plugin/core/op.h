@@ -22,7 +22,7 @@ const char *dlpg__op_name(dlpg__op_kind_t kind); /* "dlpg_allreduce", ... */
 
 typedef struct dlpg__op {
   dlpg__op_kind_t kind;
-  dlpg__backend_t backend;   /* BARRIER: GLOO */
+  int backend;               /* registry slot (core/backend.h); BARRIER: the host backend's */
   int ntensors;              /* 0 for BARRIER */
   int in_place;              /* out[i] is a copy of in[i] */
   dlpg__tensor_t in[DLPG__MAX_LOCAL_DEVICES];
@@ -33,7 +33,9 @@ typedef struct dlpg__op {
   int peer, tag;             /* SEND, RECV */
   struct dlpg_group *group;  /* the group it was issued on (a batch may span groups) */
   struct dlpg_work *work;    /* the completion target: internal when the caller passed
-                                work == NULL for a CPU op; NULL for such a CUDA op */
+                                work == NULL for an on_worker op; NULL for such an op of a
+                                caller-thread backend (CUDA) */
+  void *state;               /* the backend's state of group, set by core before issue */
 } dlpg__op_t;
 
 #ifdef __cplusplus

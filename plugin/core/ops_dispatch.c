@@ -1,21 +1,21 @@
-/* Dispatch of validated operations: CPU ops go to the group's worker (Gloo), CUDA ops to
- * the NCCL path. dlpg_group_start/end batches belong to the calling thread and span every
+/* Dispatch of validated operations through the backend table (core/backend.h): ops of an
+ * on_worker backend (Gloo, CPU) go to the group's worker, the others (NCCL, CUDA) are issued
+ * on the caller's thread. dlpg_group_start/end batches belong to the calling thread and span every
  * group it issues to (like ncclGroupStart), so one thread can drive several ranks. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/backend.h"
 #include "core/log.h"
 #include "core/ops_impl.h"
 #include "core/status.h"
 #include "core/work_impl.h"
 #include "core/worker.h"
-#ifdef DLPG_HAVE_NCCL
-#include "nccl/nccl.h"
-#endif
 
 /* One queued op of the thread's batch, and the work core keeps when the caller passed
- * work == NULL (waited for, for CPU ops, at the batch's end; CUDA ops get none). */
+ * work == NULL (waited for, for on_worker ops, at the batch's end; others get none). */
 typedef struct dlpg__batch_entry {
   dlpg__op_t *op;
   struct dlpg_work *internal;
@@ -40,7 +40,7 @@ static void dlpg__batch_free(void *p) {
 }
 static void dlpg__batch_key_init(void) { pthread_key_create(&dlpg__batch_key, dlpg__batch_free); }
 
-/* Fail every work of ops that the NCCL path did not take, with the current message. */
+/* Fail every work of ops that the backend did not take, with the current message. */
 static void dlpg__fail_unclaimed(dlpg__op_t *const *ops, int n, dlpg_status_t st) {
   char msg[DLPG__ERROR_MAX];
   memcpy(msg, dlpg__last_error(), sizeof msg);
@@ -50,27 +50,18 @@ static void dlpg__fail_unclaimed(dlpg__op_t *const *ops, int n, dlpg_status_t st
   dlpg__error(st, "%s", msg);
 }
 
-/* Issue CUDA ops (one NCCL group when n > 1); ops stay owned by the caller. */
-static dlpg_status_t dlpg__issue_nccl(dlpg__op_t *const *ops, int n) {
-#ifdef DLPG_HAVE_NCCL
+/* Issue ops of one caller-thread backend (one backend batch when n > 1); ops stay owned by
+ * the caller. Each op's group gets the backend's state at its first operation. */
+static dlpg_status_t dlpg__issue_direct(const dlpg__backend_vtbl_t *be, dlpg__op_t *const *ops,
+                                        int n) {
   dlpg_status_t st = DLPG_OK;
   for (int i = 0; i < n && st == DLPG_OK; i++) {
-    struct dlpg_group *g = ops[i]->group;
-    /* Set once, under nccl_mu, and never cleared while operations run: only the first
-     * operation takes the lock. */
-    if (__atomic_load_n(&g->nccl, __ATOMIC_ACQUIRE)) continue;
-    pthread_mutex_lock(&g->nccl_mu);
-    if (!g->nccl) {
-      dlpg__nccl_t *st_new = NULL;
-      st = dlpg__nccl_create(g, &st_new);
-      if (st == DLPG_OK) __atomic_store_n(&g->nccl, st_new, __ATOMIC_RELEASE);
-    }
-    pthread_mutex_unlock(&g->nccl_mu);
+    st = dlpg__backend_state(ops[i]->group, ops[i]->backend, &ops[i]->state);
     if (st != DLPG_OK) dlpg__error_prefix(st, dlpg__op_name(ops[i]->kind));
   }
   if (st == DLPG_OK) {
     dlpg__clear_error();
-    st = dlpg__nccl_issue(ops, n);
+    st = be->issue(ops, n);
     if (st != DLPG_OK) dlpg__error_prefix(st, dlpg__op_name(ops[0]->kind));
   }
   if (st != DLPG_OK) {
@@ -80,21 +71,18 @@ static dlpg_status_t dlpg__issue_nccl(dlpg__op_t *const *ops, int n) {
   /* A backend that returned OK must have attached a poller (or completed the work);
    * anything else would leave a waiter hanging until its deadline. */
   for (int i = 0; i < n; i++)
-    if (ops[i]->work && dlpg__work_is_unclaimed(ops[i]->work))
-      dlpg__work_complete(ops[i]->work, DLPG_ERR_INTERNAL,
-                          "the NCCL path returned without attaching the work's poller");
+    if (ops[i]->work && dlpg__work_is_unclaimed(ops[i]->work)) {
+      char m[160];
+      snprintf(m, sizeof m, "the %s backend returned without attaching the work's poller",
+               be->name);
+      dlpg__work_complete(ops[i]->work, DLPG_ERR_INTERNAL, m);
+    }
   return DLPG_OK;
-#else
-  dlpg_status_t st = dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: this dlpg was built without NCCL",
-                                 dlpg__op_name(ops[0]->kind));
-  dlpg__fail_unclaimed(ops, n, st);
-  return st;
-#endif
 }
 
-/* Submit CPU ops of one group as one task (takes ownership of the ops); sync: the caller
- * will wait for them, so they may run on its thread. */
-static dlpg_status_t dlpg__issue_gloo(struct dlpg_group *g, dlpg__op_t **ops, int n, int sync) {
+/* Submit on_worker ops of one group as one task (takes ownership of the ops); sync: the
+ * caller will wait for them, so they may run on its thread. */
+static dlpg_status_t dlpg__issue_worker(struct dlpg_group *g, dlpg__op_t **ops, int n, int sync) {
   dlpg__op_t **arr = malloc(sizeof *arr * (size_t)n);
   if (!arr) {
     dlpg_status_t st = dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory",
@@ -121,12 +109,18 @@ static dlpg_status_t dlpg__finish_internal(struct dlpg_work *w, int wait) {
 }
 
 dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
-  /* A CUDA op whose caller passed work == NULL is done once enqueued, and nobody can wait
-   * for it: it gets no work record at all (no allocation, no CUDA event). CPU ops always
-   * get one, because core waits for them. */
+  /* An op of a caller-thread backend (CUDA) whose caller passed work == NULL is done once
+   * enqueued, and nobody can wait for it: it gets no work record at all (no allocation, no
+   * CUDA event). on_worker ops (CPU) always get one, because core waits for them. */
   struct dlpg_work *w = NULL;
   dlpg_status_t st = DLPG_OK;
-  if (work || op->backend != DLPG__BACKEND_NCCL) {
+  /* Validation loaded the backend: this is a lock-free read. */
+  const dlpg__backend_vtbl_t *be = dlpg__backend_loaded(op->backend);
+  if (!be) {
+    free(op);
+    return dlpg__error(DLPG_ERR_INTERNAL, "dlpg: an operation reached dispatch unvalidated");
+  }
+  if (work || be->on_worker) {
     st = dlpg__work_new(op->group, &w);
     if (st != DLPG_OK) {
       free(op);
@@ -159,11 +153,11 @@ dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
     return DLPG_OK;
   }
 
-  int cpu = op->backend == DLPG__BACKEND_GLOO;
+  int cpu = be->on_worker;
   if (cpu) {
-    st = dlpg__issue_gloo(op->group, &op, 1, work == NULL); /* op now belongs to the worker */
+    st = dlpg__issue_worker(op->group, &op, 1, work == NULL); /* op now belongs to the worker */
   } else {
-    st = dlpg__issue_nccl(&op, 1);
+    st = dlpg__issue_direct(be, &op, 1);
     free(op);
   }
   if (st != DLPG_OK) {
@@ -186,8 +180,9 @@ dlpg_status_t dlpg_group_start(dlpg_group_t *g) {
   return DLPG_OK;
 }
 
-/* Issue the thread's batch: CUDA ops in one dlpg__nccl_issue, CPU ops as one task per
- * group (in order of first appearance), then wait for CPU ops whose caller passed no work. */
+/* Issue the thread's batch: the ops of each caller-thread backend (CUDA) in one issue,
+ * on_worker ops (CPU) as one task per group (in order of first appearance), then wait for
+ * on_worker ops whose caller passed no work. */
 static dlpg_status_t dlpg__batch_flush(dlpg__batch_entry_t *v, int n) {
   dlpg_status_t first = DLPG_OK;
   char first_msg[DLPG__ERROR_MAX] = "";
@@ -203,14 +198,17 @@ static dlpg_status_t dlpg__batch_flush(dlpg__batch_entry_t *v, int n) {
     return first;
   }
 
-  int nn = 0;
-  for (int i = 0; i < n; i++)
-    if (v[i].op->backend == DLPG__BACKEND_NCCL) {
-      tmp[nn++] = v[i].op;
-      v[i].op = NULL; /* freed below, once issued */
-    }
-  if (nn > 0) {
-    dlpg_status_t st = dlpg__issue_nccl(tmp, nn);
+  for (int slot = 0; slot < dlpg__backend_count; slot++) {
+    const dlpg__backend_vtbl_t *be = dlpg__backend_loaded(slot);
+    if (!be || be->on_worker) continue;
+    int nn = 0;
+    for (int i = 0; i < n; i++)
+      if (v[i].op && v[i].op->backend == slot) {
+        tmp[nn++] = v[i].op;
+        v[i].op = NULL; /* freed below, once issued */
+      }
+    if (nn == 0) continue;
+    dlpg_status_t st = dlpg__issue_direct(be, tmp, nn);
     if (st != DLPG_OK && first == DLPG_OK) {
       first = st;
       memcpy(first_msg, dlpg__last_error(), sizeof first_msg);
@@ -218,18 +216,19 @@ static dlpg_status_t dlpg__batch_flush(dlpg__batch_entry_t *v, int n) {
     for (int i = 0; i < nn; i++) free(tmp[i]);
   }
 
-  /* CPU ops: group them per group, keeping each group's order. A handled op's slot in v
-   * is set to NULL (its internal work stays for the wait below). */
+  /* on_worker ops: group them per group and backend, keeping each group's order. A
+   * handled op's slot in v is set to NULL (its internal work stays for the wait below). */
   for (int i = 0; i < n; i++) {
-    if (!v[i].op) continue; /* a CUDA op (issued above) or one already grouped */
+    if (!v[i].op) continue; /* issued above or already grouped */
     struct dlpg_group *g = v[i].op->group;
+    int slot = v[i].op->backend;
     int k = 0;
     for (int j = i; j < n; j++)
-      if (v[j].op && v[j].op->backend == DLPG__BACKEND_GLOO && v[j].op->group == g) {
+      if (v[j].op && v[j].op->backend == slot && v[j].op->group == g) {
         tmp[k++] = v[j].op;
         v[j].op = NULL;
       }
-    dlpg_status_t st = dlpg__issue_gloo(g, tmp, k, 0);
+    dlpg_status_t st = dlpg__issue_worker(g, tmp, k, 0);
     if (st != DLPG_OK && first == DLPG_OK) {
       first = st;
       memcpy(first_msg, dlpg__last_error(), sizeof first_msg);
@@ -237,8 +236,8 @@ static dlpg_status_t dlpg__batch_flush(dlpg__batch_entry_t *v, int n) {
   }
   if (tmp != stack_tmp) free(tmp);
 
-  /* Internal works: CPU ones are waited for (their status counts), CUDA ones are done
-   * once enqueued. A CUDA internal work is recognised by its backend poller. */
+  /* Internal works: on_worker ones are waited for (their status counts), the others are
+   * done once enqueued and are recognised by their backend poller. */
   for (int i = 0; i < n; i++) {
     struct dlpg_work *w = v[i].internal;
     if (!w) continue;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/backend.h"
 #include "core/ops_impl.h"
 #include "core/status.h"
 
@@ -124,8 +125,14 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
   op->root = a->root;
   op->peer = a->peer;
   op->tag = a->tag;
-  op->backend = DLPG__BACKEND_GLOO;
-  if (a->kind == DLPG__OP_BARRIER) return DLPG_OK; /* no tensors; runs through Gloo */
+  if (a->kind == DLPG__OP_BARRIER) {
+    /* No tensors: runs on the backend serving host memory. */
+    const dlpg__backend_vtbl_t *be;
+    op->backend = dlpg__backend_for_device(kDLCPU);
+    if (op->backend < 0)
+      return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: no backend serves cpu", fn);
+    return dlpg__backend_get(fn, op->backend, &be);
+  }
 
   int n = a->ntensors;
   DLPG_ARG_CHECK(n >= 1 && n <= DLPG__MAX_LOCAL_DEVICES,
@@ -168,34 +175,43 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
 
   const dlpg__tensor_t *t0 = &op->in[0];
   char d1[48];
-  if (t0->backend == DLPG__BACKEND_GLOO) {
-    DLPG_ARG_CHECK(n == 1, "%s: ntensors is %d but inputs[0] is on %s; CPU operations take "
-                   "exactly one tensor per call", fn, n, dlpg__dev_str(t0, d1, sizeof d1));
-  } else {
-#ifndef DLPG_HAVE_NCCL
-    return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                       "%s: %s is on %s but this dlpg was built without NCCL", fn,
+  /* The backend serving the device: loaded here at its first use (a module), so a device
+   * whose module cannot load fails at the call with what failed and why. */
+  const dlpg__backend_vtbl_t *be;
+  if (dlpg__backend_get(fn, t0->backend, &be) != DLPG_OK) {
+    char why[DLPG__ERROR_MAX];
+    snprintf(why, sizeof why, "%s", dlpg__last_error());
+    const char *m = strncmp(why, fn, strlen(fn)) == 0 ? why + strlen(fn) + 2 : why;
+    return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: %s is on %s, but %s", fn,
                        single ? (a->kind == DLPG__OP_ALLTOALL ? "input" : "tensor") : "inputs[0]",
-                       dlpg__dev_str(t0, d1, sizeof d1));
-#endif
-    for (int i = 0; i < n; i++) {
-      char d2[48];
-      if (has_out && op->out[i].device_id != op->in[i].device_id)
+                       dlpg__dev_str(t0, d1, sizeof d1), m);
+  }
+  if (n > be->max_tensors) {
+    char most[32];
+    if (be->max_tensors == 1) snprintf(most, sizeof most, "exactly one tensor");
+    else snprintf(most, sizeof most, "at most %d tensors", be->max_tensors);
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "%s: ntensors is %d but inputs[0] is on %s; %s operations take %s per "
+                       "call", fn, n, dlpg__dev_str(t0, d1, sizeof d1),
+                       t0->device_type == kDLCPU ? "CPU" : dlpg__device_name(t0->device_type),
+                       most);
+  }
+  for (int i = 0; i < n; i++) {
+    char d2[48];
+    if (has_out && op->out[i].device_id != op->in[i].device_id)
+      return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                         "%s: outputs[%d] is on %s but inputs[%d] is on %s (each output must "
+                         "be on its input's device)", fn, i,
+                         dlpg__dev_str(&op->out[i], d1, sizeof d1), i,
+                         dlpg__dev_str(&op->in[i], d2, sizeof d2));
+    for (int j = 0; j < i; j++)
+      if (op->in[j].device_id == op->in[i].device_id)
         return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
-                           "%s: outputs[%d] is on %s but inputs[%d] is on %s (each output must "
-                           "be on its input's device)", fn, i,
-                           dlpg__dev_str(&op->out[i], d1, sizeof d1), i,
-                           dlpg__dev_str(&op->in[i], d2, sizeof d2));
-      for (int j = 0; j < i; j++)
-        if (op->in[j].device_id == op->in[i].device_id)
-          return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
-                             "%s: inputs[%d] and inputs[%d] are both on %s (two tensors on one "
-                             "device in one call)", fn, j, i,
-                             dlpg__dev_str(&op->in[i], d1, sizeof d1));
-    }
+                           "%s: inputs[%d] and inputs[%d] are both on %s (two tensors on one "
+                           "device in one call)", fn, j, i,
+                           dlpg__dev_str(&op->in[i], d1, sizeof d1));
   }
   op->backend = t0->backend;
-  DLPG_CHECK(dlpg__check_dtype(fn, op->backend, t0->dtype));
 
   for (int i = 0; i < n; i++) {
     if (i > 0 && op->in[i].numel != op->in[0].numel)
@@ -218,7 +234,12 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
                    a->peer, a->kind == DLPG__OP_SEND ? "send" : "receive");
     DLPG_ARG_CHECK(a->tag >= 0, "%s: tag is %d (must be >= 0)", fn, a->tag);
   }
-  if (dlpg__is_reduction(a->kind)) DLPG_CHECK(dlpg__check_reduce(fn, op->backend, t0->dtype, a->rop));
+  if (dlpg__is_reduction(a->kind) && ((int)a->rop < (int)DLPG_SUM || (int)a->rop > (int)DLPG_BXOR))
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "%s: op is %d, not a dlpg_reduce_op_t (DLPG_SUM..DLPG_BXOR = 0..7)", fn,
+                       (int)a->rop);
+  /* The backend's own rules (dtype, reduce op, device capability). */
+  DLPG_CHECK(be->check(fn, op));
 
   if (a->streams)
     for (int i = 0; i < n; i++) op->streams[i] = a->streams[i];

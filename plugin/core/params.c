@@ -29,6 +29,11 @@ static const dlpg__param_def_t dlpg__params[DLPG__PARAM_COUNT] = {
 static const char *dlpg__param_cache[DLPG__PARAM_COUNT];
 static pthread_once_t dlpg__param_once = PTHREAD_ONCE_INIT;
 
+const char *dlpg__param_env_name(dlpg__param_id_t id) {
+  if ((int)id < 0 || id >= DLPG__PARAM_COUNT) return "?";
+  return dlpg__params[id].env;
+}
+
 static const char *dlpg__env_value(const char *name) {
   const char *v = getenv(name);
   return (v && v[0]) ? v : NULL;

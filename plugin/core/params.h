@@ -23,6 +23,7 @@ extern "C" {
   X(NCCL_COMM_MODE, "DLPG_NCCL_COMM_MODE", NULL, 1, "split (default): non-blocking init (deadline-polled), ops on a blocking ncclCommSplit child; nonblocking: ops on the non-blocking communicator (~70 us more per op); blocking: blocking init, no deadline inside NCCL") \
   X(NCCL_BLOCKING_INIT, "DLPG_NCCL_BLOCKING_INIT", "0", 1, "deprecated: 1 means DLPG_NCCL_COMM_MODE=blocking when that is unset") \
   X(NCCL_RUNTIME_CONNECT, "NCCL_RUNTIME_CONNECT", NULL, 0, "NCCL's own variable; dlpg sets 0 when it is unset, so collective connections are made inside the deadline-polled creation") \
+  X(NCCL_BACKEND, "DLPG_NCCL_BACKEND", NULL, 1, "path of the NCCL backend module (default: libdlpg_nccl.so beside libdlpg.so)") \
   X(RANK, "RANK", NULL, 0, "launcher: this process's rank")                                  \
   X(WORLD_SIZE, "WORLD_SIZE", NULL, 0, "launcher: number of ranks")                          \
   X(MASTER_ADDR, "MASTER_ADDR", NULL, 0, "launcher: host of rank 0")                         \
@@ -35,6 +36,8 @@ typedef enum dlpg__param_id {
   DLPG__PARAM_COUNT
 } dlpg__param_id_t;
 
+/* The variable's name ("DLPG_TIMEOUT"). */
+const char *dlpg__param_env_name(dlpg__param_id_t id);
 /* The value (environment, else default); NULL when unset with no default. */
 const char *dlpg__param_str(dlpg__param_id_t id);
 /* 1 and the parsed value when set and numeric; 0 when unset or unparsable (a warning is

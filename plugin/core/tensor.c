@@ -1,10 +1,12 @@
 /* DLPack rules in one place (ABI.md, "Tensors"): device and dtype mapping, the
- * contiguity rule, byte_offset, and the reduce-op support tables of both backends. */
+ * contiguity rule and byte_offset. Which backend serves a device is the registry's
+ * (core/backend.h); what it can reduce is its own check. */
 #include "core/tensor.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#include "core/backend.h"
 #include "core/status.h"
 
 /* ------------------------------------------------------------------ dtypes */
@@ -118,16 +120,12 @@ dlpg_status_t dlpg__tensor_from_dl(const char *fn, const char *arg, int index, c
   if (!t) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, ARG_NAME);
 
   int dt = (int)t->device.device_type;
-  dlpg__backend_t backend;
-  if (dt == kDLCPU || dt == kDLCUDAHost) {
-    backend = DLPG__BACKEND_GLOO;
-  } else if (dt == kDLCUDA || dt == kDLCUDAManaged) {
-    backend = DLPG__BACKEND_NCCL;
-  } else {
-    return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                       "%s: %s is on device type %d (%s); dlpg serves cpu and cuda_host "
-                       "(Gloo), cuda and cuda_managed (NCCL)",
-                       fn, ARG_NAME, dt, dlpg__device_name(dt));
+  int backend = dlpg__backend_for_device(dt);
+  if (backend < 0) {
+    char served[256];
+    dlpg__backend_devices(served, sizeof served);
+    return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: %s is on device type %d (%s); dlpg serves %s",
+                       fn, ARG_NAME, dt, dlpg__device_name(dt), served);
   }
   if (t->device.device_id < 0)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s has device id %d (must be >= 0)", fn,
@@ -225,95 +223,4 @@ dlpg_status_t dlpg__tensor_from_dl(const char *fn, const char *arg, int index, c
   }
   return DLPG_OK;
 #undef ARG_NAME
-}
-
-/* ------------------------------------------------------------------ support tables */
-
-#define R_(op) (1u << (op))
-#define ARITH (R_(DLPG_SUM) | R_(DLPG_PROD) | R_(DLPG_MIN) | R_(DLPG_MAX))
-#define AVG_ R_(DLPG_AVG)
-#define BITW (R_(DLPG_BAND) | R_(DLPG_BOR) | R_(DLPG_BXOR))
-#define NONE_ 0u /* explicit "unsupported": no reduce op on this dtype */
-
-/* Reduce ops each backend supports per dtype (model: UCC tl_nccl's tables). Bool reduces
- * logically on both: SUM/MAX are OR, PROD/MIN are AND (as torch does); NCCL runs it as
- * uint8 with MAX/MIN. */
-static const unsigned dlpg__reduce_support[2][DLPG__DT_COUNT] = {
-    [DLPG__BACKEND_GLOO] =
-        {
-            [DLPG__DT_INT8] = ARITH | BITW,   [DLPG__DT_INT16] = ARITH | BITW,
-            [DLPG__DT_INT32] = ARITH | BITW,  [DLPG__DT_INT64] = ARITH | BITW,
-            [DLPG__DT_UINT8] = ARITH | BITW,  [DLPG__DT_UINT16] = ARITH | BITW,
-            [DLPG__DT_UINT32] = ARITH | BITW, [DLPG__DT_UINT64] = ARITH | BITW,
-            [DLPG__DT_FLOAT16] = ARITH | AVG_, [DLPG__DT_BFLOAT16] = ARITH | AVG_,
-            [DLPG__DT_FLOAT32] = ARITH | AVG_, [DLPG__DT_FLOAT64] = ARITH | AVG_,
-            [DLPG__DT_BOOL] = ARITH | BITW,
-            [DLPG__DT_FLOAT8_E4M3FN] = NONE_, [DLPG__DT_FLOAT8_E5M2] = NONE_,
-        },
-    [DLPG__BACKEND_NCCL] =
-        {
-            [DLPG__DT_INT8] = ARITH,   [DLPG__DT_INT16] = NONE_,
-            [DLPG__DT_INT32] = ARITH,  [DLPG__DT_INT64] = ARITH,
-            [DLPG__DT_UINT8] = ARITH,  [DLPG__DT_UINT16] = NONE_,
-            [DLPG__DT_UINT32] = ARITH, [DLPG__DT_UINT64] = ARITH,
-            [DLPG__DT_FLOAT16] = ARITH | AVG_, [DLPG__DT_BFLOAT16] = ARITH | AVG_,
-            [DLPG__DT_FLOAT32] = ARITH | AVG_, [DLPG__DT_FLOAT64] = ARITH | AVG_,
-            [DLPG__DT_BOOL] = ARITH,
-            [DLPG__DT_FLOAT8_E4M3FN] = ARITH | AVG_, [DLPG__DT_FLOAT8_E5M2] = ARITH | AVG_,
-        },
-};
-
-static const char *dlpg__backend_name(dlpg__backend_t b) {
-  return b == DLPG__BACKEND_NCCL ? "NCCL" : "Gloo";
-}
-
-static int dlpg__is_float(dlpg__dtype_t dt) {
-  return dt == DLPG__DT_FLOAT16 || dt == DLPG__DT_BFLOAT16 || dt == DLPG__DT_FLOAT32 ||
-         dt == DLPG__DT_FLOAT64 || dt == DLPG__DT_FLOAT8_E4M3FN || dt == DLPG__DT_FLOAT8_E5M2;
-}
-
-dlpg_status_t dlpg__check_reduce(const char *fn, dlpg__backend_t backend, dlpg__dtype_t dt,
-                                 dlpg_reduce_op_t op) {
-  if (!fn) fn = "dlpg";
-  if ((int)op < (int)DLPG_SUM || (int)op > (int)DLPG_BXOR)
-    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
-                       "%s: op is %d, not a dlpg_reduce_op_t (DLPG_SUM..DLPG_BXOR = 0..7)", fn,
-                       (int)op);
-  if ((int)dt < 0 || dt >= DLPG__DT_COUNT || (backend != DLPG__BACKEND_GLOO &&
-                                               backend != DLPG__BACKEND_NCCL))
-    return dlpg__error(DLPG_ERR_INTERNAL, "%s: dtype %d or backend %d out of range", fn, (int)dt,
-                       (int)backend);
-  unsigned mask = dlpg__reduce_support[backend][dt];
-  if (mask & R_(op)) return DLPG_OK;
-
-  const char *opn = dlpg__reduce_op_name(op), *dtn = dlpg__dtype_name(dt);
-  const char *be = dlpg__backend_name(backend);
-  int bitwise = op == DLPG_BAND || op == DLPG_BOR || op == DLPG_BXOR;
-  if (backend == DLPG__BACKEND_NCCL && bitwise)
-    return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                       "%s: reduce op %s on %s: bitwise reductions are not supported by NCCL; "
-                       "use CPU tensors (Gloo)", fn, opn, dtn);
-  if (mask == NONE_)
-    return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: %s cannot reduce %s tensors (reduce op %s)%s",
-                       fn, be, dtn, opn,
-                       backend == DLPG__BACKEND_GLOO ? "; use CUDA tensors (NCCL)"
-                                                     : "; use CPU tensors (Gloo) or a wider dtype");
-  if (op == DLPG_AVG && !dlpg__is_float(dt))
-    return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                       "%s: reduce op avg needs a floating dtype, got %s (%s)", fn, dtn, be);
-  if (bitwise)
-    return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                       "%s: bitwise reduce op %s needs an integer or bool dtype, got %s (%s)", fn,
-                       opn, dtn, be);
-  return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: %s does not support reduce op %s on %s", fn, be,
-                     opn, dtn);
-}
-
-dlpg_status_t dlpg__check_dtype(const char *fn, dlpg__backend_t backend, dlpg__dtype_t dt) {
-  if ((int)dt < 0 || dt >= DLPG__DT_COUNT)
-    return dlpg__error(DLPG_ERR_INTERNAL, "%s: dtype %d out of range", fn ? fn : "dlpg",
-                       (int)dt);
-  /* Both backends move every dtype: Gloo as bytes, NCCL as bytes for data movement (the
-   * NCCL path maps fp8 to ncclFloat8* only for reductions, which the table above covers). */
-  return DLPG_OK;
 }

@@ -1,7 +1,7 @@
 /* DLPack rules in one place (ABI.md, "Tensors"): a DLTensor is checked and normalised into
- * a dlpg__tensor_t at the door; backends never see a DLTensor. Type and reduce-op support
- * are tables with an explicit "unsupported" entry (model: UCC tl_nccl), so an unsupported
- * pair fails in validation, never inside NCCL or Gloo. */
+ * a dlpg__tensor_t at the door; backends never see a DLTensor. Which dtypes and reduce ops
+ * a device can reduce is each backend's rule (its check in core/backend.h), asked during
+ * validation, so an unsupported pair fails at the call, never inside NCCL or Gloo. */
 #ifndef DLPG_CORE_TENSOR_H_
 #define DLPG_CORE_TENSOR_H_
 
@@ -22,15 +22,13 @@ typedef enum dlpg__dtype {
   DLPG__DT_COUNT
 } dlpg__dtype_t;
 
-typedef enum dlpg__backend { DLPG__BACKEND_GLOO = 0, DLPG__BACKEND_NCCL = 1 } dlpg__backend_t;
-
 /* A validated tensor. */
 typedef struct dlpg__tensor {
   void *ptr;             /* data + byte_offset */
   int64_t numel;
   size_t nbytes;
   dlpg__dtype_t dtype;
-  dlpg__backend_t backend; /* GLOO for kDLCPU/kDLCUDAHost, NCCL for kDLCUDA/kDLCUDAManaged */
+  int backend;           /* registry slot of the backend serving the device */
   int device_type;       /* the DLDeviceType as given */
   int device_id;
 } dlpg__tensor_t;
@@ -45,12 +43,11 @@ const char *dlpg__reduce_op_name(dlpg_reduce_op_t op); /* "sum", ...; "op(N)" in
 dlpg_status_t dlpg__tensor_from_dl(const char *fn, const char *arg, int index, const DLTensor *t,
                                    dlpg__tensor_t *out);
 
-/* Whether backend can reduce dtype with op; else UNSUPPORTED (or INVALID_ARGUMENT for an op
- * outside the enum) with a message naming fn, dtype, op and backend. */
-dlpg_status_t dlpg__check_reduce(const char *fn, dlpg__backend_t backend, dlpg__dtype_t dt,
-                                 dlpg_reduce_op_t op);
-/* Whether backend can move dtype at all (NCCL: fp8 only where the build supports it). */
-dlpg_status_t dlpg__check_dtype(const char *fn, dlpg__backend_t backend, dlpg__dtype_t dt);
+/* 1 for the floating dtypes (float8/16/32/64, bfloat16): those reduce op avg accepts. */
+static inline int dlpg__dtype_is_float(dlpg__dtype_t dt) {
+  return dt == DLPG__DT_FLOAT16 || dt == DLPG__DT_BFLOAT16 || dt == DLPG__DT_FLOAT32 ||
+         dt == DLPG__DT_FLOAT64 || dt == DLPG__DT_FLOAT8_E4M3FN || dt == DLPG__DT_FLOAT8_E5M2;
+}
 
 #ifdef __cplusplus
 }

@@ -31,7 +31,7 @@ struct dlpg_work {
 /* Name the operation the work belongs to (for "dlpg_allreduce did not complete ..."). */
 void dlpg__work_set_op_name(struct dlpg_work *w, const char *name);
 /* Whether the work has neither completed nor been handed to a backend poller: used after a
- * failed dlpg__nccl_issue to fail the works that the backend did not take. */
+ * failed backend issue to fail the works that the backend did not take. */
 int dlpg__work_is_unclaimed(struct dlpg_work *w);
 
 #ifdef __cplusplus

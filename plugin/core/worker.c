@@ -1,21 +1,21 @@
 /* The per-group CPU executor (worker.h). One thread per group runs tasks in FIFO order, so
  * operations issued from several threads execute in submission order, which every rank
- * must agree on. The thread owns the Gloo context's creation (lazy, at its first task);
- * the context itself is freed with the group, after the thread is gone. */
+ * must agree on. The thread owns the creation of its backends' state (the Gloo context:
+ * lazy, at its first task); the state itself is freed with the group, after the thread is
+ * gone. */
 #include "core/worker.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "core/backend.h"
 #include "core/group.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "core/work_impl.h"
-#include "gloo/gloo.h"
 
 /* After an abort at shutdown, how long the thread gets to leave Gloo before it is
  * detached. */
@@ -34,10 +34,13 @@ typedef struct dlpg__worker {
   int stop, aborted, running, exited, detached;
   pthread_t thread;
   struct dlpg_group *g; /* retained by the thread for its whole life */
-  /* The Gloo context's creation result: once it failed, every later task fails with it. */
-  int ctx_tried;
-  dlpg_status_t ctx_status;
-  char *ctx_msg;
+  /* Backend state creation results: once one failed, every later task fails with it. */
+  int running_slot;     /* backend of the running task */
+  /* Per backend slot: whether the thread tried to create the group's state, and why that
+   * failed (repeated to every later task). */
+  int ctx_tried[DLPG__GROUP_BACKEND_SLOTS];
+  dlpg_status_t ctx_status[DLPG__GROUP_BACKEND_SLOTS];
+  char *ctx_msg[DLPG__GROUP_BACKEND_SLOTS];
 } dlpg__worker_t;
 
 /* Guards g->worker of every group (creation at the first task, removal at shutdown), and
@@ -68,21 +71,6 @@ static void dlpg__task_finish(dlpg__task_t *t, dlpg_status_t st, const char *msg
 
 static void dlpg__task_abort(dlpg__task_t *t) { dlpg__task_finish(t, DLPG_ERR_ABORTED, "group aborted"); }
 
-/* Gloo's TCP transport writes with writev, which cannot ask for MSG_NOSIGNAL, so a peer that
- * dies mid-transfer would raise SIGPIPE and, under the default disposition, kill this
- * process instead of failing the operation with DLPG_ERR_REMOTE. A host that installed its
- * own handler (or ignores it, as Python does) is left alone. */
-static pthread_once_t dlpg__sigpipe_once = PTHREAD_ONCE_INIT;
-static void dlpg__sigpipe_default_ignore(void) {
-  struct sigaction old;
-  if (sigaction(SIGPIPE, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
-      old.sa_handler == SIG_DFL) {
-    signal(SIGPIPE, SIG_IGN);
-    DLPG_INFO(GLOO, -1, "SIGPIPE was at its default (terminate): now ignored, so a peer that "
-              "leaves mid-transfer fails the operation instead of killing the process");
-  }
-}
-
 /* Run one task on the worker thread (w->mu not held). */
 static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
   struct dlpg_group *g = w->g;
@@ -90,39 +78,42 @@ static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
     dlpg__task_abort(t);
     return;
   }
-  if (!w->ctx_tried) {
-    w->ctx_tried = 1;
-    char prefix[600]; /* a group name of up to 512 bytes, and "/gloo" */
-    snprintf(prefix, sizeof prefix, "%s/gloo", g->name);
-    DLPG_INFO(GLOO, g->rank, "creating the Gloo context of group \"%s\" (%d ranks)", g->name,
-              g->size);
-    dlpg__gloo_ctx_t *ctx = NULL;
+  int slot = t->ops[0]->backend;
+  const dlpg__backend_vtbl_t *be = dlpg__backend_loaded(slot);
+  if (!be) {
+    dlpg__task_finish(t, DLPG_ERR_INTERNAL, "the operation's backend is not loaded");
+    return;
+  }
+  if (!w->ctx_tried[slot]) {
+    w->ctx_tried[slot] = 1;
+    void *state = NULL;
     dlpg__clear_error();
-    pthread_once(&dlpg__sigpipe_once, dlpg__sigpipe_default_ignore);
-    dlpg_status_t st = dlpg__gloo_ctx_create(g->store, prefix, g->rank, g->size, g->timeout_s, &ctx);
+    dlpg_status_t st = be->state_create(g, &state);
     pthread_mutex_lock(&w->mu);
-    if (st == DLPG_OK && ctx) {
-      g->gloo = ctx;
+    if (st == DLPG_OK && state) {
+      __atomic_store_n(&g->be_state[slot], state, __ATOMIC_RELEASE);
     } else {
-      w->ctx_status = st == DLPG_OK ? DLPG_ERR_INTERNAL : st;
-      w->ctx_msg = strdup(dlpg__last_error()[0] ? dlpg__last_error()
-                                                 : "the Gloo context could not be created");
+      w->ctx_status[slot] = st == DLPG_OK ? DLPG_ERR_INTERNAL : st;
+      w->ctx_msg[slot] = strdup(dlpg__last_error()[0] ? dlpg__last_error()
+                                                       : "the backend's state could not be created");
     }
     pthread_mutex_unlock(&w->mu);
   }
-  if (!g->gloo) {
-    dlpg__task_finish(t, w->ctx_status, w->ctx_msg);
+  void *state = g->be_state[slot];
+  if (!state) {
+    dlpg__task_finish(t, w->ctx_status[slot], w->ctx_msg[slot]);
     return;
   }
-  /* An abort during the rendezvous found no context to cut short: honour it here. */
+  /* An abort during the rendezvous found no state to cut short: honour it here. */
   if (atomic_load(&g->aborted) || w->aborted) {
     dlpg__task_abort(t);
     return;
   }
-  DLPG_TRACE(GLOO, g->rank, "running %s (%d op%s)", dlpg__op_name(t->ops[0]->kind), t->n,
-             t->n == 1 ? "" : "s");
+  DLPG_TRACE(GLOO, g->rank, "running %s (%d op%s) on %s", dlpg__op_name(t->ops[0]->kind), t->n,
+             t->n == 1 ? "" : "s", be->name);
+  for (int i = 0; i < t->n; i++) t->ops[i]->state = state;
   dlpg__clear_error();
-  dlpg_status_t st = dlpg__gloo_run(g->gloo, t->ops, t->n);
+  dlpg_status_t st = be->issue(t->ops, t->n);
   if (st != DLPG_OK && atomic_load(&g->aborted)) {
     /* A run cut short by an abort reports the abort, whatever Gloo said. */
     char m[DLPG__ERROR_MAX];
@@ -148,6 +139,7 @@ static void *dlpg__worker_main(void *arg) {
     w->head = t->next;
     if (!w->head) w->tail = NULL;
     w->running = 1;
+    w->running_slot = t->ops[0]->backend;
     pthread_mutex_unlock(&w->mu);
     dlpg__worker_run(w, t);
     pthread_mutex_lock(&w->mu);
@@ -159,7 +151,7 @@ static void *dlpg__worker_main(void *arg) {
   pthread_mutex_unlock(&w->mu);
   if (detached) {
     /* Shutdown gave up on this thread; nobody else will free its state. */
-    free(w->ctx_msg);
+    for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++) free(w->ctx_msg[i]);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
     free(w);
@@ -225,6 +217,7 @@ static dlpg_status_t dlpg__worker_enqueue(struct dlpg_group *g, dlpg__op_t **ops
      * running it on the caller's thread keeps submission order and saves two thread
      * hand-offs, which dominate the time of a small CPU operation. */
     w->running = 1;
+    w->running_slot = t->ops[0]->backend;
     pthread_mutex_unlock(&w->mu);
     pthread_mutex_unlock(&dlpg__workers_mu);
     dlpg__worker_run(w, t);
@@ -269,11 +262,12 @@ void dlpg__worker_abort(struct dlpg_group *g) {
   w->aborted = 1;
   dlpg__task_t *queued = w->head;
   w->head = w->tail = NULL;
-  dlpg__gloo_ctx_t *ctx = w->running ? g->gloo : NULL;
+  int slot = w->running_slot;
+  void *ctx = w->running ? __atomic_load_n(&g->be_state[slot], __ATOMIC_ACQUIRE) : NULL;
   pthread_mutex_unlock(&w->mu);
   /* The context stays alive while w is registered: it is freed with the group, and the
    * running thread holds a group reference. */
-  if (ctx) dlpg__gloo_ctx_abort(ctx);
+  if (ctx) dlpg__backend_loaded(slot)->abort(ctx);
   pthread_mutex_unlock(&dlpg__workers_mu);
   while (queued) {
     dlpg__task_t *next = queued->next;
@@ -323,7 +317,7 @@ void dlpg__worker_shutdown(struct dlpg_group *g) {
 
   if (exited) {
     pthread_join(w->thread, NULL);
-    free(w->ctx_msg);
+    for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++) free(w->ctx_msg[i]);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
     free(w);

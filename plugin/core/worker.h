@@ -11,8 +11,8 @@ extern "C" {
 
 struct dlpg_group;
 
-/* Queue one task: ops[0..n) (heap-allocated, all of group g, backend GLOO), run together by
- * one dlpg__gloo_run. Takes ownership of the array and of every op in it: each op's work
+/* Queue one task: ops[0..n) (heap-allocated, all of group g, an on_worker backend), run together by
+ * one call of the backend's issue. Takes ownership of the array and of every op in it: each op's work
  * is completed (even on failure here) and the ops are freed. Starts the worker thread at
  * the group's first task. Returns non-OK only when the task could not be queued (its works
  * are then already completed with that status). */

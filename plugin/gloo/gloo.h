@@ -12,6 +12,14 @@ extern "C" {
 
 typedef struct dlpg__gloo_ctx dlpg__gloo_ctx_t;
 
+/* The backend table (backend.c), listed in plugin/registry/backends.c. */
+struct dlpg__backend_vtbl;
+extern const struct dlpg__backend_vtbl dlpg__gloo_backend;
+
+/* Gloo's reduce rule: OK, or UNSUPPORTED naming fn, dtype and op (INVALID_ARGUMENT for an
+ * op outside the enum). */
+dlpg_status_t dlpg__gloo_check_reduce(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op);
+
 /* Rendezvous a full-mesh Gloo context over store under key prefix, with Gloo's timeout set
  * to timeout_s, so a missing peer ends in DLPG_ERR_TIMEOUT. Blocking. */
 dlpg_status_t dlpg__gloo_ctx_create(dlpg_store_t *store, const char *prefix, int rank, int size,

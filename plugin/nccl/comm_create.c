@@ -47,7 +47,7 @@ static dlpg_status_t dlpg__store_get_slices(const char *fn, struct dlpg__nccl *s
                          "%s: rank %d of group '%s' timed out after %.1f s waiting for %s (store "
                          "key '%s'); is every rank alive and issuing the same CUDA operations?",
                          fn, st->rank, st->name, st->g ? st->g->timeout_s : 0.0, what, key);
-    dlpg_status_t s = dlpg_store_get(st->g->store, key, left < DLPG__STORE_SLICE_S ? left
+    dlpg_status_t s = dlpg__nccl_store_get(st->g->store, key, left < DLPG__STORE_SLICE_S ? left
                                                                                    : DLPG__STORE_SLICE_S,
                                      buf, cap, len);
     if (s == DLPG_OK) return DLPG_OK;
@@ -61,7 +61,7 @@ static dlpg_status_t dlpg__rdv_publish(const char *fn, dlpg__nccl_comm_t *c, dou
   char key[600], val[32];
   snprintf(key, sizeof(key), "%s/nccl/%d/ndev/%d", st->name, c->seq, st->rank);
   snprintf(val, sizeof(val), "%d", c->ndev);
-  dlpg_status_t s = dlpg_store_set(st->g->store, key, val, strlen(val));
+  dlpg_status_t s = dlpg__nccl_store_set(st->g->store, key, val, strlen(val));
   if (s != DLPG_OK) return dlpg__error_prefix(s, fn);
   return DLPG_OK;
 }
@@ -102,7 +102,7 @@ static dlpg_status_t dlpg__rdv_root(const char *fn, dlpg__nccl_comm_t *c, double
     }
   }
   snprintf(key, sizeof(key), "%s/nccl/%d/id", st->name, c->seq);
-  dlpg_status_t s = dlpg_store_set(st->g->store, key, out, outlen);
+  dlpg_status_t s = dlpg__nccl_store_set(st->g->store, key, out, outlen);
   if (s != DLPG_OK) return dlpg__error_prefix(s, fn);
   if (out[0] == 'e') return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%.*s", (int)outlen - 2, out + 2);
   return DLPG_OK;
@@ -373,7 +373,7 @@ dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__op_t *const *ops, int n
   int hits = 0;
   for (int i = 0; i < n && hits == i; i++) {
     if (ops[i]->ntensors != 1) break;
-    struct dlpg__nccl *st = ops[i]->group->nccl;
+    struct dlpg__nccl *st = ops[i]->state;
     int dev = ops[i]->in[0].device_id;
     if (dev < 0 || dev >= DLPG__NCCL_MAX_DEVICE) break;
     pthread_mutex_lock(&st->mu);
@@ -393,7 +393,7 @@ dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__op_t *const *ops, int n
 
   /* Pass 1: find or claim every op's entry. */
   for (int i = 0; i < n && s == DLPG_OK; i++) {
-    struct dlpg__nccl *st = ops[i]->group->nccl;
+    struct dlpg__nccl *st = ops[i]->state;
     char key[DLPG__NCCL_KEY_MAX];
     dlpg__devkey(ops[i], key, sizeof(key));
     pthread_mutex_lock(&st->mu);

@@ -44,7 +44,7 @@ static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__op_t *op, dlpg__n
     const char *what = "";
     switch (op->kind) {
       case DLPG__OP_ALLREDUCE:
-        DLPG_CHECK(dlpg__nccl_reduce_type(fn, in->dtype, op->rop, in->device_id, &type, &rop));
+        DLPG_CHECK(dlpg__nccl_reduce_type(fn, in->dtype, op->rop, &type, &rop));
         what = "ncclAllReduce";
         r = ncclAllReduce(in->ptr, out->ptr, (size_t)in->numel, type, rop, comm, s);
         break;
@@ -53,7 +53,7 @@ static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__op_t *op, dlpg__n
         r = ncclBroadcast(in->ptr, out->ptr, in->nbytes, ncclUint8, op->root * nd, comm, s);
         break;
       case DLPG__OP_REDUCE:
-        DLPG_CHECK(dlpg__nccl_reduce_type(fn, in->dtype, op->rop, in->device_id, &type, &rop));
+        DLPG_CHECK(dlpg__nccl_reduce_type(fn, in->dtype, op->rop, &type, &rop));
         what = "ncclReduce";
         r = ncclReduce(in->ptr, out->ptr, (size_t)in->numel, type, rop, op->root * nd, comm, s);
         break;
@@ -62,7 +62,7 @@ static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__op_t *op, dlpg__n
         r = ncclAllGather(in->ptr, out->ptr, in->nbytes, ncclUint8, comm, s);
         break;
       case DLPG__OP_REDUCE_SCATTER:
-        DLPG_CHECK(dlpg__nccl_reduce_type(fn, in->dtype, op->rop, in->device_id, &type, &rop));
+        DLPG_CHECK(dlpg__nccl_reduce_type(fn, in->dtype, op->rop, &type, &rop));
         what = "ncclReduceScatter";
         r = ncclReduceScatter(in->ptr, out->ptr, (size_t)out->numel, type, rop, comm, s);
         break;
@@ -103,23 +103,15 @@ static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__op_t *op, dlpg__n
 static dlpg_status_t dlpg__precheck(const char *fn, const dlpg__op_t *op) {
   if (!op || !op->group)
     return dlpg__error(DLPG_ERR_INTERNAL, "%s: op without group", fn);
-  if (!op->group->nccl)
+  if (!op->state)
     return dlpg__error(DLPG_ERR_INTERNAL, "%s: group has no NCCL state", fn);
-  if (op->backend != DLPG__BACKEND_NCCL || op->kind == DLPG__OP_BARRIER)
-    return dlpg__error(DLPG_ERR_INTERNAL, "%s: not an NCCL operation (kind %d, backend %d)", fn,
-                       (int)op->kind, (int)op->backend);
+  if (op->kind == DLPG__OP_BARRIER)
+    return dlpg__error(DLPG_ERR_INTERNAL, "%s: not an NCCL operation (kind %d)", fn,
+                       (int)op->kind);
   if (op->ntensors < 1 || op->ntensors > DLPG__MAX_LOCAL_DEVICES)
     return dlpg__error(DLPG_ERR_INTERNAL, "%s: ntensors %d", fn, op->ntensors);
   if (atomic_load(&op->group->aborted))
     return dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted", fn, op->group->name);
-  if (op->kind == DLPG__OP_ALLREDUCE || op->kind == DLPG__OP_REDUCE ||
-      op->kind == DLPG__OP_REDUCE_SCATTER) {
-    for (int i = 0; i < op->ntensors; i++) {
-      ncclDataType_t t;
-      ncclRedOp_t r;
-      DLPG_CHECK(dlpg__nccl_reduce_type(fn, op->in[i].dtype, op->rop, op->in[i].device_id, &t, &r));
-    }
-  }
   return DLPG_OK;
 }
 

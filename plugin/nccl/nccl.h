@@ -1,5 +1,5 @@
-/* The NCCL path. Built only when CUDA and NCCL are found (DLPG_HAVE_NCCL); otherwise core
- * answers CUDA tensors with DLPG_ERR_UNSUPPORTED and never calls these. */
+/* The NCCL path: the module libdlpg_nccl.so, built when CUDA and NCCL are found and loaded
+ * by core at the first CUDA tensor (core/backend.h). backend.c puts these in its table. */
 #ifndef DLPG_NCCL_NCCL_H_
 #define DLPG_NCCL_NCCL_H_
 
@@ -21,7 +21,8 @@ dlpg_status_t dlpg__nccl_create(struct dlpg_group *g, dlpg__nccl_t **out);
  * dlpg_group_start/end is per thread and spans every group that thread issues to (like
  * ncclGroupStart), so one thread can drive several ranks, e.g. a send on one rank's group and
  * the matching recv on another's; communicators of all of them are created together first.
- * Core has created op->group->nccl (dlpg__nccl_create) for every op before the call. Creates the communicator of each device list lazily (store
+ * Core has set op->state to the group's dlpg__nccl_t (dlpg__nccl_create) for every op
+ * before the call. Creates the communicator of each device list lazily (store
  * rendezvous, non-blocking init polled against the group's deadline). Attaches to each
  * op->work a poller (CUDA event + ncclCommGetAsyncError) with dlpg__work_set_backend.
  * Returns once enqueued; never synchronises the host on the fast path.

@@ -142,8 +142,17 @@ dlpg_status_t dlpg__nccl_wait_ready(const char *fn, dlpg__nccl_comm_t *const *cs
                                     int parents, double deadline);
 
 /* Types (types.c). */
+/* The NCCL type and op of a pair the backend's check accepted. */
 dlpg_status_t dlpg__nccl_reduce_type(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op,
-                                     int dev, ncclDataType_t *type, ncclRedOp_t *rop);
+                                     ncclDataType_t *type, ncclRedOp_t *rop);
+/* Compute capability major of device dev (cached; 0 when unknown). */
+int dlpg__nccl_device_cc_major(int dev);
+
+/* Core's store through the host services (host.c): the module links no part of core. */
+dlpg_status_t dlpg__nccl_store_set(dlpg_store_t *s, const char *key, const void *value,
+                                   size_t len);
+dlpg_status_t dlpg__nccl_store_get(dlpg_store_t *s, const char *key, double timeout_s,
+                                   void *buf, size_t cap, size_t *len);
 
 /* Events and work pollers (events.c). Attach a poller to w covering the ndev events
  * recorded on streams after the op, or complete w as enqueued when capturing. */

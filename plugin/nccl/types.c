@@ -1,9 +1,6 @@
-/* dtype and reduce-op mapping of the NCCL path (model: UCC tl_nccl's tables). Each dtype has
- * an explicit entry: the NCCL type used for reductions, or DLPG__NCCL_NO_TYPE where NCCL
- * cannot reduce it. Movement operations (broadcast, allgather, alltoall, send, recv) never
- * look here: they move bytes as ncclUint8. Core validates the same rules first
- * (dlpg__check_reduce); these checks repeat them so the NCCL path never hands NCCL a pair
- * it cannot serve, and add what only the device can tell (fp8 needs sm_90). */
+/* dtype and reduce-op mapping of the NCCL path: the NCCL type and op each supported pair is
+ * issued as. Which pairs are supported is rules.c's, checked at the call; movement
+ * operations (broadcast, allgather, alltoall, send, recv) move bytes as ncclUint8. */
 #include "nccl/nccl_internal.h"
 
 #define DLPG__NCCL_NO_TYPE ((int)-1)
@@ -16,6 +13,9 @@
 #define DLPG__NCCL_FP8_E4M3 DLPG__NCCL_NO_TYPE
 #define DLPG__NCCL_FP8_E5M2 DLPG__NCCL_NO_TYPE
 #endif
+
+/* Compute capability major of each device, cached (0: not read yet). */
+static atomic_int dlpg__cc_major[DLPG__NCCL_MAX_DEVICE];
 
 static const int dlpg__nccl_types[DLPG__DT_COUNT] = {
     [DLPG__DT_INT8] = (int)ncclInt8,
@@ -35,57 +35,22 @@ static const int dlpg__nccl_types[DLPG__DT_COUNT] = {
     [DLPG__DT_FLOAT8_E5M2] = DLPG__NCCL_FP8_E5M2,
 };
 
-static int dlpg__is_float(dlpg__dtype_t dt) {
-  return dt == DLPG__DT_FLOAT16 || dt == DLPG__DT_BFLOAT16 || dt == DLPG__DT_FLOAT32 ||
-         dt == DLPG__DT_FLOAT64 || dt == DLPG__DT_FLOAT8_E4M3FN || dt == DLPG__DT_FLOAT8_E5M2;
-}
-
-/* Compute capability major of each device, cached (0: not read yet). */
-static atomic_int dlpg__cc_major[DLPG__NCCL_MAX_DEVICE];
-
-static int dlpg__device_cc_major(int dev) {
-  if (dev < 0 || dev >= DLPG__NCCL_MAX_DEVICE) return 0;
-  int cc = atomic_load(&dlpg__cc_major[dev]);
-  if (cc > 0) return cc;
-  if (cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return 0;
-  atomic_store(&dlpg__cc_major[dev], cc);
-  return cc;
-}
-
 dlpg_status_t dlpg__nccl_reduce_type(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op,
-                                     int dev, ncclDataType_t *type, ncclRedOp_t *rop) {
-  if ((int)dt < 0 || dt >= DLPG__DT_COUNT)
-    return dlpg__error(DLPG_ERR_INTERNAL, "%s: dtype %d out of range", fn, (int)dt);
-  int t = dlpg__nccl_types[dt];
-  if (t == DLPG__NCCL_NO_TYPE)
-    return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                       "%s: NCCL %d.%d.%d cannot reduce %s tensors; use a wider dtype or CPU "
-                       "tensors (Gloo)", fn, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH,
-                       dlpg__dtype_name(dt));
-  if ((dt == DLPG__DT_FLOAT8_E4M3FN || dt == DLPG__DT_FLOAT8_E5M2) && dlpg__device_cc_major(dev) < 9)
-    return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                       "%s: NCCL reduces %s only on sm_90 or newer; cuda:%d is sm_%d", fn,
-                       dlpg__dtype_name(dt), dev, dlpg__device_cc_major(dev) * 10);
+                                     ncclDataType_t *type, ncclRedOp_t *rop) {
+  int t = (int)dt >= 0 && dt < DLPG__DT_COUNT ? dlpg__nccl_types[dt] : DLPG__NCCL_NO_TYPE;
   ncclRedOp_t r;
   switch (op) {
     case DLPG_SUM: r = ncclSum; break;
     case DLPG_PROD: r = ncclProd; break;
     case DLPG_MIN: r = ncclMin; break;
     case DLPG_MAX: r = ncclMax; break;
-    case DLPG_AVG:
-      if (!dlpg__is_float(dt))
-        return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: reduce op avg needs a floating dtype, got %s",
-                           fn, dlpg__dtype_name(dt));
-      r = ncclAvg;
-      break;
-    case DLPG_BAND: case DLPG_BOR: case DLPG_BXOR:
-      return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                         "%s: reduce op %s: bitwise reductions are not supported by NCCL; use "
-                         "CPU tensors (Gloo)", fn, dlpg__reduce_op_name(op));
-    default:
-      return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: op is %d, not a dlpg_reduce_op_t", fn,
-                         (int)op);
+    case DLPG_AVG: r = ncclAvg; break;
+    default: t = DLPG__NCCL_NO_TYPE; r = ncclSum; break;
   }
+  /* The backend's check (rules.c) rejected every other pair at the call. */
+  if (t == DLPG__NCCL_NO_TYPE)
+    return dlpg__error(DLPG_ERR_INTERNAL, "%s: reduce op %s on %s reached NCCL unchecked", fn,
+                       dlpg__reduce_op_name(op), dlpg__dtype_name(dt));
   if (dt == DLPG__DT_BOOL) {
     /* Logical reductions on 0/1 bytes: OR is max, AND is min. */
     if (op == DLPG_SUM || op == DLPG_MAX) r = ncclMax;
@@ -94,4 +59,13 @@ dlpg_status_t dlpg__nccl_reduce_type(const char *fn, dlpg__dtype_t dt, dlpg_redu
   *type = (ncclDataType_t)t;
   *rop = r;
   return DLPG_OK;
+}
+
+int dlpg__nccl_device_cc_major(int dev) {
+  if (dev < 0 || dev >= DLPG__NCCL_MAX_DEVICE) return 0;
+  int cc = atomic_load(&dlpg__cc_major[dev]);
+  if (cc > 0) return cc;
+  if (cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return 0;
+  atomic_store(&dlpg__cc_major[dev], cc);
+  return cc;
 }

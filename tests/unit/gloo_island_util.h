@@ -74,7 +74,6 @@ inline dlpg__tensor_t tensor(void *ptr, int64_t numel, dlpg__dtype_t dt) {
   t.numel = numel;
   t.nbytes = static_cast<size_t>(numel) * dlpg__dtype_size(dt);
   t.dtype = dt;
-  t.backend = DLPG__BACKEND_GLOO;
   t.device_type = 1;
   return t;
 }
@@ -83,7 +82,6 @@ inline dlpg__op_t make_op(dlpg__op_kind_t kind, dlpg__tensor_t in, dlpg__tensor_
   dlpg__op_t op;
   memset(&op, 0, sizeof op);
   op.kind = kind;
-  op.backend = DLPG__BACKEND_GLOO;
   op.ntensors = kind == DLPG__OP_BARRIER ? 0 : 1;
   op.in[0] = in;
   op.out[0] = out;

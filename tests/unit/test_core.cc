@@ -18,10 +18,13 @@
 using atomic_int = std::atomic<int>;
 #define _STDATOMIC_H 1
 extern "C" {
+#include "core/backend.h"
 #include "core/group.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/work.h"
+#include "gloo/gloo.h"
+#include "nccl/rules.h"
 }
 
 namespace {
@@ -78,7 +81,7 @@ TEST(CoreTensor, DtypesDevicesAndOffsets) {
   EXPECT_EQ(out.numel, 16);
   EXPECT_EQ(out.nbytes, 64u);
   EXPECT_EQ(out.ptr, reinterpret_cast<char *>(buf) + 8);
-  EXPECT_EQ(out.backend, DLPG__BACKEND_GLOO);
+  EXPECT_STREQ(dlpg__backend_name(out.backend), "gloo");
   EXPECT_EQ(out.dtype, DLPG__DT_FLOAT32);
 
   struct { uint8_t code, bits; dlpg__dtype_t dt; } cases[] = {
@@ -98,11 +101,11 @@ TEST(CoreTensor, DtypesDevicesAndOffsets) {
 
   T cuda(buf, kF32, {2}, kDLCUDA, 3);
   ASSERT_EQ(dlpg__tensor_from_dl("f", "inputs", 0, &cuda.t, &out), DLPG_OK);
-  EXPECT_EQ(out.backend, DLPG__BACKEND_NCCL);
+  EXPECT_STREQ(dlpg__backend_name(out.backend), "nccl");
   EXPECT_EQ(out.device_id, 3);
   T host(buf, kF32, {2}, kDLCUDAHost);
   ASSERT_EQ(dlpg__tensor_from_dl("f", "inputs", 0, &host.t, &out), DLPG_OK);
-  EXPECT_EQ(out.backend, DLPG__BACKEND_GLOO);
+  EXPECT_STREQ(dlpg__backend_name(out.backend), "gloo");
   T vulkan(buf, kF32, {2}, kDLVulkan);
   EXPECT_EQ(dlpg__tensor_from_dl("f", "inputs", 1, &vulkan.t, &out), DLPG_ERR_UNSUPPORTED);
   EXPECT_TRUE(Contains(dlpg_last_error(), "f: inputs[1] is on device type 7 (vulkan)"))
@@ -143,24 +146,60 @@ TEST(CoreTensor, ShapesStridesAndNulls) {
   EXPECT_TRUE(Contains(dlpg_last_error(), "inputs[2] is NULL"));
 }
 
+// Each backend's own rule (plugin/gloo/backend.c, plugin/nccl/rules.c), as validation asks it.
 TEST(CoreTensor, ReduceSupportTables) {
-  const auto G = DLPG__BACKEND_GLOO, N = DLPG__BACKEND_NCCL;
-  EXPECT_EQ(dlpg__check_reduce("f", G, DLPG__DT_INT16, DLPG_BXOR), DLPG_OK);
-  EXPECT_EQ(dlpg__check_reduce("f", G, DLPG__DT_BOOL, DLPG_MAX), DLPG_OK);
-  EXPECT_EQ(dlpg__check_reduce("f", G, DLPG__DT_BFLOAT16, DLPG_AVG), DLPG_OK);
-  EXPECT_EQ(dlpg__check_reduce("f", G, DLPG__DT_INT32, DLPG_AVG), DLPG_ERR_UNSUPPORTED);
-  EXPECT_EQ(dlpg__check_reduce("f", G, DLPG__DT_FLOAT32, DLPG_BAND), DLPG_ERR_UNSUPPORTED);
-  EXPECT_EQ(dlpg__check_reduce("f", G, DLPG__DT_FLOAT8_E4M3FN, DLPG_SUM), DLPG_ERR_UNSUPPORTED);
-  EXPECT_EQ(dlpg__check_reduce("f", N, DLPG__DT_FLOAT8_E5M2, DLPG_AVG), DLPG_OK);
-  EXPECT_EQ(dlpg__check_reduce("f", N, DLPG__DT_BOOL, DLPG_PROD), DLPG_OK);
-  EXPECT_EQ(dlpg__check_reduce("f", N, DLPG__DT_INT16, DLPG_SUM), DLPG_ERR_UNSUPPORTED);
-  EXPECT_EQ(dlpg__check_reduce("f", N, DLPG__DT_INT32, DLPG_BOR), DLPG_ERR_UNSUPPORTED);
-  EXPECT_TRUE(Contains(dlpg_last_error(),
-                       "bitwise reductions are not supported by NCCL; use CPU tensors (Gloo)"));
-  EXPECT_EQ(dlpg__check_reduce("f", G, DLPG__DT_FLOAT32, static_cast<dlpg_reduce_op_t>(8)),
+  EXPECT_EQ(dlpg__gloo_check_reduce("f", DLPG__DT_INT16, DLPG_BXOR), DLPG_OK);
+  EXPECT_EQ(dlpg__gloo_check_reduce("f", DLPG__DT_BOOL, DLPG_MAX), DLPG_OK);
+  EXPECT_EQ(dlpg__gloo_check_reduce("f", DLPG__DT_BFLOAT16, DLPG_AVG), DLPG_OK);
+  EXPECT_EQ(dlpg__gloo_check_reduce("f", DLPG__DT_INT32, DLPG_AVG), DLPG_ERR_UNSUPPORTED);
+  EXPECT_EQ(dlpg__gloo_check_reduce("f", DLPG__DT_FLOAT32, DLPG_BAND), DLPG_ERR_UNSUPPORTED);
+  EXPECT_EQ(dlpg__gloo_check_reduce("f", DLPG__DT_FLOAT8_E4M3FN, DLPG_SUM), DLPG_ERR_UNSUPPORTED);
+  EXPECT_EQ(dlpg__gloo_check_reduce("f", DLPG__DT_FLOAT32, static_cast<dlpg_reduce_op_t>(8)),
             DLPG_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(dlpg__check_reduce("f", G, DLPG__DT_FLOAT32, static_cast<dlpg_reduce_op_t>(-1)),
+  EXPECT_EQ(dlpg__gloo_check_reduce("f", DLPG__DT_FLOAT32, static_cast<dlpg_reduce_op_t>(-1)),
             DLPG_ERR_INVALID_ARGUMENT);
+
+  const int v228 = 22809, v223 = 22304; // NCCL 2.28.9, 2.23.4
+  EXPECT_EQ(dlpg__nccl_reduce_rule("f", DLPG__DT_FLOAT8_E5M2, DLPG_AVG, v228, 0, 9), DLPG_OK);
+  EXPECT_EQ(dlpg__nccl_reduce_rule("f", DLPG__DT_FLOAT8_E4M3FN, DLPG_SUM, v228, 0, 10), DLPG_OK);
+  EXPECT_EQ(dlpg__nccl_reduce_rule("f", DLPG__DT_BOOL, DLPG_PROD, v228, 0, 0), DLPG_OK);
+  EXPECT_EQ(dlpg__nccl_reduce_rule("f", DLPG__DT_BFLOAT16, DLPG_AVG, v223, 0, 8), DLPG_OK);
+  EXPECT_EQ(dlpg__nccl_reduce_rule("f", DLPG__DT_INT16, DLPG_SUM, v228, 0, 9), DLPG_ERR_UNSUPPORTED);
+  EXPECT_EQ(dlpg__nccl_reduce_rule("f", DLPG__DT_UINT16, DLPG_MAX, v228, 0, 9), DLPG_ERR_UNSUPPORTED);
+  EXPECT_EQ(dlpg__nccl_reduce_rule("f", DLPG__DT_INT32, DLPG_AVG, v228, 0, 9), DLPG_ERR_UNSUPPORTED);
+  for (dlpg_reduce_op_t op : {DLPG_BAND, DLPG_BOR, DLPG_BXOR}) {
+    EXPECT_EQ(dlpg__nccl_reduce_rule("f", DLPG__DT_INT32, op, v228, 0, 9), DLPG_ERR_UNSUPPORTED);
+    EXPECT_TRUE(Contains(dlpg_last_error(),
+                         "bitwise reductions are not supported by NCCL; use CPU tensors (Gloo)"))
+        << dlpg_last_error();
+  }
+  // fp8 reductions: NCCL 2.24 and sm_90 or newer, else UNSUPPORTED naming what is missing.
+  EXPECT_EQ(dlpg__nccl_reduce_rule("f", DLPG__DT_FLOAT8_E4M3FN, DLPG_SUM, v223, 1, 9),
+            DLPG_ERR_UNSUPPORTED);
+  EXPECT_TRUE(Contains(dlpg_last_error(), "f: NCCL 2.23.4 cannot reduce float8_e4m3fn"))
+      << dlpg_last_error();
+  EXPECT_EQ(dlpg__nccl_reduce_rule("f", DLPG__DT_FLOAT8_E5M2, DLPG_MAX, v228, 1, 8),
+            DLPG_ERR_UNSUPPORTED);
+  EXPECT_TRUE(Contains(dlpg_last_error(), "only on sm_90 or newer; cuda:1 is sm_80"))
+      << dlpg_last_error();
+  EXPECT_EQ(dlpg__nccl_reduce_rule("f", DLPG__DT_FLOAT32, static_cast<dlpg_reduce_op_t>(8), v228,
+                                   0, 9),
+            DLPG_ERR_INVALID_ARGUMENT);
+}
+
+// The registry: which backend serves which device, known without loading any module.
+TEST(CoreBackend, RegistryServesDevices) {
+  EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_device(kDLCPU)), "gloo");
+  EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_device(kDLCUDAHost)), "gloo");
+  EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_device(kDLCUDA)), "nccl");
+  EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_device(kDLCUDAManaged)), "nccl");
+  EXPECT_EQ(dlpg__backend_for_device(kDLVulkan), -1);
+  EXPECT_EQ(dlpg__backend_for_device(99), -1);
+  char buf[256];
+  dlpg__backend_devices(buf, sizeof buf);
+  EXPECT_STREQ(buf, "cpu, cuda_host (gloo); cuda, cuda_managed (nccl)");
+  // The built-in backend needs no load.
+  ASSERT_NE(dlpg__backend_loaded(dlpg__backend_for_device(kDLCPU)), nullptr);
 }
 
 // A store this process serves on an ephemeral port.

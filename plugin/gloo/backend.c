@@ -1,0 +1,117 @@
+/* The Gloo backend's table (core/backend.h): host memory (cpu, cuda_host), one tensor per
+ * call, run on the group's worker thread, and the dtype/reduce-op rules of the Gloo path,
+ * written once here. */
+#include <signal.h>
+#include <stdio.h>
+
+#include "core/backend.h"
+#include "core/group.h"
+#include "core/log.h"
+#include "core/status.h"
+#include "gloo/gloo.h"
+
+#define R_(op) (1u << (op))
+#define ARITH (R_(DLPG_SUM) | R_(DLPG_PROD) | R_(DLPG_MIN) | R_(DLPG_MAX))
+#define AVG_ R_(DLPG_AVG)
+#define BITW (R_(DLPG_BAND) | R_(DLPG_BOR) | R_(DLPG_BXOR))
+#define NONE_ 0u /* explicit "unsupported": no reduce op on this dtype */
+
+/* Reduce ops per dtype (model: UCC tl_nccl's tables). Bool reduces logically: SUM/MAX are
+ * OR, PROD/MIN are AND (as torch does). Every dtype moves (broadcast, gathers, p2p) as bytes. */
+static const unsigned dlpg__gloo_reduce[DLPG__DT_COUNT] = {
+    [DLPG__DT_INT8] = ARITH | BITW,   [DLPG__DT_INT16] = ARITH | BITW,
+    [DLPG__DT_INT32] = ARITH | BITW,  [DLPG__DT_INT64] = ARITH | BITW,
+    [DLPG__DT_UINT8] = ARITH | BITW,  [DLPG__DT_UINT16] = ARITH | BITW,
+    [DLPG__DT_UINT32] = ARITH | BITW, [DLPG__DT_UINT64] = ARITH | BITW,
+    [DLPG__DT_FLOAT16] = ARITH | AVG_, [DLPG__DT_BFLOAT16] = ARITH | AVG_,
+    [DLPG__DT_FLOAT32] = ARITH | AVG_, [DLPG__DT_FLOAT64] = ARITH | AVG_,
+    [DLPG__DT_BOOL] = ARITH | BITW,
+    [DLPG__DT_FLOAT8_E4M3FN] = NONE_, [DLPG__DT_FLOAT8_E5M2] = NONE_,
+};
+
+dlpg_status_t dlpg__gloo_check_reduce(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op) {
+  if ((int)op < (int)DLPG_SUM || (int)op > (int)DLPG_BXOR)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "%s: op is %d, not a dlpg_reduce_op_t (DLPG_SUM..DLPG_BXOR = 0..7)", fn,
+                       (int)op);
+  if ((int)dt < 0 || dt >= DLPG__DT_COUNT)
+    return dlpg__error(DLPG_ERR_INTERNAL, "%s: dtype %d out of range", fn, (int)dt);
+  unsigned mask = dlpg__gloo_reduce[dt];
+  if (mask & R_(op)) return DLPG_OK;
+  const char *opn = dlpg__reduce_op_name(op), *dtn = dlpg__dtype_name(dt);
+  if (mask == NONE_)
+    return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                       "%s: Gloo cannot reduce %s tensors (reduce op %s); use CUDA tensors (NCCL)",
+                       fn, dtn, opn);
+  if (op == DLPG_AVG)
+    return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                       "%s: reduce op avg needs a floating dtype, got %s (Gloo)", fn, dtn);
+  return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                     "%s: bitwise reduce op %s needs an integer or bool dtype, got %s (Gloo)", fn,
+                     opn, dtn);
+}
+
+static dlpg_status_t dlpg__gloo_check(const char *fn, const dlpg__op_t *op) {
+  if (op->kind == DLPG__OP_ALLREDUCE || op->kind == DLPG__OP_REDUCE ||
+      op->kind == DLPG__OP_REDUCE_SCATTER)
+    return dlpg__gloo_check_reduce(fn, op->in[0].dtype, op->rop);
+  return DLPG_OK;
+}
+
+/* Gloo's TCP transport writes with writev, which cannot ask for MSG_NOSIGNAL, so a peer that
+ * dies mid-transfer would raise SIGPIPE and, under the default disposition, kill this
+ * process instead of failing the operation with DLPG_ERR_REMOTE. A host that installed its
+ * own handler (or ignores it, as Python does) is left alone. */
+static pthread_once_t dlpg__sigpipe_once = PTHREAD_ONCE_INIT;
+static void dlpg__sigpipe_default_ignore(void) {
+  struct sigaction old;
+  if (sigaction(SIGPIPE, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+      old.sa_handler == SIG_DFL) {
+    signal(SIGPIPE, SIG_IGN);
+    DLPG_INFO(GLOO, -1, "SIGPIPE was at its default (terminate): now ignored, so a peer that "
+              "leaves mid-transfer fails the operation instead of killing the process");
+  }
+}
+
+/* On the worker thread, at the group's first CPU operation: the full-mesh rendezvous. */
+static dlpg_status_t dlpg__gloo_state_create(struct dlpg_group *g, void **state) {
+  char prefix[600]; /* a group name of up to 512 bytes, and "/gloo" */
+  snprintf(prefix, sizeof prefix, "%s/gloo", g->name);
+  DLPG_INFO(GLOO, g->rank, "creating the Gloo context of group \"%s\" (%d ranks)", g->name,
+            g->size);
+  pthread_once(&dlpg__sigpipe_once, dlpg__sigpipe_default_ignore);
+  dlpg__gloo_ctx_t *ctx = NULL;
+  dlpg_status_t st = dlpg__gloo_ctx_create(g->store, prefix, g->rank, g->size, g->timeout_s, &ctx);
+  *state = ctx;
+  return st;
+}
+
+static dlpg_status_t dlpg__gloo_issue(dlpg__op_t *const *ops, int n) {
+  return dlpg__gloo_run((dlpg__gloo_ctx_t *)ops[0]->state, ops, n);
+}
+
+static void dlpg__gloo_abort(void *state) { dlpg__gloo_ctx_abort((dlpg__gloo_ctx_t *)state); }
+static void dlpg__gloo_destroy(void *state) { dlpg__gloo_ctx_destroy((dlpg__gloo_ctx_t *)state); }
+
+static char dlpg__gloo_info[64];
+static pthread_once_t dlpg__gloo_info_once = PTHREAD_ONCE_INIT;
+static void dlpg__gloo_info_init(void) {
+  snprintf(dlpg__gloo_info, sizeof dlpg__gloo_info, "gloo %s", dlpg__gloo_version());
+}
+static const char *dlpg__gloo_build_info(void) {
+  pthread_once(&dlpg__gloo_info_once, dlpg__gloo_info_init);
+  return dlpg__gloo_info;
+}
+
+const dlpg__backend_vtbl_t dlpg__gloo_backend = {
+    .name = "gloo",
+    .devices = DLPG__DEV_BIT(kDLCPU) | DLPG__DEV_BIT(kDLCUDAHost),
+    .max_tensors = 1,
+    .on_worker = 1,
+    .check = dlpg__gloo_check,
+    .state_create = dlpg__gloo_state_create,
+    .issue = dlpg__gloo_issue,
+    .abort = dlpg__gloo_abort,
+    .destroy = dlpg__gloo_destroy,
+    .build_info = dlpg__gloo_build_info,
+};
