@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build the GPU bundle HERE (the development machine: CUDA 13 + NCCL in /usr/local/cuda, no
 # GPU) and fill the git-ignored folder .gpu/ with what the GPU test machine needs and lacks:
-#   .gpu/lib/     libdlpg.so*, libcudart.so.13, and the Debian shared libraries the plugin
-#                 needs (libgloo and its dependencies, found by following ldd)
+#   .gpu/lib/     libdlpg.so*, the NCCL backend module libdlpg_nccl.so beside it (core loads
+#                 it with dlopen at the first CUDA tensor), libcudart.so.13, and the Debian
+#                 shared libraries the plugin needs (libgloo and its dependencies, via ldd)
 #   .gpu/bin/     test binaries (test_cuda + the CPU conformance binaries), dlpg-store,
 #                 dlpg-info, dlpg-bench when the bench is built
 #   .gpu/python_shim/, .gpu/tests_python/   copies, when present
@@ -24,7 +25,7 @@ grep -q "NCCL path ON" "$build.configure.log" || {
 }
 # Build the library, the tools and the tests; the bench is another area's and may not
 # build yet, which must not stop the bundle.
-cmake --build "$build" -j"$jobs" --target dlpg
+cmake --build "$build" -j"$jobs" --target dlpg dlpg_nccl
 for t in test_cuda test_collectives test_p2p test_errors test_group test_abi_c dlpg-store dlpg-info; do
   cmake --build "$build" -j"$jobs" --target "$t" >/dev/null 2>&1 || echo "gpu-bundle: target $t did not build (skipped)"
 done
@@ -32,18 +33,23 @@ cmake --build "$build" -j"$jobs" --target dlpg-bench >/dev/null 2>&1 || echo "gp
 
 rm -rf .gpu
 mkdir -p .gpu/lib .gpu/bin
-cp -a "$build"/libdlpg.so* .gpu/lib/
+cp -a "$build"/libdlpg.so* "$build"/libdlpg_nccl.so .gpu/lib/
+# libdlpg.so itself links no CUDA or NCCL library; only the module does.
+if ldd "$build/libdlpg.so" | grep -qE "libcudart|libnccl"; then
+  echo "gpu-bundle: $build/libdlpg.so links CUDA or NCCL; it must not" >&2
+  exit 1
+fi
 for f in "$build"/tests/test_* "$build"/tools/dlpg-store "$build"/tools/dlpg-info "$build"/bench/dlpg-bench; do
   [ -f "$f" ] && [ -x "$f" ] && cp "$f" .gpu/bin/
 done
 # The CUDA runtime is small; shipping it avoids depending on where the GPU machine keeps it.
-cudart=$(ldd "$build/libdlpg.so" | awk '/libcudart/ {print $3}')
+cudart=$(ldd "$build/libdlpg_nccl.so" | awk '/libcudart/ {print $3}')
 [ -n "$cudart" ] && cp -L "$cudart" .gpu/lib/
 
 # Debian libraries: everything libdlpg and the binaries resolve from /lib or /usr/lib except
 # glibc, the compiler runtime (the GPU machine's are newer) and the CUDA/NCCL libraries.
 skip='^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libstdc\+\+|libgcc_s|libcudart|libnccl|libcuda|libutil|libresolv)\.so'
-for bin in .gpu/lib/libdlpg.so .gpu/bin/*; do
+for bin in .gpu/lib/libdlpg.so .gpu/lib/libdlpg_nccl.so .gpu/bin/*; do
   ldd "$bin" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
   if [[ "$name" =~ $skip ]]; then continue; fi
@@ -59,7 +65,7 @@ find .gpu -name __pycache__ -type d -prune -exec rm -rf {} +
 
 # Every binary must resolve everything but the CUDA driver/runtime/NCCL from .gpu/lib.
 bad=0
-for bin in .gpu/lib/libdlpg.so .gpu/bin/*; do
+for bin in .gpu/lib/libdlpg.so .gpu/lib/libdlpg_nccl.so .gpu/bin/*; do
   miss=$(LD_LIBRARY_PATH=.gpu/lib ldd "$bin" 2>/dev/null | grep "not found" | grep -vE "libcuda\.so|libnccl" || true)
   if [ -n "$miss" ]; then echo "gpu-bundle: $bin: $miss" >&2; bad=1; fi
 done

@@ -44,7 +44,21 @@ if [ ! -f .gpu/lib/libdlpg.so ]; then
   echo "gpu-test: .gpu/lib/libdlpg.so is missing; run ci/gpu-bundle.sh and carry .gpu" >&2
   add_row bundle 0 1 0
 fi
-LD_LIBRARY_PATH="$LD_LIBRARY_PATH" ldd .gpu/lib/libdlpg.so 2>&1 | grep -E "not found|nccl|cudart" | tee -a "$logdir/machine.txt"
+# libdlpg.so links no CUDA/NCCL; the NCCL backend is .gpu/lib/libdlpg_nccl.so, which core
+# loads with dlopen beside itself at the first CUDA tensor. dlpg-info loads it and says so.
+if [ ! -f .gpu/lib/libdlpg_nccl.so ]; then
+  echo "gpu-test: .gpu/lib/libdlpg_nccl.so is missing; run ci/gpu-bundle.sh and carry .gpu" >&2
+  add_row bundle 0 1 0
+fi
+{ echo "ldd libdlpg.so:"; ldd .gpu/lib/libdlpg.so 2>&1 | grep -E "not found|nccl|cudart" || echo "  (no CUDA/NCCL library)"
+  echo "ldd libdlpg_nccl.so:"; ldd .gpu/lib/libdlpg_nccl.so 2>&1 | grep -E "not found|nccl|cudart"; } | tee -a "$logdir/machine.txt"
+if [ -x .gpu/bin/dlpg-info ]; then
+  DLPG_NCCL_BACKEND="$repo/.gpu/lib/libdlpg_nccl.so" .gpu/bin/dlpg-info 2>&1 | sed -n '2,6p' | tee -a "$logdir/machine.txt"
+fi
+if ldd .gpu/lib/libdlpg.so 2>&1 | grep -qE "libcudart|libnccl"; then
+  echo "gpu-test: libdlpg.so links CUDA or NCCL" >&2
+  add_row bundle 0 1 0
+fi
 
 # run_gtest SUITE BINARY TIMEOUT [ARGS...]: one googletest binary, counts from its summary.
 run_gtest() {

@@ -7,8 +7,10 @@ export BUILD_DIR=${BUILD_DIR:-build}
 bash ci/install-deps.sh
 bash ci/build.sh
 bash ci/check-symbols.sh "$BUILD_DIR/libdlpg.so"
+bash ci/check-layers.sh
 bash ci/check-install.sh
 (cd "$BUILD_DIR" && ctest --output-on-failure -j2 --timeout 900)
+bash ci/check-no-cuda.sh
 if [ -d tests/python ]; then
   DLPG_LIBRARY="$PWD/$BUILD_DIR/libdlpg.so" PYTHONPATH="$PWD/python_shim" \
     /usr/bin/python3 -m pytest -q tests/python

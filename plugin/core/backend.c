@@ -227,12 +227,14 @@ void dlpg__backend_info(char *buf, size_t cap, int load) {
     char path[1024];
     if (s.tried) snprintf(path, sizeof path, "%s", s.path);
     else dlpg__module_path(e, path, sizeof path);
-    int found = access(path, R_OK) == 0;
+    /* A bare name was not beside core: the loader's search path decides. */
+    const char *found = !strchr(path, '/') ? "searched on the loader's path"
+                        : access(path, R_OK) == 0 ? "found" : "not found";
     if (s.tried)
       len += (size_t)snprintf(buf + len, cap - len, "%s%s none (module %s %s, not loaded: %s)",
-                              sep, e->name, path, found ? "found" : "not found", s.why);
+                              sep, e->name, path, found, s.why);
     else
       len += (size_t)snprintf(buf + len, cap - len, "%s%s module %s %s, not loaded yet", sep,
-                              e->name, path, found ? "found" : "not found");
+                              e->name, path, found);
   }
 }
