@@ -34,9 +34,9 @@ typedef struct dlpg__backend_vtbl {
   int max_tensors;       /* most tensors (local devices) per call */
   int on_worker;         /* 1: ops run on the group's worker thread, in submission order;
                             0: issued on the caller's thread (completion by work pollers) */
-  /* Whether the backend can run op (validated by core: kind, tensors, devices, dtype, rop).
-   * OK or DLPG_ERR_UNSUPPORTED (INVALID_ARGUMENT for a reduce op outside the enum) with a
-   * message naming fn, the dtype, the op and the backend. Called at every operation. */
+  /* Whether the backend can run op (validated by core: kind, tensors, devices, dtype, and a
+   * reduce op inside the enum). OK or DLPG_ERR_UNSUPPORTED with a message naming fn, the
+   * dtype, the op and the backend. Called at every operation. */
   dlpg_status_t (*check)(const char *fn, const dlpg__op_t *op);
   /* Per-group state, created at the group's first operation on this backend (on the worker
    * thread for on_worker backends; under the group's lock otherwise). May block (rendezvous). */

@@ -34,10 +34,9 @@ typedef struct dlpg__worker {
   int stop, aborted, running, exited, detached;
   pthread_t thread;
   struct dlpg_group *g; /* retained by the thread for its whole life */
-  /* Backend state creation results: once one failed, every later task fails with it. */
-  int running_slot;     /* backend of the running task */
+  int running_slot;     /* backend of the running task (under mu, with running) */
   /* Per backend slot: whether the thread tried to create the group's state, and why that
-   * failed (repeated to every later task). */
+   * failed (once it failed, every later task fails with it). */
   int ctx_tried[DLPG__GROUP_BACKEND_SLOTS];
   dlpg_status_t ctx_status[DLPG__GROUP_BACKEND_SLOTS];
   char *ctx_msg[DLPG__GROUP_BACKEND_SLOTS];

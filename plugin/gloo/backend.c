@@ -30,12 +30,6 @@ static const unsigned dlpg__gloo_reduce[DLPG__DT_COUNT] = {
 };
 
 dlpg_status_t dlpg__gloo_check_reduce(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op) {
-  if ((int)op < (int)DLPG_SUM || (int)op > (int)DLPG_BXOR)
-    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
-                       "%s: op is %d, not a dlpg_reduce_op_t (DLPG_SUM..DLPG_BXOR = 0..7)", fn,
-                       (int)op);
-  if ((int)dt < 0 || dt >= DLPG__DT_COUNT)
-    return dlpg__error(DLPG_ERR_INTERNAL, "%s: dtype %d out of range", fn, (int)dt);
   unsigned mask = dlpg__gloo_reduce[dt];
   if (mask & R_(op)) return DLPG_OK;
   const char *opn = dlpg__reduce_op_name(op), *dtn = dlpg__dtype_name(dt);

@@ -16,8 +16,8 @@ typedef struct dlpg__gloo_ctx dlpg__gloo_ctx_t;
 struct dlpg__backend_vtbl;
 extern const struct dlpg__backend_vtbl dlpg__gloo_backend;
 
-/* Gloo's reduce rule: OK, or UNSUPPORTED naming fn, dtype and op (INVALID_ARGUMENT for an
- * op outside the enum). */
+/* Gloo's reduce rule for a dtype and op core has validated: OK, or UNSUPPORTED naming fn,
+ * dtype and op. */
 dlpg_status_t dlpg__gloo_check_reduce(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op);
 
 /* Rendezvous a full-mesh Gloo context over store under key prefix, with Gloo's timeout set

@@ -25,12 +25,6 @@ int dlpg__nccl_is_fp8(dlpg__dtype_t dt) {
 
 dlpg_status_t dlpg__nccl_reduce_rule(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op,
                                      int nccl_version, int dev, int cc_major) {
-  if ((int)op < (int)DLPG_SUM || (int)op > (int)DLPG_BXOR)
-    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
-                       "%s: op is %d, not a dlpg_reduce_op_t (DLPG_SUM..DLPG_BXOR = 0..7)", fn,
-                       (int)op);
-  if ((int)dt < 0 || dt >= DLPG__DT_COUNT)
-    return dlpg__error(DLPG_ERR_INTERNAL, "%s: dtype %d out of range", fn, (int)dt);
   const char *opn = dlpg__reduce_op_name(op), *dtn = dlpg__dtype_name(dt);
   if (op == DLPG_BAND || op == DLPG_BOR || op == DLPG_BXOR)
     return dlpg__error(DLPG_ERR_UNSUPPORTED,

@@ -15,8 +15,8 @@ extern "C" {
 int dlpg__nccl_is_fp8(dlpg__dtype_t dt);
 
 /* Whether NCCL nccl_version (NCCL_VERSION_CODE form, 22809 = 2.28.9) can reduce dt with op on
- * device dev of compute capability major cc_major (read only for fp8). OK, or UNSUPPORTED
- * (INVALID_ARGUMENT for an op outside the enum) with a message naming fn, dtype and op. */
+ * device dev of compute capability major cc_major (read only for fp8); dt and op are
+ * validated by core. OK, or UNSUPPORTED with a message naming fn, dtype and op. */
 dlpg_status_t dlpg__nccl_reduce_rule(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op,
                                      int nccl_version, int dev, int cc_major);
 
