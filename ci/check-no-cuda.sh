@@ -29,14 +29,40 @@ fi
 dirs=$(ldd "$mod" | awk '$1 ~ /^lib(cudart|nccl)\.so/ && $3 ~ /^\// {print $3}' | xargs -r -n1 readlink -f \
   | xargs -r -n1 dirname | sort -u)
 [ -n "$dirs" ] || { echo "ci/check-no-cuda.sh: cannot find where $mod's libraries live" >&2; exit 1; }
+expect_fail() { echo "$(readlink -f "$1") could not be loaded (dlopen failed: |cannot open shared object file"; }
 # Root gets a plain mount namespace; anyone else a user namespace mapped to root.
 ns=(unshare -m)
 [ "$(id -u)" = 0 ] || ns=(unshare -rm)
-"${ns[@]}" true 2>/dev/null || {
-  echo "ci/check-no-cuda.sh: cannot create a mount namespace (${ns[*]}); the no-CUDA run needs one" >&2
-  exit 1
-}
-"${ns[@]}" bash -euo pipefail -s "$build" "$mod" $dirs <<'INNER'
+if [ -n "${DLPG_NO_CUDA_FALLBACK:-}" ] || ! "${ns[@]}" true 2>/dev/null; then
+  # No mount namespace here (a container without CAP_SYS_ADMIN): install the build (the
+  # installed module has no RUNPATH) and run through the dynamic loader with its cache
+  # inhibited, so only LD_LIBRARY_PATH and the default system folders are searched: the
+  # CUDA folders are not among them.
+  echo "ci/check-no-cuda.sh: no mount namespace (${ns[*]}); using an installed tree and ld.so --inhibit-cache"
+  prefix=$(mktemp -d)
+  trap 'rm -rf "$prefix"' EXIT
+  cmake --install "$build" --prefix "$prefix" >/dev/null
+  ilib=$(dirname "$(find "$prefix" -name libdlpg.so | head -1)")
+  imod="$ilib/libdlpg_nccl.so"
+  if readelf -d "$imod" | grep -qE 'RPATH|RUNPATH'; then
+    echo "ci/check-no-cuda.sh: the installed $imod has a RUNPATH; cannot hide CUDA from it" >&2
+    exit 1
+  fi
+  bin="$build/tests/test_backend_module"
+  interp=$(readelf -l "$bin" | sed -n 's/.*interpreter: \(.*\)]/\1/p')
+  listing=$("$interp" --inhibit-cache --list "$imod" 2>&1 || true)
+  if ! echo "$listing" | grep -q 'libcudart.*cannot open shared object file\|libcudart.* not found'; then
+    echo "ci/check-no-cuda.sh: libcudart still resolves with the cache inhibited:" >&2
+    echo "$listing" >&2
+    exit 1
+  fi
+  echo "$listing" | sed 's/^/  ld.so --list: /'
+  DLPG_PLUGIN="$ilib/libdlpg.so" DLPG_TEST_EXPECT_MODULE_FAIL="$(expect_fail "$imod")" \
+    timeout 120 "$interp" --inhibit-cache "$bin" --gtest_brief=1
+  echo "ci/check-no-cuda.sh: CPU job ran with the module present and CUDA hidden: OK"
+  exit 0
+fi
+EXPECT="$(expect_fail "$mod")" "${ns[@]}" bash -euo pipefail -s "$build" "$mod" $dirs <<'INNER'
 build=$1 mod=$2; shift 2
 mount --make-rprivate / 2>/dev/null || true
 empty=$(mktemp -d)
@@ -51,7 +77,7 @@ echo "ci/check-no-cuda.sh: hid $* ; ldd $mod now says:"
 ldd "$mod" | grep -E 'cudart|nccl' | sed 's/^/  /'
 "$build/tools/dlpg-info" | sed -n '2,5p' | sed 's/^/  dlpg-info: /'
 # The module is found where core looks by default: beside libdlpg.so.
-DLPG_TEST_EXPECT_MODULE_FAIL="$(readlink -f "$mod") could not be loaded (dlopen failed: |cannot open shared object file" \
+DLPG_TEST_EXPECT_MODULE_FAIL="$EXPECT" \
   timeout 120 "$build/tests/test_backend_module" --gtest_brief=1
 INNER
 echo "ci/check-no-cuda.sh: CPU job ran with the module present and CUDA hidden: OK"
