@@ -47,9 +47,8 @@ static dlpg_status_t dlpg__store_get_slices(const char *fn, struct dlpg__nccl *s
                          "%s: rank %d of group '%s' timed out after %.1f s waiting for %s (store "
                          "key '%s'); is every rank alive and issuing the same CUDA operations?",
                          fn, st->rank, st->name, st->g ? st->g->timeout_s : 0.0, what, key);
-    dlpg_status_t s = dlpg__nccl_store_get(st->g->store, key, left < DLPG__STORE_SLICE_S ? left
-                                                                                   : DLPG__STORE_SLICE_S,
-                                     buf, cap, len);
+    double slice = left < DLPG__STORE_SLICE_S ? left : DLPG__STORE_SLICE_S;
+    dlpg_status_t s = dlpg__nccl_store_get(st->g->store, key, slice, buf, cap, len);
     if (s == DLPG_OK) return DLPG_OK;
     if (s != DLPG_ERR_TIMEOUT) return dlpg__error_prefix(s, fn);
   }
