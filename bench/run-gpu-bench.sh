@@ -3,7 +3,7 @@
 # Called by ci/gpu-test.sh:  bench/run-gpu-bench.sh LOGDIR [DLPG_BENCH]
 #
 # For allreduce, allgather, reduce_scatter, broadcast and sendrecv: dlpg-bench -D cuda -n 2
-# (two processes, one GPU each) with --baseline nccl, float32, 8 B .. 1 GiB (factor 2, so
+# (two processes, one GPU each; world size 1 without sendrecv on a one-GPU machine) with --baseline nccl, float32, 8 B .. 1 GiB (factor 2, so
 # every power of two from 32 MiB up is there), writing <op>.json and <op>.txt to LOGDIR.
 # Then, when python3 is there, the target table (gpu_table.py) and the bus-bandwidth plot
 # (plot_busbw.py, if matplotlib is importable). The whole run stays under about 4 minutes:
@@ -19,8 +19,12 @@ mkdir -p "$logdir"
 # NVLink multicast can take the shared GPUs out of service: keep it off everywhere.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # The shipped plugin and its Debian libraries sit beside the binary.
+# The first of these that exists (a bench binary from another bundle uses its own lib/).
 for d in "$(dirname "$bench")/../lib" "$repo/.gpu/lib"; do
-  [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  if [ -d "$d" ]; then
+    export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    break
+  fi
 done
 
 if [ ! -x "$bench" ]; then
@@ -31,16 +35,25 @@ fi
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 echo "run-gpu-bench: $bench, $ngpu GPU(s), logs in $logdir"
 nvidia-smi -L > "$logdir/gpus.txt" 2>&1 || true
-if [ "${ngpu:-0}" -lt 2 ]; then
-  echo "run-gpu-bench: SKIP: the -n 2 runs need 2 GPUs, found ${ngpu:-0}" | tee "$logdir/SKIPPED"
+# Two processes with one GPU each where there are two GPUs; on one GPU, world size 1 (NCCL's
+# own single-rank paths against dlpg's, which still measures dlpg's host overhead per call);
+# sendrecv needs a peer and is skipped there.
+nranks=2
+ops="allreduce allgather reduce_scatter broadcast sendrecv"
+if [ "${ngpu:-0}" -lt 1 ]; then
+  echo "run-gpu-bench: SKIP: no GPU" | tee "$logdir/SKIPPED"
   exit 0
+elif [ "${ngpu:-0}" -lt 2 ]; then
+  nranks=1
+  ops="allreduce allgather reduce_scatter broadcast"
+  echo "run-gpu-bench: one GPU: world size 1; sendrecv skipped (needs 2 GPUs)" | tee "$logdir/SKIPPED"
 fi
 
 budget_s=${DLPG_BENCH_BUDGET_S:-230}
 per_op_s=${DLPG_BENCH_OP_LIMIT_S:-75}
 start=$(date +%s)
 status=0
-for op in allreduce allgather reduce_scatter broadcast sendrecv; do
+for op in $ops; do
   used=$(( $(date +%s) - start ))
   left=$(( budget_s - used ))
   if [ "$left" -lt 20 ]; then
@@ -49,7 +62,7 @@ for op in allreduce allgather reduce_scatter broadcast sendrecv; do
   fi
   limit=$(( left < per_op_s ? left : per_op_s ))
   echo "== $op (limit ${limit}s)"
-  timeout -k 5 "$limit" "$bench" -D cuda -n 2 -o "$op" -d float32 -r sum \
+  timeout -k 5 "$limit" "$bench" -D cuda -n "$nranks" -o "$op" -d float32 -r sum \
     -b 8 -e 1G -f 2 -w 5 -i 20 -R 5 -c 1 -T 60 --baseline nccl \
     -J "$logdir/$op.json" > "$logdir/$op.txt" 2>&1
   rc=$?
