@@ -32,7 +32,6 @@ from jax._src import core as _core
 from jax._src import dispatch as _dispatch
 from jax._src import effects as _effects
 from jax._src.interpreters import mlir as _mlir
-from jax._src.lib.mlir.dialects import hlo as _hlo
 
 from . import _abi
 from .group import Group, reduce_op
@@ -288,7 +287,7 @@ _ATTRS = ("group", "op", "root", "peer", "tag")
 
 def _lowering(ctx, *args, target, **params):
     token = ctx.tokens_in.get(_effect)
-    result_types = [_ir_type(ctx, a) for a in ctx.avals_out] + [_hlo.TokenType.get()]
+    result_types = [_ir_type(ctx, a) for a in ctx.avals_out] + [_mlir.token_type()]
     config = {k: _mlir.ir_attribute(np.int64(v)) for k, v in params.items() if k in _ATTRS}
     op = _mlir.custom_call(
         target, result_types=result_types, operands=list(args) + [token],

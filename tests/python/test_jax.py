@@ -228,7 +228,7 @@ def test_jax_cpu_processes_under_jit():
     _skip_without_jax()
     world, port, seed = 3, free_port(), random.randrange(1, 10 ** 6)
     _assert_ok(run_ranks(_store_rank, world, lambda r: (world, port, seed, "cpu"),
-                         deadline_s=240), world)
+                         deadline_s=150), world)
 
 
 def test_jax_distributed_key_value_store():
@@ -244,7 +244,7 @@ def test_jax_cuda_world_size_1():
     if cuda_devices() < 1:
         pytest.skip("no CUDA device")
     port, seed = free_port(), random.randrange(1, 10 ** 6)
-    _assert_ok(run_ranks(_store_rank, 1, lambda r: (1, port, seed, "cuda"), deadline_s=240), 1)
+    _assert_ok(run_ranks(_store_rank, 1, lambda r: (1, port, seed, "cuda"), deadline_s=150), 1)
 
 
 def test_jax_cuda_two_processes():
@@ -254,4 +254,4 @@ def test_jax_cuda_two_processes():
         pytest.skip("needs 2 GPUs (one per process), found %d" % n)
     world, port, seed = 2, free_port(), random.randrange(1, 10 ** 6)
     _assert_ok(run_ranks(_store_rank, world, lambda r: (world, port, seed, "cuda"),
-                         deadline_s=240), world)
+                         deadline_s=150), world)
