@@ -28,6 +28,8 @@ cc="${CC:-cc}"
 defs=""
 printf '#include "xla/ffi/api/c_api.h"\nint main(void){XLA_FFI_DeviceOrdinal_Get_Args a; a.device_ordinal=0; return a.device_ordinal;}\n' >"$tmp/probe.c"
 "$cc" -I"$inc" -c "$tmp/probe.c" -o "$tmp/probe.o" 2>/dev/null && defs="-DDLPG_XLA_HAVE_DEVICE_ORDINAL=1"
+printf '#include "xla/ffi/api/c_api.h"\nint f(XLA_FFI_Metadata_Extension *m){return m->extension_base.type == XLA_FFI_Extension_Metadata;}\n' >"$tmp/probe2.c"
+"$cc" -I"$inc" -c "$tmp/probe2.c" -o "$tmp/probe2.o" 2>/dev/null && defs="$defs -DDLPG_XLA_EXTENSION_HAS_TYPE=1"
 mkdir -p "$out"
 "$cc" -std=c11 -O2 -fPIC -shared -fvisibility=hidden -D_GNU_SOURCE $defs -Wall -Wextra \
   -Wno-unused-parameter -Iinclude -I"$dl" -I"$inc" plugin/xla/*.c -o "$out/libdlpg_xla.so" \

@@ -49,14 +49,20 @@ XLA_FFI_Error *dlpg_xla__check(const dlpg_xla_call_t *c, dlpg_status_t st) {
 }
 
 /* XLA asks each handler at registration which FFI version it was built for and which
- * traits it has, through a call whose frame carries the metadata extension. */
+ * traits it has, through a call whose frame carries the metadata extension. Headers differ
+ * in how the frame's extension is typed: where its header has a `type` member (CMake and
+ * build.sh probe it) that is checked; elsewhere the query is recognised as the one call
+ * made without an execution context. */
 static int answer_metadata(XLA_FFI_CallFrame *f) {
-  XLA_FFI_Extension_Base *ext = f->extension_start;
-  if (ext == NULL || ext->type != XLA_FFI_Extension_Metadata) return 0;
-  XLA_FFI_Metadata_Extension *m = (XLA_FFI_Metadata_Extension *)ext;
+  if (f->extension_start == NULL) return 0;
+  XLA_FFI_Metadata_Extension *m = (XLA_FFI_Metadata_Extension *)(void *)f->extension_start;
+#ifdef DLPG_XLA_EXTENSION_HAS_TYPE
+  if (m->extension_base.type != XLA_FFI_Extension_Metadata) return 0;
+#else
+  if (f->ctx != NULL) return 0;
+#endif
   if (m->metadata != NULL) {
     m->metadata->api_version.struct_size = XLA_FFI_Api_Version_STRUCT_SIZE;
-    m->metadata->api_version.extension_start = NULL;
     m->metadata->api_version.major_version = XLA_FFI_API_MAJOR;
     m->metadata->api_version.minor_version = XLA_FFI_API_MINOR;
     /* Not command-buffer compatible: the first call of a group connects through the store,

@@ -28,6 +28,9 @@ if(_dlpg_xla_inc)
   check_c_source_compiles("#include \"xla/ffi/api/c_api.h\"
 int main(void) { XLA_FFI_DeviceOrdinal_Get_Args a; a.device_ordinal = 0; return a.device_ordinal; }"
     DLPG_XLA_HAVE_DEVICE_ORDINAL)
+  check_c_source_compiles("#include \"xla/ffi/api/c_api.h\"
+int f(XLA_FFI_Metadata_Extension *m) { return m->extension_base.type == XLA_FFI_Extension_Metadata; }
+int main(void) { return f(0); }" DLPG_XLA_EXTENSION_HAS_TYPE)
   unset(CMAKE_REQUIRED_INCLUDES)
   file(GLOB DLPG_XLA_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*.c)
   add_library(dlpg_xla SHARED ${DLPG_XLA_SOURCES})
@@ -35,7 +38,8 @@ int main(void) { XLA_FFI_DeviceOrdinal_Get_Args a; a.device_ordinal = 0; return 
   target_link_libraries(dlpg_xla PRIVATE dlpack::dlpack ${CMAKE_DL_LIBS} Threads::Threads)
   target_compile_options(dlpg_xla PRIVATE -Wall -Wextra -Wno-unused-parameter -fvisibility=hidden)
   target_compile_definitions(dlpg_xla PRIVATE _GNU_SOURCE
-    $<$<BOOL:${DLPG_XLA_HAVE_DEVICE_ORDINAL}>:DLPG_XLA_HAVE_DEVICE_ORDINAL=1>)
+    $<$<BOOL:${DLPG_XLA_HAVE_DEVICE_ORDINAL}>:DLPG_XLA_HAVE_DEVICE_ORDINAL=1>
+    $<$<BOOL:${DLPG_XLA_EXTENSION_HAS_TYPE}>:DLPG_XLA_EXTENSION_HAS_TYPE=1>)
   target_link_options(dlpg_xla PRIVATE -Wl,--no-undefined)
   message(STATUS "dlpg: XLA FFI part ON (headers in ${_dlpg_xla_inc}; device ordinal: ${DLPG_XLA_HAVE_DEVICE_ORDINAL})")
 else()
