@@ -8,7 +8,10 @@ Configurations (each one job of WORLD processes, one device each):
   cpuN   N processes on JAX's CPU platform (dlpg: Gloo; JAX: its gloo CPU collectives)
 Time per call: the jitted function is dispatched 20 times (fewer at large sizes) and the
 last result waited for; the median over batches, on rank 0, after warm-up. Bandwidth is
-the algorithm bandwidth (bytes / time); bus bandwidth is 2(N-1)/N of it.
+the algorithm bandwidth (bytes / time); bus bandwidth is 2(N-1)/N of it. Rows "in-jit"
+(small sizes only) time LOOP calls inside one jitted fori_loop, per call: the collective
+without the per-dispatch cost (JAX dispatches a computation with effects, as every dlpg
+call has, on its Python path, not its C++ fast path).
 """
 
 import argparse
@@ -61,6 +64,9 @@ def worker(a):
             if a.world == 1 else jax.make_mesh((a.world,), ("x",))
         fn = jax.jit(shard_map(lambda x: jax.lax.psum(x, "x"), mesh=mesh,
                                in_specs=P("x"), out_specs=P("x")))
+        looped = jax.jit(shard_map(
+            lambda x: jax.lax.fori_loop(0, a.loop, lambda i, y: jax.lax.psum(y, "x"), x),
+            mesh=mesh, in_specs=P("x"), out_specs=P("x")))
         sharding = NamedSharding(mesh, P("x"))
 
         def make(n):
@@ -74,6 +80,7 @@ def worker(a):
         url = "tcp://127.0.0.1:%d%s" % (a.port, "?serve=1" if a.rank == 0 else "")
         dj.init(url, rank=a.rank, world_size=a.world, timeout=120)
         fn = jax.jit(dj.allreduce)
+        looped = jax.jit(lambda x: jax.lax.fori_loop(0, a.loop, lambda i, y: dj.allreduce(y), x))
 
         def make(n):
             return jnp.full((n,), a.rank + 1, jnp.float32)
@@ -100,18 +107,27 @@ def worker(a):
                 y = fn(x)
             jax.block_until_ready(y)
             times.append((time.perf_counter() - t0) / per)
-        if a.rank == 0:
-            t = statistics.median(times)
-            print(json.dumps({"impl": a.impl, "platform": a.platform, "world": a.world,
-                              "bytes": nbytes, "us": t * 1e6, "algbw_gbs": nbytes / t / 1e9}),
-                  flush=True)
+        rows = [("", statistics.median(times))]
+        if nbytes <= 1 << 20 and a.loop > 0:
+            jax.block_until_ready(looped(x))
+            lt = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                jax.block_until_ready(looped(x))
+                lt.append((time.perf_counter() - t0) / a.loop)
+            rows.append((" in-jit", statistics.median(lt)))
+        for tag, t in rows:
+            if a.rank == 0:
+                print(json.dumps({"impl": a.impl + tag, "platform": a.platform, "world": a.world,
+                                  "bytes": nbytes, "us": t * 1e6, "algbw_gbs": nbytes / t / 1e9}),
+                      flush=True)
     if a.impl == "dlpg":
         dj.finalize()
     elif a.world > 1:
         jax.distributed.shutdown()
 
 
-def run_config(impl, platform, world, sizes, timeout):
+def run_config(impl, platform, world, sizes, timeout, loop):
     port = _free_port()
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
                NVSHMEM_DISABLE_NVLS="1")
@@ -120,7 +136,7 @@ def run_config(impl, platform, world, sizes, timeout):
     procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker",
                                "--impl", impl, "--platform", platform, "--world", str(world),
                                "--rank", str(r), "--port", str(port),
-                               "--sizes", ",".join(map(str, sizes))],
+                               "--sizes", ",".join(map(str, sizes)), "--loop", str(loop)],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for r in range(world)]
     rows, errs = [], []
@@ -156,6 +172,7 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
     ap.add_argument("--configs", default="")
+    ap.add_argument("--loop", type=int, default=50, help="calls per jitted loop (0: none)")
     ap.add_argument("--out", default="")
     ap.add_argument("--timeout", type=int, default=200)
     a = ap.parse_args()
@@ -174,7 +191,7 @@ def main():
             lines.append("| %s | - | - | not run: %d GPU(s) here | | |" % (c, ngpu))
             continue
         for impl in ("dlpg", "jax"):
-            rows, errs = run_config(impl, platform, world, a.sizes, a.timeout)
+            rows, errs = run_config(impl, platform, world, a.sizes, a.timeout, a.loop)
             failures += ["%s %s: %s" % (c, impl, e) for e in errs]
             for r in rows:
                 bus = r["algbw_gbs"] * 2 * (world - 1) / world if world > 1 else r["algbw_gbs"]

@@ -110,8 +110,11 @@ class TorchRank(object):
         import dlpg.torch  # noqa: F401 - registers the backend
         self.torch, self.dist = torch, dist
         self.device = torch.device("cuda", 0) if device == "cuda" else torch.device("cpu")
-        dist.init_process_group("dlpg", store=torch_store_over(store), rank=rank,
-                                world_size=world, timeout=datetime.timedelta(seconds=60))
+        # Keep the Python store object alive: torch 2.x holds only its C++ side, and a
+        # Python subclass whose object is gone no longer finds its overrides.
+        self.store = torch_store_over(store)
+        dist.init_process_group("dlpg", store=self.store, rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=60))
 
     def tensor(self, x, bf16):
         t = self.torch.from_numpy(np.array(x, np.float32))
@@ -258,26 +261,43 @@ def torch_store_over(store):
                 return key[i:]
         return key
 
+    def logged(fn):
+        # torch turns an exception here into a bare status for dlpg: print it first.
+        def call(*args):
+            try:
+                return fn(*args)
+            except Exception:
+                traceback.print_exc()
+                sys.stderr.flush()
+                raise
+        return call
+
     class DlpgBackedStore(dist.Store):
         def __init__(self):
             super().__init__()
 
+        @logged
         def set(self, key, value):
             store.set(plain(key), value if isinstance(value, bytes) else str(value).encode())
 
+        @logged
         def get(self, key):
             return store.get(plain(key))
 
+        @logged
         def add(self, key, delta):
             return store.add(plain(key), delta)
 
+        @logged
         def wait(self, keys, timeout=None):
             t = timeout.total_seconds() if timeout is not None else 0.0
             store.wait([plain(k) for k in keys], t)
 
+        @logged
         def check(self, keys):
             return store.check([plain(k) for k in keys])
 
+        @logged
         def delete_key(self, key):
             return store.delete_key(plain(key))
 
