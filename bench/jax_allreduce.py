@@ -64,9 +64,16 @@ def worker(a):
             if a.world == 1 else jax.make_mesh((a.world,), ("x",))
         fn = jax.jit(shard_map(lambda x: jax.lax.psum(x, "x"), mesh=mesh,
                                in_specs=P("x"), out_specs=P("x")))
-        looped = jax.jit(shard_map(
-            lambda x: jax.lax.fori_loop(0, a.loop, lambda i, y: jax.lax.psum(y, "x"), x),
-            mesh=mesh, in_specs=P("x"), out_specs=P("x")))
+        # psum's result is invariant over "x" while the loop carry varies: cast it back
+        # (jax.lax.pcast in jax 0.11, pvary before).
+        if hasattr(jax.lax, "pcast"):
+            body = lambda i, y: jax.lax.pcast(jax.lax.psum(y, "x"), "x", to="varying")  # noqa: E731
+        elif hasattr(jax.lax, "pvary"):
+            body = lambda i, y: jax.lax.pvary(jax.lax.psum(y, "x"), "x")  # noqa: E731
+        else:
+            body = lambda i, y: jax.lax.psum(y, "x")  # noqa: E731
+        looped = jax.jit(shard_map(lambda x: jax.lax.fori_loop(0, a.loop, body, x),
+                                   mesh=mesh, in_specs=P("x"), out_specs=P("x")))
         sharding = NamedSharding(mesh, P("x"))
 
         def make(n):
