@@ -141,6 +141,10 @@ static XLA_FFI_Buffer *first_ret(const XLA_FFI_CallFrame *f) {
 static XLA_FFI_Error *to_tensor(const dlpg_xla_call_t *c, const XLA_FFI_Buffer *b,
                                 const char *what, int device, DLTensor *t) {
   memset(t, 0, sizeof *t);
+  if (b == NULL)
+    return dlpg_xla__error(c->xla, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                           "dlpg.jax.%s (%s): the call has no %s array", c->op,
+                           platform_name(c->platform), what);
   if (!dl_dtype(b->dtype, &t->dtype))
     return dlpg_xla__error(c->xla, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                            "dlpg.jax.%s (%s): the %s has XLA element type %d, which dlpg does "
@@ -210,22 +214,12 @@ static XLA_FFI_Error *decode(XLA_FFI_CallFrame *f, dlpg_xla_call_t *c, unsigned 
     return e;
   int device = 0;
   if (c->platform == DLPG_XLA_CUDA && (e = cuda_context(f, c, &device)) != NULL) return e;
-  if (needs & DLPG_XLA_NEEDS_INPUT) {
-    XLA_FFI_Buffer *b = first_arg(f);
-    if (b == NULL)
-      return dlpg_xla__error(c->xla, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                             "dlpg.jax.%s (%s): the call has no input array", c->op,
-                             platform_name(c->platform));
-    if ((e = to_tensor(c, b, "input", device, &c->input)) != NULL) return e;
-  }
-  if (needs & DLPG_XLA_NEEDS_OUTPUT) {
-    XLA_FFI_Buffer *b = first_ret(f);
-    if (b == NULL)
-      return dlpg_xla__error(c->xla, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                             "dlpg.jax.%s (%s): the call has no output array", c->op,
-                             platform_name(c->platform));
-    if ((e = to_tensor(c, b, "output", device, &c->output)) != NULL) return e;
-  }
+  if ((needs & DLPG_XLA_NEEDS_INPUT) &&
+      (e = to_tensor(c, first_arg(f), "input", device, &c->input)) != NULL)
+    return e;
+  if ((needs & DLPG_XLA_NEEDS_OUTPUT) &&
+      (e = to_tensor(c, first_ret(f), "output", device, &c->output)) != NULL)
+    return e;
   return NULL;
 }
 
