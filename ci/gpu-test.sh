@@ -5,11 +5,15 @@
 # ./gpu-logs), prints a summary table (suite, passed, failed, skipped) last and exits
 # non-zero on any failure.
 #
-# Suites, in order (GPU_TEST_SUITES selects, default "cuda cpu python bench"):
+# Suites, in order (GPU_TEST_SUITES selects, default "cuda cpu jax python bench jaxbench"):
 #   cuda    .gpu/bin/test_cuda (the NCCL path's conformance tests)
 #   cpu     the CPU conformance binaries (test_collectives, test_p2p, test_errors, ...)
-#   python  tests/python with the machine's python3 (PYTHONPATH=python_shim)
+#   jax     builds .gpu/lib/libdlpg_xla.so against this machine's jaxlib (plugin/xla/build.sh),
+#           then tests/python/test_jax*.py and test_cross_framework*.py
+#   python  tests/python with the machine's python3 (PYTHONPATH=python_shim); without the
+#           files the jax suite ran when it is selected too
 #   bench   bench/run-gpu-bench.sh when .gpu/bin/dlpg-bench exists
+#   jaxbench  bench/jax_allreduce.py (dlpg.jax.allreduce against JAX's psum) -> jax-bench.md
 # GPU_TEST_FILTER is passed to test_cuda as --gtest_filter.
 set -u
 cd "$(dirname "$0")/.."
@@ -17,7 +21,7 @@ repo="$PWD"
 logdir="${1:-${OUT:-$repo/gpu-logs}}"
 mkdir -p "$logdir"
 logdir="$(cd "$logdir" && pwd)"
-suites="${GPU_TEST_SUITES:-cuda cpu python bench}"
+suites="${GPU_TEST_SUITES:-cuda cpu jax python bench jaxbench}"
 
 # NVLink multicast can take the shared GPUs out of service: off here and in every process
 # started from here (exported, so children inherit it).
@@ -82,6 +86,24 @@ run_gtest() {
   add_row "$suite" "$passed" "$failed" "$skipped"
 }
 
+# run_pytest SUITE LIMIT ARGS...: python3 -m pytest ARGS, counts from its last summary line.
+run_pytest() {
+  local suite="$1" limit="$2"; shift 2
+  local log="$logdir/$suite.log"
+  echo "== $suite: pytest $* with $(python3 --version 2>&1)"
+  PYTHONPATH="$repo/python_shim" PYTHONUNBUFFERED=1 timeout -k 10 "$limit" \
+    python3 -m pytest -q -rs -p no:cacheprovider "$@" >"$log" 2>&1
+  local rc=$? last p f k
+  last=$(grep -E '[0-9]+ (passed|failed|skipped|error)' "$log" | tail -1)
+  p=$(echo "$last" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || true)
+  f=$(echo "$last" | grep -oE '[0-9]+ (failed|errors?)' | awk '{s+=$1} END {print s+0}')
+  k=$(echo "$last" | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+' || true)
+  p=${p:-0} f=${f:-0} k=${k:-0}
+  [ $rc -ne 0 ] && [ "$f" = "0" ] && f=1
+  tail -15 "$log" | sed 's/^/  | /'
+  add_row "$suite" "$p" "$f" "$k"
+}
+
 for s in $suites; do
   case "$s" in
     cuda)
@@ -97,21 +119,23 @@ for s in $suites; do
         if .gpu/bin/test_abi_c >"$logdir/test_abi_c.log" 2>&1; then add_row test_abi_c 1 0 0; else add_row test_abi_c 0 1 0; fi
       fi
       ;;
+    jax)
+      echo "== jax: plugin/xla/build.sh (jaxlib's FFI headers)"
+      if bash plugin/xla/build.sh .gpu/lib python3 >"$logdir/jax-build.log" 2>&1; then
+        tail -1 "$logdir/jax-build.log"
+        run_pytest jax "${GPU_TEST_JAX_LIMIT:-420}" tests/python/test_jax*.py tests/python/test_cross_framework*.py
+      else
+        sed 's/^/  | /' "$logdir/jax-build.log"
+        add_row jax 0 1 0
+      fi
+      ;;
     python)
       if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
-        echo "== python: tests/python with $(python3 --version 2>&1)"
-        log="$logdir/python.log"
-        PYTHONPATH="$repo/python_shim" PYTHONUNBUFFERED=1 timeout -k 10 "${GPU_TEST_PY_LIMIT:-300}" \
-          python3 -m pytest -q -p no:cacheprovider tests/python >"$log" 2>&1
-        rc=$?
-        last=$(grep -E '[0-9]+ (passed|failed|skipped|error)' "$log" | tail -1)
-        p=$(echo "$last" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || true)
-        f=$(echo "$last" | grep -oE '[0-9]+ (failed|errors?)' | awk '{s+=$1} END {print s+0}')
-        k=$(echo "$last" | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+' || true)
-        p=${p:-0} f=${f:-0} k=${k:-0}
-        [ $rc -ne 0 ] && [ "$f" = "0" ] && f=1
-        tail -15 "$log" | sed 's/^/  | /'
-        add_row python "$p" "$f" "$k"
+        ignore=()
+        case " $suites " in *" jax "*)
+          for f in tests/python/test_jax*.py tests/python/test_cross_framework*.py; do ignore+=("--ignore=$f"); done ;;
+        esac
+        run_pytest python "${GPU_TEST_PY_LIMIT:-300}" tests/python "${ignore[@]}"
       else
         echo "== python: no tests/python; skipped"
       fi
@@ -130,6 +154,17 @@ for s in $suites; do
         echo "== bench: no .gpu/bin/dlpg-bench or bench/run-gpu-bench.sh; skipped"
       fi
       ;;
+    jaxbench)
+      echo "== jaxbench: bench/jax_allreduce.py"
+      if PYTHONPATH="$repo/python_shim" timeout -k 10 "${GPU_TEST_JAXBENCH_LIMIT:-300}" \
+          python3 bench/jax_allreduce.py --out "$logdir/jax-bench.md" \
+          ${GPU_TEST_JAXBENCH_CONFIGS:+--configs "$GPU_TEST_JAXBENCH_CONFIGS"} >"$logdir/jaxbench.log" 2>&1; then
+        add_row jaxbench 1 0 0
+      else
+        add_row jaxbench 0 1 0
+      fi
+      tail -30 "$logdir/jaxbench.log" | sed 's/^/  | /'
+      ;;
     *) echo "gpu-test: unknown suite '$s'"; add_row "$s" 0 1 0 ;;
   esac
 done
@@ -139,7 +174,7 @@ done
 tar czf /tmp/gpu-logs.$$.tar.gz -C "$logdir" . 2>/dev/null && mv /tmp/gpu-logs.$$.tar.gz "$logdir/gpu-logs.tar.gz"
 if [ "$(find "$logdir" -type f | wc -l)" -gt 8 ]; then
   find "$logdir" -mindepth 1 -maxdepth 1 ! -name gpu-logs.tar.gz ! -name test_cuda.log ! -name summary.txt \
-    ! -name python.log ! -name bench.log ! -name machine.txt -exec rm -rf {} +
+    ! -name python.log ! -name bench.log ! -name machine.txt ! -name jax.log ! -name jax-bench.md -exec rm -rf {} +
 fi
 
 {

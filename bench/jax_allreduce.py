@@ -1,0 +1,221 @@
+"""A jitted dlpg.jax.allreduce against JAX's own collective (a jitted shard_map psum over
+processes joined by jax.distributed), side by side, at 8 B and 256 MiB.
+
+    python3 bench/jax_allreduce.py [--out FILE.md] [--configs cuda1,cpu2,cpu4,cuda2]
+
+Configurations (each one job of WORLD processes, one device each):
+  cuda1  world size 1 on the GPU           cudaN  N processes, one GPU each (N GPUs needed)
+  cpuN   N processes on JAX's CPU platform (dlpg: Gloo; JAX: its gloo CPU collectives)
+Time per call: the jitted function is dispatched 20 times (fewer at large sizes) and the
+last result waited for; the median over batches, on rank 0, after warm-up. Bandwidth is
+the algorithm bandwidth (bytes / time); bus bandwidth is 2(N-1)/N of it. Rows "in-jit"
+(small sizes only) time LOOP calls inside one jitted fori_loop, per call: the collective
+without the per-dispatch cost (JAX dispatches a computation with effects, as every dlpg
+call has, on its Python path, not its C++ fast path).
+"""
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+SIZES = (8, 256 << 20)
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _batches(nbytes, platform):
+    if nbytes <= 1 << 20:
+        return 20, 15
+    return (5, 5) if platform == "cuda" else (2, 3)
+
+
+def worker(a):
+    """One process of one configuration; rank 0 prints one JSON line per size."""
+    if a.platform == "cuda" and a.world > 1:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(a.rank)
+    os.environ["JAX_PLATFORMS"] = a.platform
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    import numpy as np
+    import jax
+    import jax.numpy as jnp
+    if a.impl == "jax":
+        if a.platform == "cpu":
+            jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        if a.world > 1:
+            jax.distributed.initialize("127.0.0.1:%d" % a.port, num_processes=a.world,
+                                       process_id=a.rank)
+        from jax.sharding import NamedSharding, PartitionSpec as P
+        try:
+            from jax import shard_map
+        except ImportError:
+            from jax.experimental.shard_map import shard_map
+        mesh = jax.make_mesh((a.world,), ("x",), devices=jax.devices()[:a.world]) \
+            if a.world == 1 else jax.make_mesh((a.world,), ("x",))
+        fn = jax.jit(shard_map(lambda x: jax.lax.psum(x, "x"), mesh=mesh,
+                               in_specs=P("x"), out_specs=P("x")))
+        # psum's result is invariant over "x" while the loop carry varies: cast it back
+        # (jax.lax.pcast in jax 0.11, pvary before).
+        if hasattr(jax.lax, "pcast"):
+            body = lambda i, y: jax.lax.pcast(jax.lax.psum(y, "x"), "x", to="varying")  # noqa: E731
+        elif hasattr(jax.lax, "pvary"):
+            body = lambda i, y: jax.lax.pvary(jax.lax.psum(y, "x"), "x")  # noqa: E731
+        else:
+            body = lambda i, y: jax.lax.psum(y, "x")  # noqa: E731
+        looped = jax.jit(shard_map(lambda x: jax.lax.fori_loop(0, a.loop, body, x),
+                                   mesh=mesh, in_specs=P("x"), out_specs=P("x")))
+        sharding = NamedSharding(mesh, P("x"))
+
+        def make(n):
+            local = np.full((n,), a.rank + 1, np.float32)
+            return jax.make_array_from_process_local_data(sharding, local)
+
+        def first(y):
+            return np.asarray(y.addressable_shards[0].data)[:1]
+    else:
+        import dlpg.jax as dj
+        url = "tcp://127.0.0.1:%d%s" % (a.port, "?serve=1" if a.rank == 0 else "")
+        dj.init(url, rank=a.rank, world_size=a.world, timeout=120)
+        fn = jax.jit(dj.allreduce)
+        looped = jax.jit(lambda x: jax.lax.fori_loop(0, a.loop, lambda i, y: dj.allreduce(y), x))
+
+        def make(n):
+            return jnp.full((n,), a.rank + 1, jnp.float32)
+
+        def first(y):
+            return np.asarray(y[:1])
+
+    want = a.world * (a.world + 1) / 2
+    for nbytes in a.sizes:
+        n = max(1, nbytes // 4)
+        x = make(n)
+        y = fn(x)
+        got = float(first(jax.block_until_ready(y))[0])
+        assert got == want, "%s %s: got %s expected %s" % (a.impl, nbytes, got, want)
+        per, nb = _batches(nbytes, a.platform)
+        for _ in range(2):  # warm-up batches
+            for _ in range(per):
+                y = fn(x)
+            jax.block_until_ready(y)
+        times = []
+        for _ in range(nb):
+            t0 = time.perf_counter()
+            for _ in range(per):
+                y = fn(x)
+            jax.block_until_ready(y)
+            times.append((time.perf_counter() - t0) / per)
+        rows = [("", statistics.median(times))]
+        if nbytes <= 1 << 20 and a.loop > 0:
+            jax.block_until_ready(looped(x))
+            lt = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                jax.block_until_ready(looped(x))
+                lt.append((time.perf_counter() - t0) / a.loop)
+            rows.append((" in-jit", statistics.median(lt)))
+        for tag, t in rows:
+            if a.rank == 0:
+                print(json.dumps({"impl": a.impl + tag, "platform": a.platform, "world": a.world,
+                                  "bytes": nbytes, "us": t * 1e6, "algbw_gbs": nbytes / t / 1e9}),
+                      flush=True)
+    if a.impl == "dlpg":
+        dj.finalize()
+    elif a.world > 1:
+        jax.distributed.shutdown()
+
+
+def run_config(impl, platform, world, sizes, timeout, loop):
+    port = _free_port()
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
+               NVSHMEM_DISABLE_NVLS="1")
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(REPO, "python_shim"),
+                                         env.get("PYTHONPATH", "")])
+    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker",
+                               "--impl", impl, "--platform", platform, "--world", str(world),
+                               "--rank", str(r), "--port", str(port),
+                               "--sizes", ",".join(map(str, sizes)), "--loop", str(loop)],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(world)]
+    rows, errs = [], []
+    for r, p in enumerate(procs):
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            errs.append("rank %d timed out after %ds" % (r, timeout))
+            continue
+        if p.returncode != 0:
+            errs.append("rank %d exit %d: %s" % (r, p.returncode, err.strip()[-1500:]))
+        rows += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return rows, errs
+
+
+def gpu_count():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+        return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+    except Exception:  # noqa: BLE001 - no driver
+        return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--worker", action="store_true")
+    ap.add_argument("--impl", choices=["dlpg", "jax"])
+    ap.add_argument("--platform", choices=["cpu", "cuda"])
+    ap.add_argument("--world", type=int, default=1)
+    ap.add_argument("--rank", type=int, default=0)
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    ap.add_argument("--configs", default="")
+    ap.add_argument("--loop", type=int, default=50, help="calls per jitted loop (0: none)")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--timeout", type=int, default=200)
+    a = ap.parse_args()
+    a.sizes = [int(s) for s in a.sizes.split(",")]
+    if a.worker:
+        return worker(a)
+    ngpu = gpu_count()
+    configs = a.configs.split(",") if a.configs else (
+        (["cuda1"] if ngpu >= 1 else []) + (["cuda2"] if ngpu >= 2 else []) + ["cpu2", "cpu4"])
+    lines = ["| config | impl | size | time/call (us) | algbw (GB/s) | busbw (GB/s) |",
+             "|---|---|---|---|---|---|"]
+    failures = []
+    for c in configs:
+        platform, world = ("cuda", int(c[4:])) if c.startswith("cuda") else ("cpu", int(c[3:]))
+        if platform == "cuda" and world > ngpu:
+            lines.append("| %s | - | - | not run: %d GPU(s) here | | |" % (c, ngpu))
+            continue
+        for impl in ("dlpg", "jax"):
+            rows, errs = run_config(impl, platform, world, a.sizes, a.timeout, a.loop)
+            failures += ["%s %s: %s" % (c, impl, e) for e in errs]
+            for r in rows:
+                bus = r["algbw_gbs"] * 2 * (world - 1) / world if world > 1 else r["algbw_gbs"]
+                size = "%d B" % r["bytes"] if r["bytes"] < 1 << 20 else "%d MiB" % (r["bytes"] >> 20)
+                lines.append("| %s | %s | %s | %.1f | %.3f | %.3f |" % (
+                    c, impl, size, r["us"], r["algbw_gbs"], bus))
+            print("\n".join(lines[-len(rows):]) if rows else "%s %s: no result" % (c, impl),
+                  flush=True)
+    table = "\n".join(lines)
+    print(table)
+    for f in failures:
+        print("FAILED:", f)
+    if a.out:
+        with open(a.out, "w") as fh:
+            fh.write(table + "\n" + "".join("\nFAILED: %s\n" % f for f in failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

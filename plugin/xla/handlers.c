@@ -1,0 +1,78 @@
+/*
+ * handlers.c -- the XLA FFI handlers: one per dlpg operation and platform.
+ *
+ * CUDA handlers enqueue the operation on the stream XLA hands over, reading XLA's input
+ * buffer and writing straight into XLA's output buffer (work == NULL: no event, no host
+ * sync). CPU handlers run the operation through dlpg's Gloo path and return once it has
+ * completed. Every dlpg failure becomes an XLA_FFI_Error carrying dlpg's message.
+ */
+#include "xla_ffi.h"
+
+static void *const *streams_of(dlpg_xla_call_t *c) {
+  return c->platform == DLPG_XLA_CUDA ? &c->stream : NULL;
+}
+
+static XLA_FFI_Error *run_allreduce(dlpg_xla_call_t *c) {
+  DLTensor *in = &c->input, *out = &c->output;
+  return dlpg_xla__check(c, c->dl->allreduce(c->group, &in, &out, 1,
+                                             (dlpg_reduce_op_t)c->reduce_op, streams_of(c), NULL));
+}
+
+static XLA_FFI_Error *run_allgather(dlpg_xla_call_t *c) {
+  DLTensor *in = &c->input, *out = &c->output;
+  return dlpg_xla__check(c, c->dl->allgather(c->group, &in, &out, 1, streams_of(c), NULL));
+}
+
+static XLA_FFI_Error *run_reduce_scatter(dlpg_xla_call_t *c) {
+  DLTensor *in = &c->input, *out = &c->output;
+  return dlpg_xla__check(c, c->dl->reduce_scatter(c->group, &in, &out, 1,
+                                                  (dlpg_reduce_op_t)c->reduce_op,
+                                                  streams_of(c), NULL));
+}
+
+static XLA_FFI_Error *run_broadcast(dlpg_xla_call_t *c) {
+  DLTensor *in = &c->input, *out = &c->output;
+  return dlpg_xla__check(c, c->dl->broadcast(c->group, &in, &out, 1, (int)c->root,
+                                             streams_of(c), NULL));
+}
+
+static XLA_FFI_Error *run_alltoall(dlpg_xla_call_t *c) {
+  return dlpg_xla__check(c, c->dl->alltoall(c->group, &c->input, &c->output, c->stream, NULL));
+}
+
+static XLA_FFI_Error *run_send(dlpg_xla_call_t *c) {
+  return dlpg_xla__check(c, c->dl->send(c->group, &c->input, (int)c->peer, (int)c->tag,
+                                        c->stream, NULL));
+}
+
+static XLA_FFI_Error *run_recv(dlpg_xla_call_t *c) {
+  return dlpg_xla__check(c, c->dl->recv(c->group, &c->output, (int)c->peer, (int)c->tag,
+                                        c->stream, NULL));
+}
+
+enum {
+  IO = DLPG_XLA_NEEDS_INPUT | DLPG_XLA_NEEDS_OUTPUT,
+  IO_OP = IO | DLPG_XLA_NEEDS_OP,
+  IO_ROOT = IO | DLPG_XLA_NEEDS_ROOT,
+  SEND = DLPG_XLA_NEEDS_INPUT | DLPG_XLA_NEEDS_PEER,
+  RECV = DLPG_XLA_NEEDS_OUTPUT | DLPG_XLA_NEEDS_PEER
+};
+
+/* dlpg_xla_<op>_cpu and dlpg_xla_<op>_cuda, the symbols the Python shim registers. */
+#define DLPG_XLA_HANDLERS(name, needs)                                                  \
+  DLPG_XLA_EXPORT XLA_FFI_Error *dlpg_xla_##name##_cpu(XLA_FFI_CallFrame *f);          \
+  DLPG_XLA_EXPORT XLA_FFI_Error *dlpg_xla_##name##_cuda(XLA_FFI_CallFrame *f);         \
+  XLA_FFI_Error *dlpg_xla_##name##_cpu(XLA_FFI_CallFrame *f) {                         \
+    return dlpg_xla__handle(f, #name, DLPG_XLA_CPU, needs, run_##name);                \
+  }                                                                                     \
+  XLA_FFI_Error *dlpg_xla_##name##_cuda(XLA_FFI_CallFrame *f) {                        \
+    return dlpg_xla__handle(f, #name, DLPG_XLA_CUDA, needs, run_##name);               \
+  }
+
+DLPG_XLA_HANDLERS(allreduce, IO_OP)
+DLPG_XLA_HANDLERS(allgather, IO)
+DLPG_XLA_HANDLERS(reduce_scatter, IO_OP)
+DLPG_XLA_HANDLERS(broadcast, IO_ROOT)
+DLPG_XLA_HANDLERS(alltoall, IO)
+DLPG_XLA_HANDLERS(send, SEND)
+DLPG_XLA_HANDLERS(recv, RECV)

@@ -1,0 +1,446 @@
+"""dlpg.jax: dlpg collectives inside jax.jit, as XLA FFI custom calls.
+
+    import jax, dlpg.jax as dj
+    dj.init()                                   # over jax.distributed's key-value store
+    dj.init("tcp://10.0.0.1:29600", rank=r, world_size=n)   # or over a dlpg store URL
+
+    @jax.jit
+    def step(x):
+        return dj.allreduce(x, op="sum")        # also allgather, reduce_scatter, broadcast,
+                                                # alltoall, send, recv
+The handlers live in libdlpg_xla.so (plugin/xla), found through DLPG_XLA_LIBRARY, then
+beside libdlpg.so, then the repository's build*/ folders. On CUDA they are enqueued on the
+stream XLA hands over and write into XLA's output buffer; on the CPU platform they run
+dlpg's Gloo path. Every call carries an ordered effect (a token threaded through the
+program, as mpi4jax does), so XLA keeps the collectives of one process in program order
+and two of them cannot be swapped into a cross-rank deadlock. One device per process:
+inside shard_map, each process must own one device of the mesh. A dlpg error fails the
+computation with an exception carrying dlpg's message.
+"""
+
+import datetime
+import functools
+import glob
+import os
+import threading
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+from jax._src import core as _core
+from jax._src import dispatch as _dispatch
+from jax._src import effects as _effects
+from jax._src.interpreters import mlir as _mlir
+
+from . import _abi
+from .group import Group, reduce_op
+from .store import Store
+
+__all__ = ["init", "finalize", "group", "rank", "world_size", "allreduce", "allgather",
+           "reduce_scatter", "broadcast", "alltoall", "send", "recv", "library_path"]
+
+_OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "send", "recv")
+
+
+class _State(object):
+    lib = None          # ctypes.CDLL of libdlpg_xla.so, once loaded
+    lib_path = None
+    group = None        # the dlpg.Group of init()
+    gid = 0             # its id in libdlpg_xla's table (what compiled calls carry)
+    owns_group = False
+
+
+_state = _State()
+_lock = threading.Lock()
+
+
+# ------------------------------------------------------------------ the handler library
+
+def _candidates():
+    env = os.environ.get("DLPG_XLA_LIBRARY")
+    if env:
+        yield env
+    try:
+        yield os.path.join(os.path.dirname(os.path.realpath(_abi.library_path())),
+                           "libdlpg_xla.so")
+    except Exception:  # noqa: BLE001 - libdlpg itself missing: reported by its own loader.
+        pass
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for p in sorted(glob.glob(os.path.join(repo, "build*", "libdlpg_xla.so"))):
+        yield p
+
+
+def library_path():
+    """The libdlpg_xla.so this process uses (loading it if needed)."""
+    _load()
+    return _state.lib_path
+
+
+def _load():
+    if _state.lib is not None:
+        return _state.lib
+    import ctypes
+    tried = []
+    for path in _candidates():
+        if not os.path.exists(path):
+            tried.append("%s (missing)" % path)
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append("%s (%s)" % (path, e))
+            continue
+        lib.dlpg_xla_load.argtypes = [ctypes.c_char_p]
+        lib.dlpg_xla_load.restype = ctypes.c_int
+        lib.dlpg_xla_group_register.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64)]
+        lib.dlpg_xla_group_register.restype = ctypes.c_int
+        lib.dlpg_xla_group_unregister.argtypes = [ctypes.c_int64]
+        lib.dlpg_xla_group_unregister.restype = ctypes.c_int
+        lib.dlpg_xla_last_error.restype = ctypes.c_char_p
+        lib.dlpg_xla_build_info.restype = ctypes.c_char_p
+        _check(lib, lib.dlpg_xla_load(os.path.realpath(_abi.library_path()).encode()))
+        _register_targets(lib)
+        _state.lib, _state.lib_path = lib, path
+        return lib
+    raise _abi.DlpgError(_abi.ERR_UNSUPPORTED,
+                         "dlpg.jax: libdlpg_xla.so not found (build dlpg where jaxlib's FFI "
+                         "headers are, or set DLPG_XLA_LIBRARY); tried: " + "; ".join(tried))
+
+
+def _check(lib, status):
+    if status != _abi.OK:
+        raise _abi.DlpgError(status, lib.dlpg_xla_last_error().decode("utf-8", "replace"))
+
+
+def _register_targets(lib):
+    for op in _OPS:
+        for platform, suffix in (("cpu", "cpu"), ("CUDA", "cuda")):
+            fn = getattr(lib, "dlpg_xla_%s_%s" % (op, suffix))
+            jax.ffi.register_ffi_target("dlpg_" + op, jax.ffi.pycapsule(fn), platform=platform)
+
+
+def build_info():
+    """What libdlpg_xla.so was compiled with (FFI header version, device ordinal support)."""
+    return _load().dlpg_xla_build_info().decode()
+
+
+# ------------------------------------------------------------------ rendezvous
+
+class _JaxKeyValueStore(object):
+    """jax.distributed's key-value client as a dlpg host store (Store.from_host_store)."""
+
+    def __init__(self, client, prefix):
+        self.client = client
+        self.prefix = prefix
+
+    def _k(self, key):
+        return self.prefix + key
+
+    def set(self, key, value):
+        value = value if isinstance(value, bytes) else bytes(value, "utf-8")
+        try:
+            self.client.key_value_set_bytes(self._k(key), value, allow_overwrite=True)
+        except TypeError:  # older jaxlib without allow_overwrite
+            self.client.key_value_set_bytes(self._k(key), value)
+
+    def get(self, key):
+        return bytes(self.client.key_value_try_get_bytes(self._k(key)))
+
+    def wait(self, keys, timeout=None):
+        seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else 300.0
+        for k in keys:
+            try:
+                self.client.blocking_key_value_get_bytes(self._k(k), max(1, int(seconds * 1000)))
+            except Exception as e:  # noqa: BLE001 - the dlpg callback maps "timed out"
+                raise TimeoutError("dlpg.jax: key %r timed out after %gs in jax.distributed's "
+                                   "key-value store (%s)" % (k, seconds, e))
+
+    def add(self, key, delta):
+        return int(self.client.key_value_increment(self._k(key), int(delta)))
+
+    def check(self, keys):
+        for k in keys:
+            try:
+                self.client.key_value_try_get_bytes(self._k(k))
+            except Exception:  # noqa: BLE001 - absent key
+                return False
+        return True
+
+    def delete_key(self, key):
+        self.client.key_value_delete(self._k(key))
+        return True
+
+
+def _distributed_client():
+    try:
+        from jax._src import distributed
+        return distributed.global_state.client
+    except Exception:  # noqa: BLE001 - a jax without jax.distributed
+        return None
+
+
+def init(store=None, rank=None, world_size=None, name=None, timeout=300.0, group=None):
+    """Create (or adopt) the dlpg group the jitted functions use; returns the dlpg.Group.
+
+    store: None (jax.distributed's key-value store when jax.distributed is initialised;
+    rank and world_size default to jax.process_index() and jax.process_count()), a dlpg
+    store URL ("tcp://HOST:PORT", "tcp://HOST:PORT?serve=1" on one rank, "file:///PATH",
+    "env://") or a dlpg.Store. name: the dlpg group name (every rank passes the same; ranks
+    of other frameworks join by using the same store and name). group: an existing
+    dlpg.Group to use instead of creating one.
+    """
+    lib = _load()
+    with _lock:
+        if _state.group is not None:
+            raise _abi.DlpgError(_abi.ERR_INVALID_ARGUMENT,
+                                 "dlpg.jax.init: already initialised (call dlpg.jax.finalize() "
+                                 "first)")
+        owns = group is None
+        if group is None:
+            if store is None:
+                client = _distributed_client()
+                if client is None:
+                    raise _abi.DlpgError(_abi.ERR_INVALID_ARGUMENT,
+                                         "dlpg.jax.init: no store given and jax.distributed is "
+                                         "not initialised; pass a dlpg store URL such as "
+                                         "tcp://HOST:PORT with rank and world_size")
+                rank = jax.process_index() if rank is None else rank
+                world_size = jax.process_count() if world_size is None else world_size
+                store = Store.from_host_store(
+                    _JaxKeyValueStore(client, "dlpg/%s/" % (name or "dlpg")), timeout)
+            elif isinstance(store, str):
+                store = Store(store, timeout)
+            if rank is None or world_size is None:
+                raise _abi.DlpgError(_abi.ERR_INVALID_ARGUMENT,
+                                     "dlpg.jax.init: rank and world_size are required with a "
+                                     "store (got rank=%r, world_size=%r)" % (rank, world_size))
+            group = Group(store, int(rank), int(world_size), timeout=timeout, name=name)
+        import ctypes
+        gid = ctypes.c_int64()
+        _check(lib, lib.dlpg_xla_group_register(group.handle, ctypes.byref(gid)))
+        _state.group, _state.gid, _state.owns_group = group, gid.value, owns
+        return group
+
+
+def finalize():
+    """Unregister the group (computations compiled for it then fail with a message) and
+    destroy it if init created it."""
+    with _lock:
+        g, gid, owns = _state.group, _state.gid, _state.owns_group
+        _state.group, _state.gid = None, 0
+    if g is None:
+        return
+    _check(_state.lib, _state.lib.dlpg_xla_group_unregister(gid))
+    if owns:
+        g.destroy()
+
+
+def group():
+    if _state.group is None:
+        raise _abi.DlpgError(_abi.ERR_INVALID_ARGUMENT,
+                             "dlpg.jax: not initialised (call dlpg.jax.init first)")
+    return _state.group
+
+
+def rank():
+    return group().rank
+
+
+def world_size():
+    return group().size
+
+
+# ------------------------------------------------------------------ primitives
+
+class DlpgEffect(_effects.Effect):
+    """The ordered effect of every dlpg call: one token chain per program."""
+
+    def __str__(self):
+        return "dlpg"
+
+
+_effect = DlpgEffect()
+for _set in (_effects.lowerable_effects, _effects.ordered_effects,
+             _effects.shardable_ordered_effects, _effects.control_flow_allowed_effects,
+             _effects.custom_derivatives_allowed_effects,
+             getattr(_effects, "remat_allowed_effects", None)):
+    if _set is not None:
+        _set.add_type(DlpgEffect)
+
+
+def _ir_type(ctx, aval):
+    try:
+        return _mlir.aval_to_ir_type(ctx.module_context, aval)
+    except TypeError:  # older jax: aval_to_ir_type(aval)
+        return _mlir.aval_to_ir_type(aval)
+
+
+def _layout(aval):
+    return tuple(range(len(aval.shape) - 1, -1, -1))
+
+
+# The primitive parameters the handlers read as attributes; the others (world, shape,
+# dtype) only shape the results.
+_ATTRS = ("group", "op", "root", "peer", "tag")
+
+
+def _lowering(ctx, *args, target, **params):
+    token = ctx.tokens_in.get(_effect)
+    result_types = [_ir_type(ctx, a) for a in ctx.avals_out] + [_mlir.token_type()]
+    config = {k: _mlir.ir_attribute(np.int64(v)) for k, v in params.items() if k in _ATTRS}
+    op = _mlir.custom_call(
+        target, result_types=result_types, operands=list(args) + [token],
+        backend_config=config, has_side_effect=True, api_version=4,
+        operand_layouts=[_layout(a) for a in ctx.avals_in] + [()],
+        result_layouts=[_layout(a) for a in ctx.avals_out] + [()])
+    outs = list(op.results)
+    ctx.set_tokens_out(ctx.tokens_in.update_tokens(_mlir.TokenSet({_effect: outs.pop()})))
+    return outs
+
+
+def _primitive(op, out_aval):
+    """A primitive dlpg_<op> whose results are out_aval(*in_avals, **params) (a list)."""
+    try:
+        from jax.extend.core import Primitive
+    except ImportError:  # older jax
+        Primitive = _core.Primitive
+    p = Primitive("dlpg_" + op)
+    p.multiple_results = True
+    p.def_impl(functools.partial(_dispatch.apply_primitive, p))
+    p.def_effectful_abstract_eval(lambda *avals, **params: (out_aval(*avals, **params), {_effect}))
+    _mlir.register_lowering(p, functools.partial(_lowering, target="dlpg_" + op))
+    return p
+
+
+def _same(x, **_):
+    return [_core.ShapedArray(x.shape, x.dtype)]
+
+
+def _gathered(x, world, **_):
+    return [_core.ShapedArray((world,) + tuple(x.shape), x.dtype)]
+
+
+def _scattered(x, world, **_):
+    return [_core.ShapedArray((x.shape[0] // world,) + tuple(x.shape[1:]), x.dtype)]
+
+
+def _nothing(x, **_):
+    return []
+
+
+def _received(shape, dtype, **_):
+    return [_core.ShapedArray(shape, dtype)]
+
+
+_allreduce_p = _primitive("allreduce", _same)
+_allgather_p = _primitive("allgather", _gathered)
+_reduce_scatter_p = _primitive("reduce_scatter", _scattered)
+_broadcast_p = _primitive("broadcast", _same)
+_alltoall_p = _primitive("alltoall", _same)
+_send_p = _primitive("send", _nothing)
+_recv_p = _primitive("recv", _received)
+
+
+def _world_params():
+    return {"group": _state_gid(), "world": world_size()}
+
+
+def _state_gid():
+    group()  # raises when not initialised
+    return _state.gid
+
+
+# ------------------------------------------------------------------ public functions
+
+def _arr(x, what):
+    x = jnp.asarray(x)
+    if x.dtype == jnp.complex64 or x.dtype == jnp.complex128:
+        raise TypeError("dlpg.jax.%s: complex arrays are not supported (got %s)" % (what, x.dtype))
+    return x
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _allreduce_sum(x, gid):
+    return _allreduce_p.bind(x, group=gid, op=_abi.SUM)[0]
+
+
+def _allreduce_sum_fwd(x, gid):
+    return _allreduce_sum(x, gid), None
+
+
+def _allreduce_sum_bwd(gid, _res, ct):
+    # d(sum_r x_r)/dx_s = 1 for every rank's output: the cotangent of rank s's input is
+    # the sum of every rank's output cotangent, an allreduce of the cotangents.
+    return (_allreduce_p.bind(ct, group=gid, op=_abi.SUM)[0],)
+
+
+_allreduce_sum.defvjp(_allreduce_sum_fwd, _allreduce_sum_bwd)
+
+
+def allreduce(x, op="sum"):
+    """Element-wise reduction over every rank ("sum", "prod", "min", "max", "avg"; bitwise
+    on CPU). Differentiable for "sum" (the transpose is itself)."""
+    x = _arr(x, "allreduce")
+    code = reduce_op(op)
+    gid = _state_gid()
+    if code == _abi.SUM:
+        return _allreduce_sum(x, gid)
+    return _allreduce_p.bind(x, group=gid, op=int(code))[0]
+
+
+def allgather(x):
+    """Every rank's x stacked rank-major: shape (world_size,) + x.shape."""
+    return _allgather_p.bind(_arr(x, "allgather"), **_world_params())[0]
+
+
+def _blocks(x, what):
+    world = world_size()
+    if x.ndim == 0 or x.shape[0] % world != 0:
+        raise ValueError("dlpg.jax.%s: the first dimension of x (shape %s) must be a multiple "
+                         "of world_size %d" % (what, tuple(x.shape), world))
+    return world
+
+
+def reduce_scatter(x, op="sum"):
+    """x holds world_size blocks along axis 0; rank r gets the reduction of block r."""
+    x = _arr(x, "reduce_scatter")
+    _blocks(x, "reduce_scatter")
+    return _reduce_scatter_p.bind(x, op=int(reduce_op(op)), **_world_params())[0]
+
+
+def broadcast(x, root=0):
+    """Rank root's x on every rank."""
+    x = _arr(x, "broadcast")
+    _peer(root, "broadcast", "root")
+    return _broadcast_p.bind(x, group=_state_gid(), root=int(root))[0]
+
+
+def alltoall(x):
+    """x holds world_size blocks along axis 0; block j goes to rank j, block i of the result
+    came from rank i."""
+    x = _arr(x, "alltoall")
+    _blocks(x, "alltoall")
+    return _alltoall_p.bind(x, **_world_params())[0]
+
+
+def _peer(peer, what, arg):
+    world = world_size()
+    if not 0 <= int(peer) < world:
+        raise ValueError("dlpg.jax.%s: %s is %d but world_size is %d" % (what, arg, peer, world))
+
+
+def send(x, dest, tag=0):
+    """Send x to rank dest (returns nothing; ordered with every other dlpg call)."""
+    x = _arr(x, "send")
+    _peer(dest, "send", "dest")
+    _send_p.bind(x, group=_state_gid(), peer=int(dest), tag=int(tag))
+
+
+def recv(like, source, tag=0):
+    """Receive from rank source an array shaped like `like` (an array or a
+    jax.ShapeDtypeStruct)."""
+    _peer(source, "recv", "source")
+    shape = tuple(int(d) for d in like.shape)
+    return _recv_p.bind(shape=shape, dtype=np.dtype(like.dtype), group=_state_gid(),
+                        peer=int(source), tag=int(tag))[0]
