@@ -58,6 +58,9 @@ done | sort -u | while read -r name path; do
   esac
 done
 strip --strip-unneeded .gpu/lib/*.so* .gpu/bin/* 2>/dev/null || true
+# The GPU machine has no Debian dlpack: plugin/xla/build.sh (built there against jaxlib's FFI
+# headers) takes the header from .gpu/include.
+[ -f /usr/include/dlpack/dlpack.h ] && { mkdir -p .gpu/include/dlpack; cp /usr/include/dlpack/dlpack.h .gpu/include/dlpack/; }
 
 [ -d python_shim ] && { mkdir -p .gpu/python_shim; cp -a python_shim/. .gpu/python_shim/; rm -f .gpu/python_shim/dlpg/libdlpg.so*; }
 [ -d tests/python ] && { mkdir -p .gpu/tests_python; cp -a tests/python/. .gpu/tests_python/; }
