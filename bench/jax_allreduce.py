@@ -9,9 +9,12 @@ Configurations (each one job of WORLD processes, one device each):
 Time per call: the jitted function is dispatched 20 times (fewer at large sizes) and the
 last result waited for; the median over batches, on rank 0, after warm-up. Bandwidth is
 the algorithm bandwidth (bytes / time); bus bandwidth is 2(N-1)/N of it. Rows "in-jit"
-(small sizes only) time LOOP calls inside one jitted fori_loop, per call: the collective
-without the per-dispatch cost (JAX dispatches a computation with effects, as every dlpg
-call has, on its Python path, not its C++ fast path).
+(small sizes only) time LOOP dependent calls inside one jitted function, per call: the
+collective without the per-dispatch cost (a fori_loop for dlpg and jax; for dlpg-fast, whose
+calls must sit in the jitted body itself, LOOP calls unrolled). Implementations: dlpg
+(dlpg.jax.init(ordered=True): an ordered JAX effect, dispatched by JAX's Python path),
+dlpg-fast (ordered=False: no effect, JAX's C++ dispatch path), dlpg-effect (no ordering
+effect but an unordered one, small sizes only: what any effect costs per dispatch), jax.
 """
 
 import argparse
@@ -24,6 +27,10 @@ import sys
 import time
 
 SIZES = (8, 256 << 20)
+# dlpg: dlpg.jax.init(ordered=True) (an ordered JAX effect); dlpg-fast: ordered=False (no
+# effect, JAX's C++ dispatch path); dlpg-effect: the same with an unordered effect, 8 B only
+# (what any effect costs per dispatch); jax: a jitted shard_map psum.
+IMPLS = ("dlpg", "dlpg-fast", "dlpg-effect", "jax")
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
@@ -85,9 +92,20 @@ def worker(a):
     else:
         import dlpg.jax as dj
         url = "tcp://127.0.0.1:%d%s" % (a.port, "?serve=1" if a.rank == 0 else "")
-        dj.init(url, rank=a.rank, world_size=a.world, timeout=120)
+        dj.init(url, rank=a.rank, world_size=a.world, timeout=120, ordered=a.impl == "dlpg")
+        if a.impl == "dlpg-effect":
+            dj._set_mode("unordered-effect")
         fn = jax.jit(dj.allreduce)
-        looped = jax.jit(lambda x: jax.lax.fori_loop(0, a.loop, lambda i, y: dj.allreduce(y), x))
+        if a.impl == "dlpg":
+            looped = jax.jit(lambda x: jax.lax.fori_loop(0, a.loop, lambda i, y: dj.allreduce(y), x))
+        else:
+            # ordered=False orders calls only in the jitted body itself: unrolled, the same
+            # LOOP dependent calls.
+            def looped(x):
+                for _ in range(a.loop):
+                    x = dj.allreduce(x)
+                return x
+            looped = jax.jit(looped)
 
         def make(n):
             return jnp.full((n,), a.rank + 1, jnp.float32)
@@ -128,7 +146,7 @@ def worker(a):
                 print(json.dumps({"impl": a.impl + tag, "platform": a.platform, "world": a.world,
                                   "bytes": nbytes, "us": t * 1e6, "algbw_gbs": nbytes / t / 1e9}),
                       flush=True)
-    if a.impl == "dlpg":
+    if a.impl.startswith("dlpg"):
         dj.finalize()
     elif a.world > 1:
         jax.distributed.shutdown()
@@ -172,7 +190,7 @@ def gpu_count():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--worker", action="store_true")
-    ap.add_argument("--impl", choices=["dlpg", "jax"])
+    ap.add_argument("--impl", choices=IMPLS)
     ap.add_argument("--platform", choices=["cpu", "cuda"])
     ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--rank", type=int, default=0)
@@ -197,14 +215,16 @@ def main():
         if platform == "cuda" and world > ngpu:
             lines.append("| %s | - | - | not run: %d GPU(s) here | | |" % (c, ngpu))
             continue
-        for impl in ("dlpg", "jax"):
-            rows, errs = run_config(impl, platform, world, a.sizes, a.timeout, a.loop)
+        for impl in IMPLS:
+            sizes = [n for n in a.sizes if n <= 1 << 20] if impl == "dlpg-effect" else a.sizes
+            rows, errs = run_config(impl, platform, world, sizes, a.timeout,
+                                    0 if impl == "dlpg-effect" else a.loop)
             failures += ["%s %s: %s" % (c, impl, e) for e in errs]
             for r in rows:
                 bus = r["algbw_gbs"] * 2 * (world - 1) / world if world > 1 else r["algbw_gbs"]
                 size = "%d B" % r["bytes"] if r["bytes"] < 1 << 20 else "%d MiB" % (r["bytes"] >> 20)
                 lines.append("| %s | %s | %s | %.1f | %.3f | %.3f |" % (
-                    c, impl, size, r["us"], r["algbw_gbs"], bus))
+                    c, r["impl"], size, r["us"], r["algbw_gbs"], bus))
             print("\n".join(lines[-len(rows):]) if rows else "%s %s: no result" % (c, impl),
                   flush=True)
     table = "\n".join(lines)

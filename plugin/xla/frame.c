@@ -120,8 +120,10 @@ static int dl_dtype(XLA_FFI_DataType t, DLDataType *d) {
   }
 }
 
-/* The first non-token argument / result buffer; tokens carry the ordered effect that keeps
- * collectives in program order and have no data. */
+/* The first non-token argument / result buffer. The last argument and result of every call
+ * is its ordering link (python_shim/dlpg/_jax_prims.py): a token with dlpg.jax.init(ordered=
+ * True), an int32 scalar nobody reads with ordered=False; it follows the data, so the first
+ * buffer is the data (recv has no input, send no output: their link is never asked for). */
 static XLA_FFI_Buffer *first_arg(const XLA_FFI_CallFrame *f) {
   for (int64_t i = 0; i < f->args.size; i++) {
     XLA_FFI_Buffer *b = (XLA_FFI_Buffer *)f->args.args[i];

@@ -11,15 +11,37 @@
 The handlers live in libdlpg_xla.so (plugin/xla), found through DLPG_XLA_LIBRARY, then
 beside libdlpg.so, then the repository's build*/ folders. On CUDA they are enqueued on the
 stream XLA hands over and write into XLA's output buffer; on the CPU platform they run
-dlpg's Gloo path. Every call carries an ordered effect (a token threaded through the
-program, as mpi4jax does), so XLA keeps the collectives of one process in program order
-and two of them cannot be swapped into a cross-rank deadlock. One device per process:
-inside shard_map, each process must own one device of the mesh. A dlpg error fails the
-computation with an exception carrying dlpg's message.
+dlpg's Gloo path. One device per process: inside shard_map, each process must own one
+device of the mesh. A dlpg error fails the computation with an exception carrying dlpg's
+message.
+
+Program order. Collectives must be issued in the same order on every rank; XLA is free to
+reorder side-effecting custom calls that no data dependency orders, which for ranks running
+different programs (send on one, recv on the other) is a deadlock. Two modes:
+
+- dj.init(..., ordered=True), the default: every call carries an ordered JAX effect, as
+  mpi4jax does. JAX threads a token through every dlpg call of a computation, through
+  nested jit, loops, cond, custom_vjp and shard_map, and from one dispatched computation
+  to the next. Every call runs in program order, wherever it sits. Cost: a computation
+  with any JAX effect is dispatched by JAX's Python path, which also moves the effect's
+  runtime token (about 0.3-0.4 ms per dispatch on an H200 host; bench/results).
+- dj.init(..., ordered=False): no JAX effect, so a jitted function dispatches through
+  JAX's C++ fast path. Within one computation each custom call consumes the previous one's
+  hidden int32 result, so XLA keeps them in program order; this holds only for calls
+  directly in the body of the jitted function (including what jax.grad adds there): a call
+  inside a nested jax.jit, a loop, a cond or a shard_map fails to compile with a message
+  that names ordered=True (a nested function that JAX drops because none of its results is
+  used is not seen and not run). Between computations, the order of dispatch is the order
+  of execution, per device: XLA's GPU client launches a device's computations one after
+  the other on one stream, and its CPU client runs the computations of a device one after
+  the other (each waits for the last enqueued one). This holds for one device per process
+  and dispatch from one Python thread, which dlpg.jax assumes anyway.
+
+Both modes keep a call whose results are unused (JAX's dead-code elimination is told not to
+drop it; XLA keeps side-effecting custom calls).
 """
 
 import datetime
-import functools
 import glob
 import os
 import threading
@@ -28,17 +50,15 @@ import numpy as np
 
 import jax
 import jax.numpy as jnp
-from jax._src import core as _core
-from jax._src import dispatch as _dispatch
-from jax._src import effects as _effects
-from jax._src.interpreters import mlir as _mlir
 
 from . import _abi
+from . import _jax_prims as _prims
 from .group import Group, reduce_op
 from .store import Store
 
-__all__ = ["init", "finalize", "group", "rank", "world_size", "allreduce", "allgather",
-           "reduce_scatter", "broadcast", "alltoall", "send", "recv", "library_path"]
+__all__ = ["init", "finalize", "group", "rank", "world_size", "ordered", "allreduce",
+           "allgather", "reduce_scatter", "broadcast", "alltoall", "send", "recv",
+           "library_path"]
 
 _OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "send", "recv")
 
@@ -49,6 +69,7 @@ class _State(object):
     group = None        # the dlpg.Group of init()
     gid = 0             # its id in libdlpg_xla's table (what compiled calls carry)
     owns_group = False
+    mode = "ordered"    # _jax_prims.MODES: how calls are kept in program order
 
 
 _state = _State()
@@ -180,7 +201,8 @@ def _distributed_client():
         return None
 
 
-def init(store=None, rank=None, world_size=None, name=None, timeout=300.0, group=None):
+def init(store=None, rank=None, world_size=None, name=None, timeout=300.0, group=None,
+         ordered=True):
     """Create (or adopt) the dlpg group the jitted functions use; returns the dlpg.Group.
 
     store: None (jax.distributed's key-value store when jax.distributed is initialised;
@@ -188,8 +210,13 @@ def init(store=None, rank=None, world_size=None, name=None, timeout=300.0, group
     store URL ("tcp://HOST:PORT", "tcp://HOST:PORT?serve=1" on one rank, "file:///PATH",
     "env://") or a dlpg.Store. name: the dlpg group name (every rank passes the same; ranks
     of other frameworks join by using the same store and name). group: an existing
-    dlpg.Group to use instead of creating one.
+    dlpg.Group to use instead of creating one. ordered: True (the default) orders dlpg calls
+    everywhere through an ordered JAX effect; False drops the effect so that jitted
+    functions dispatch through JAX's C++ fast path, with the narrower guarantee of the
+    module docstring ("Program order").
     """
+    if not isinstance(ordered, bool):
+        raise TypeError("dlpg.jax.init: ordered must be True or False (got %r)" % (ordered,))
     lib = _load()
     with _lock:
         if _state.group is not None:
@@ -220,6 +247,7 @@ def init(store=None, rank=None, world_size=None, name=None, timeout=300.0, group
         gid = ctypes.c_int64()
         _check(lib, lib.dlpg_xla_group_register(group.handle, ctypes.byref(gid)))
         _state.group, _state.gid, _state.owns_group = group, gid.value, owns
+        _state.mode = "ordered" if ordered else "chain"
         return group
 
 
@@ -243,6 +271,20 @@ def group():
     return _state.group
 
 
+def ordered():
+    """True when dlpg calls carry the ordered JAX effect (dlpg.jax.init's ordered)."""
+    group()
+    return _state.mode == "ordered"
+
+
+def _set_mode(mode):
+    """Benchmark use only: one of _jax_prims.MODES for the calls traced from now on."""
+    if mode not in _prims.MODES:
+        raise ValueError("dlpg.jax._set_mode: mode must be one of %s (got %r)"
+                         % (_prims.MODES, mode))
+    _state.mode = mode
+
+
 def rank():
     return group().rank
 
@@ -253,102 +295,14 @@ def world_size():
 
 # ------------------------------------------------------------------ primitives
 
-class DlpgEffect(_effects.Effect):
-    """The ordered effect of every dlpg call: one token chain per program."""
-
-    def __str__(self):
-        return "dlpg"
-
-
-_effect = DlpgEffect()
-for _set in (_effects.lowerable_effects, _effects.ordered_effects,
-             _effects.shardable_ordered_effects, _effects.control_flow_allowed_effects,
-             _effects.custom_derivatives_allowed_effects,
-             getattr(_effects, "remat_allowed_effects", None)):
-    if _set is not None:
-        _set.add_type(DlpgEffect)
-
-
-def _ir_type(ctx, aval):
-    try:
-        return _mlir.aval_to_ir_type(ctx.module_context, aval)
-    except TypeError:  # older jax: aval_to_ir_type(aval)
-        return _mlir.aval_to_ir_type(aval)
-
-
-def _layout(aval):
-    return tuple(range(len(aval.shape) - 1, -1, -1))
-
-
-# The primitive parameters the handlers read as attributes; the others (world, shape,
-# dtype) only shape the results.
-_ATTRS = ("group", "op", "root", "peer", "tag")
-
-
-def _lowering(ctx, *args, target, **params):
-    token = ctx.tokens_in.get(_effect)
-    result_types = [_ir_type(ctx, a) for a in ctx.avals_out] + [_mlir.token_type()]
-    config = {k: _mlir.ir_attribute(np.int64(v)) for k, v in params.items() if k in _ATTRS}
-    op = _mlir.custom_call(
-        target, result_types=result_types, operands=list(args) + [token],
-        backend_config=config, has_side_effect=True, api_version=4,
-        operand_layouts=[_layout(a) for a in ctx.avals_in] + [()],
-        result_layouts=[_layout(a) for a in ctx.avals_out] + [()])
-    outs = list(op.results)
-    ctx.set_tokens_out(ctx.tokens_in.update_tokens(_mlir.TokenSet({_effect: outs.pop()})))
-    return outs
-
-
-def _primitive(op, out_aval):
-    """A primitive dlpg_<op> whose results are out_aval(*in_avals, **params) (a list)."""
-    try:
-        from jax.extend.core import Primitive
-    except ImportError:  # older jax
-        Primitive = _core.Primitive
-    p = Primitive("dlpg_" + op)
-    p.multiple_results = True
-    p.def_impl(functools.partial(_dispatch.apply_primitive, p))
-    p.def_effectful_abstract_eval(lambda *avals, **params: (out_aval(*avals, **params), {_effect}))
-    _mlir.register_lowering(p, functools.partial(_lowering, target="dlpg_" + op))
-    return p
-
-
-def _same(x, **_):
-    return [_core.ShapedArray(x.shape, x.dtype)]
-
-
-def _gathered(x, world, **_):
-    return [_core.ShapedArray((world,) + tuple(x.shape), x.dtype)]
-
-
-def _scattered(x, world, **_):
-    return [_core.ShapedArray((x.shape[0] // world,) + tuple(x.shape[1:]), x.dtype)]
-
-
-def _nothing(x, **_):
-    return []
-
-
-def _received(shape, dtype, **_):
-    return [_core.ShapedArray(shape, dtype)]
-
-
-_allreduce_p = _primitive("allreduce", _same)
-_allgather_p = _primitive("allgather", _gathered)
-_reduce_scatter_p = _primitive("reduce_scatter", _scattered)
-_broadcast_p = _primitive("broadcast", _same)
-_alltoall_p = _primitive("alltoall", _same)
-_send_p = _primitive("send", _nothing)
-_recv_p = _primitive("recv", _received)
+def _common():
+    """The parameters every call carries: the group id and the ordering mode."""
+    group()  # raises when not initialised
+    return {"group": _state.gid, "mode": _state.mode}
 
 
 def _world_params():
-    return {"group": _state_gid(), "world": world_size()}
-
-
-def _state_gid():
-    group()  # raises when not initialised
-    return _state.gid
+    return dict(_common(), world=world_size())
 
 
 # ------------------------------------------------------------------ public functions
@@ -360,38 +314,20 @@ def _arr(x, what):
     return x
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
-def _allreduce_sum(x, gid):
-    return _allreduce_p.bind(x, group=gid, op=_abi.SUM)[0]
-
-
-def _allreduce_sum_fwd(x, gid):
-    return _allreduce_sum(x, gid), None
-
-
-def _allreduce_sum_bwd(gid, _res, ct):
-    # d(sum_r x_r)/dx_s = 1 for every rank's output: the cotangent of rank s's input is
-    # the sum of every rank's output cotangent, an allreduce of the cotangents.
-    return (_allreduce_p.bind(ct, group=gid, op=_abi.SUM)[0],)
-
-
-_allreduce_sum.defvjp(_allreduce_sum_fwd, _allreduce_sum_bwd)
-
-
 def allreduce(x, op="sum"):
     """Element-wise reduction over every rank ("sum", "prod", "min", "max", "avg"; bitwise
     on CPU). Differentiable for "sum" (the transpose is itself)."""
     x = _arr(x, "allreduce")
-    code = reduce_op(op)
-    gid = _state_gid()
-    if code == _abi.SUM:
-        return _allreduce_sum(x, gid)
-    return _allreduce_p.bind(x, group=gid, op=int(code))[0]
+    code = int(reduce_op(op))
+    params = _common()
+    if code == _abi.SUM and params["mode"] == "ordered":
+        return _prims.allreduce_sum_ordered(x, params["group"])
+    return _prims.allreduce_p.bind(x, op=code, **params)[0]
 
 
 def allgather(x):
     """Every rank's x stacked rank-major: shape (world_size,) + x.shape."""
-    return _allgather_p.bind(_arr(x, "allgather"), **_world_params())[0]
+    return _prims.allgather_p.bind(_arr(x, "allgather"), **_world_params())[0]
 
 
 def _blocks(x, what):
@@ -406,14 +342,14 @@ def reduce_scatter(x, op="sum"):
     """x holds world_size blocks along axis 0; rank r gets the reduction of block r."""
     x = _arr(x, "reduce_scatter")
     _blocks(x, "reduce_scatter")
-    return _reduce_scatter_p.bind(x, op=int(reduce_op(op)), **_world_params())[0]
+    return _prims.reduce_scatter_p.bind(x, op=int(reduce_op(op)), **_world_params())[0]
 
 
 def broadcast(x, root=0):
     """Rank root's x on every rank."""
     x = _arr(x, "broadcast")
     _peer(root, "broadcast", "root")
-    return _broadcast_p.bind(x, group=_state_gid(), root=int(root))[0]
+    return _prims.broadcast_p.bind(x, root=int(root), **_common())[0]
 
 
 def alltoall(x):
@@ -421,7 +357,7 @@ def alltoall(x):
     came from rank i."""
     x = _arr(x, "alltoall")
     _blocks(x, "alltoall")
-    return _alltoall_p.bind(x, **_world_params())[0]
+    return _prims.alltoall_p.bind(x, **_world_params())[0]
 
 
 def _peer(peer, what, arg):
@@ -434,7 +370,7 @@ def send(x, dest, tag=0):
     """Send x to rank dest (returns nothing; ordered with every other dlpg call)."""
     x = _arr(x, "send")
     _peer(dest, "send", "dest")
-    _send_p.bind(x, group=_state_gid(), peer=int(dest), tag=int(tag))
+    _prims.send_p.bind(x, peer=int(dest), tag=int(tag), **_common())
 
 
 def recv(like, source, tag=0):
@@ -442,5 +378,5 @@ def recv(like, source, tag=0):
     jax.ShapeDtypeStruct)."""
     _peer(source, "recv", "source")
     shape = tuple(int(d) for d in like.shape)
-    return _recv_p.bind(shape=shape, dtype=np.dtype(like.dtype), group=_state_gid(),
-                        peer=int(source), tag=int(tag))[0]
+    return _prims.recv_p.bind(shape=shape, dtype=np.dtype(like.dtype), peer=int(source),
+                        tag=int(tag), **_common())[0]

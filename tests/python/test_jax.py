@@ -176,8 +176,8 @@ def _checks(rank, world, seed, platform):
     return results
 
 
-def _store_rank(rank, world, port, seed, platform, queue):
-    """A rank meeting the others on a dlpg TCP store URL."""
+def _store_rank(rank, world, port, seed, platform, ordered, queue):
+    """A rank meeting the others on a dlpg TCP store URL (dlpg.jax.init's ordered mode)."""
     if platform == "cuda" and world > 1:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(rank)
     os.environ["JAX_PLATFORMS"] = platform
@@ -185,7 +185,7 @@ def _store_rank(rank, world, port, seed, platform, queue):
     try:
         import dlpg.jax as dj
         url = "tcp://127.0.0.1:%d%s" % (port, "?serve=1" if rank == 0 else "")
-        dj.init(url, rank=rank, world_size=world, timeout=60)
+        dj.init(url, rank=rank, world_size=world, timeout=60, ordered=ordered)
         res = _checks(rank, world, seed, platform)
     except Exception:  # noqa: BLE001 - reported to the test
         res = {"setup": traceback.format_exc()}
@@ -224,10 +224,14 @@ def _assert_ok(results, world):
 
 # ------------------------------------------------------------------ tests
 
-def test_jax_cpu_processes_under_jit():
+MODES = pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "fast"])
+
+
+@MODES
+def test_jax_cpu_processes_under_jit(ordered):
     _skip_without_jax()
     world, port, seed = 3, free_port(), random.randrange(1, 10 ** 6)
-    _assert_ok(run_ranks(_store_rank, world, lambda r: (world, port, seed, "cpu"),
+    _assert_ok(run_ranks(_store_rank, world, lambda r: (world, port, seed, "cpu", ordered),
                          deadline_s=150), world)
 
 
@@ -239,19 +243,22 @@ def test_jax_distributed_key_value_store():
     assert not bad, bad
 
 
-def test_jax_cuda_world_size_1():
+@MODES
+def test_jax_cuda_world_size_1(ordered):
     _skip_without_jax()
     if cuda_devices() < 1:
         pytest.skip("no CUDA device")
     port, seed = free_port(), random.randrange(1, 10 ** 6)
-    _assert_ok(run_ranks(_store_rank, 1, lambda r: (1, port, seed, "cuda"), deadline_s=150), 1)
+    _assert_ok(run_ranks(_store_rank, 1, lambda r: (1, port, seed, "cuda", ordered),
+                         deadline_s=150), 1)
 
 
-def test_jax_cuda_two_processes():
+@MODES
+def test_jax_cuda_two_processes(ordered):
     _skip_without_jax()
     n = cuda_devices()
     if n < 2:
         pytest.skip("needs 2 GPUs (one per process), found %d" % n)
     world, port, seed = 2, free_port(), random.randrange(1, 10 ** 6)
-    _assert_ok(run_ranks(_store_rank, world, lambda r: (world, port, seed, "cuda"),
+    _assert_ok(run_ranks(_store_rank, world, lambda r: (world, port, seed, "cuda", ordered),
                          deadline_s=150), world)
