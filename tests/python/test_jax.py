@@ -4,6 +4,7 @@ jax.distributed key-value store as rendezvous, world size 1 on CUDA, and two CUD
 reference built from every rank's seeded random data. Skipped where jax or
 libdlpg_xla.so (built only where jaxlib's FFI headers are) is missing."""
 
+import functools
 import glob
 import importlib.util
 import os
@@ -40,6 +41,15 @@ def data(seed, r, shape, dtype=np.float32):
     return rs.standard_normal(shape).astype(dtype)
 
 
+def run_check(results, name, fn):
+    """results[name] = "ok", or the traceback of what fn() raised (reported by the test)."""
+    try:
+        fn()
+        results[name] = "ok"
+    except Exception:  # noqa: BLE001 - reported to the test
+        results[name] = traceback.format_exc()
+
+
 # ------------------------------------------------------------------ rank bodies
 
 def _checks(rank, world, seed, platform):
@@ -50,13 +60,7 @@ def _checks(rank, world, seed, platform):
 
     results = {}
     W = world
-
-    def check(name, fn):
-        try:
-            fn()
-            results[name] = "ok"
-        except Exception:  # noqa: BLE001 - reported to the test
-            results[name] = traceback.format_exc()
+    check = functools.partial(run_check, results)
 
     def close(got, want, what, tol=1e-5):
         got = np.asarray(jnp.asarray(got).astype(jnp.float32))
@@ -214,12 +218,13 @@ def _distributed_rank(rank, world, port, seed, queue):
     queue.put((rank, res))
 
 
-def _assert_ok(results, world):
+def assert_ok(results, world, checks=10):
+    """Every rank reported, and every one of its (at least `checks`) checks is "ok"."""
     assert sorted(results) == list(range(world))
     bad = {"rank %d %s" % (r, k): v for r, res in results.items() for k, v in res.items()
            if v != "ok"}
     assert not bad, "\n".join("%s:\n%s" % kv for kv in sorted(bad.items()))
-    assert len(results[0]) >= 10, results[0]
+    assert len(results[0]) >= checks, results[0]
 
 
 # ------------------------------------------------------------------ tests
@@ -231,7 +236,7 @@ MODES = pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "fast"
 def test_jax_cpu_processes_under_jit(ordered):
     _skip_without_jax()
     world, port, seed = 3, free_port(), random.randrange(1, 10 ** 6)
-    _assert_ok(run_ranks(_store_rank, world, lambda r: (world, port, seed, "cpu", ordered),
+    assert_ok(run_ranks(_store_rank, world, lambda r: (world, port, seed, "cpu", ordered),
                          deadline_s=150), world)
 
 
@@ -249,7 +254,7 @@ def test_jax_cuda_world_size_1(ordered):
     if cuda_devices() < 1:
         pytest.skip("no CUDA device")
     port, seed = free_port(), random.randrange(1, 10 ** 6)
-    _assert_ok(run_ranks(_store_rank, 1, lambda r: (1, port, seed, "cuda", ordered),
+    assert_ok(run_ranks(_store_rank, 1, lambda r: (1, port, seed, "cuda", ordered),
                          deadline_s=150), 1)
 
 
@@ -260,5 +265,5 @@ def test_jax_cuda_two_processes(ordered):
     if n < 2:
         pytest.skip("needs 2 GPUs (one per process), found %d" % n)
     world, port, seed = 2, free_port(), random.randrange(1, 10 ** 6)
-    _assert_ok(run_ranks(_store_rank, world, lambda r: (world, port, seed, "cuda", ordered),
+    assert_ok(run_ranks(_store_rank, world, lambda r: (world, port, seed, "cuda", ordered),
                          deadline_s=150), world)

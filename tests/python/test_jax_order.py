@@ -6,6 +6,7 @@ pair of collectives fails loudly instead of hanging); every result is checked ag
 NumPy reference built from every rank's seeded random data. Skipped where jax or
 libdlpg_xla.so is missing, as test_jax.py."""
 
+import functools
 import os
 import random
 import re
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import free_port, run_ranks
-from test_jax import _skip_without_jax, data
+from test_jax import _skip_without_jax, assert_ok, data, run_check
 
 WORLD = 3
 
@@ -63,13 +64,7 @@ def _order_checks(rank, world, seed, ordered):
 
     results = {}
     W = world
-
-    def check(name, fn):
-        try:
-            fn()
-            results[name] = "ok"
-        except Exception:  # noqa: BLE001 - reported to the test
-            results[name] = traceback.format_exc()
+    check = functools.partial(run_check, results)
 
     def same(got, want, what):
         got = np.asarray(got)
@@ -213,9 +208,5 @@ def _order_rank(rank, world, port, seed, ordered, queue):
 def test_jax_program_order(ordered):
     _skip_without_jax()
     port, seed = free_port(), random.randrange(1, 10 ** 6)
-    results = run_ranks(_order_rank, WORLD, lambda r: (WORLD, port, seed, ordered),
-                        deadline_s=170)
-    bad = {"rank %d %s" % (r, k): v for r, res in results.items() for k, v in res.items()
-           if v != "ok"}
-    assert not bad, "\n".join("%s:\n%s" % kv for kv in sorted(bad.items()))
-    assert len(results[0]) == 6, results[0]
+    assert_ok(run_ranks(_order_rank, WORLD, lambda r: (WORLD, port, seed, ordered),
+                        deadline_s=170), WORLD, checks=6)
