@@ -213,10 +213,13 @@ def last_error():
     return msg.decode("utf-8", "replace") if msg else ""
 
 
-def check(status):
-    """Raise DlpgError with the calling thread's last message when status is not DLPG_OK."""
+def check(status, work=None):
+    """The one status check: raise DlpgError when status is not DLPG_OK, with the message
+    of work (a work handle whose wait/test returned status) or else the calling thread's
+    last error."""
     if status != OK:
-        raise DlpgError(status, last_error())
+        msg = lib.dlpg_work_error(work) if work is not None else None
+        raise DlpgError(status, msg.decode("utf-8", "replace") if msg else last_error())
     return status
 
 

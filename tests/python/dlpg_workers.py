@@ -376,3 +376,39 @@ def bad_input(rank, port, queue):
         queue.put((rank, res))
     except Exception:  # noqa: BLE001
         queue.put((rank, {"setup": traceback.format_exc()}))
+
+
+def dropped_works(rank, port, queue):
+    """A dlpg.Work dropped while its recv is still pending is parked with its buffer
+    (dlpg._work), and freed by a later operation once complete."""
+    res = {}
+    try:
+        import numpy as np
+        import torch
+        import dlpg
+        from dlpg import _work
+        store = dlpg.Store("tcp://127.0.0.1:%d%s" % (port, "?serve=1" if rank == 0 else ""), 60)
+        g = dlpg.Group(store, rank, 2, timeout=60)
+        if rank == 0:
+            buf = np.zeros(1000, dtype=np.float64)
+            w = g.recv(buf, 1, tag=3, async_op=True)
+            del w
+            parked_after_drop = _work.parked()
+            store.set("go", b"1")
+            g.barrier()
+            g.barrier()  # The recv has completed before this; the next call reaps it.
+            g.allreduce(np.zeros(1))
+            ok = np.array_equal(buf, np.arange(1000, dtype=np.float64))
+            res["dlpg_work"] = "ok" if (parked_after_drop == 1 and _work.parked() == 0 and ok) \
+                else "parked %d then %d, data %s" % (parked_after_drop, _work.parked(), ok)
+        else:
+            store.wait(["go"], 30)
+            g.send(np.arange(1000, dtype=np.float64), 0, tag=3)
+            g.barrier()
+            g.barrier()
+            g.allreduce(np.zeros(1))
+            res["dlpg_work"] = "ok"
+        g.destroy()
+    except Exception:  # noqa: BLE001 - reported to the test.
+        res["setup"] = traceback.format_exc()
+    queue.put((rank, res))

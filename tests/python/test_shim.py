@@ -228,3 +228,10 @@ def test_torchrun_launches_a_c_program(tmp_path):
         assert "rank %d: results checked: OK" % rank in r.stdout, r.stdout
     # Rank 0 prints the allreduce of r*10+i over 3 ranks: 30 + 3*i.
     assert "[30, 33, 36, 39]" in r.stdout, r.stdout
+
+
+def test_dropped_work_is_parked_then_reaped():
+    port = free_port()
+    res = run_ranks(dlpg_workers.dropped_works, 2, lambda r: (port,), deadline_s=60)
+    for rank, r in sorted(res.items()):
+        assert r == {"dlpg_work": "ok"}, "rank %d:\n%s" % (rank, r)
