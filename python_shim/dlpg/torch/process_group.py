@@ -81,12 +81,12 @@ _RED_OPS = _red_ops()
 class ProcessGroupDlpg(_compat.ProcessGroupBase):
     """torch.distributed backend "dlpg" (see dlpg.torch)."""
 
-    def __init__(self, store, rank, size, timeout=None):
+    def __init__(self, store, rank, size, timeout=None, name="torch"):
         _compat.pg_init(self, rank, size)
         timeout_s = _compat.timeout_seconds(timeout) or 300.0
         self._timeout_s = timeout_s
         self._dstore = dlpg.Store.from_torch_store(store, timeout_s)
-        self._group = dlpg.Group(self._dstore, rank, size, timeout=timeout_s, name="torch")
+        self._group = dlpg.Group(self._dstore, rank, size, timeout=timeout_s, name=name)
         # The group's raw operations: fn(args..., handle=True) -> work handle or None.
         self._fn = types.SimpleNamespace(**{n: self._group._issuer(n)
                                             for n in _group_mod._OPERATIONS})
