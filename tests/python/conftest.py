@@ -79,10 +79,10 @@ def cuda_devices():
 
 
 def require_impl(impl):
-    """The "cpp" torch backend must be built (python3 -m dlpg.torch.build_ext; ci/test.sh and
+    """The "cpp" torch backend must be built (python3 -m dlpg.build_torch_ext; ci/test.sh and
     ci/gpu-test.sh build it): a missing build fails, it is not skipped."""
     if impl == "cpp":
         so = os.path.join(SHIM, "dlpg", "torch", "_C_dlpg.so")
         if not os.path.exists(so):
             pytest.fail("the C++ torch backend is not built (%s missing): run "
-                        "python3 -m dlpg.torch.build_ext" % so)
+                        "python3 -m dlpg.build_torch_ext" % so)

@@ -680,13 +680,11 @@ def apis_vs_gloo(rank, world, init_method, seed, queue):
         return xs
 
     def all_gather_coalesced(g):
-        outs = [[torch.empty(3, dtype=torch.int64) for _ in range(W)],
-                [torch.empty(2, 2, dtype=torch.int64) for _ in range(W)]]
+        # outs[r][i]: input i of rank r.
+        outs = [[torch.empty(3, dtype=torch.int64), torch.empty(2, 2, dtype=torch.int64)]
+                for _ in range(W)]
         dist.all_gather_coalesced(outs, [ints(rank, (3,)), ints(rank + 5, (2, 2))], group=g)
         return outs
-
-    def all_gather_coalesced_ref(g):
-        return [gathered(g, ints(rank, (3,))), gathered(g, ints(rank + 5, (2, 2)))]
 
     api("broadcast", broadcast)
     for op in ("SUM", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR"):
@@ -711,7 +709,7 @@ def apis_vs_gloo(rank, world, init_method, seed, queue):
     api("barrier", barrier)
     if hasattr(dist, "all_reduce_coalesced"):
         api("all_reduce_coalesced", all_reduce_coalesced)
-        api("all_gather_coalesced", all_gather_coalesced, all_gather_coalesced_ref)
+        api("all_gather_coalesced", all_gather_coalesced)
 
     # Drop-in errors: recv without a source says it is unsupported at once; unknown
     # pg_options are an error naming the known ones.

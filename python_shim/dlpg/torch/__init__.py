@@ -3,7 +3,7 @@
     torch.distributed.init_process_group("dlpg", ...)
 
 and torchrun work unchanged. The backend is the C++ extension dlpg.torch._C_dlpg (built by
-`python3 -m dlpg.torch.build_ext`) when it imports; otherwise the Python backend
+`python3 -m dlpg.build_torch_ext`) when it imports; otherwise the Python backend
 (dlpg.torch.process_group), with a one-line warning saying why. DLPG_TORCH_BACKEND=python
 picks the Python backend on purpose (no warning). Version differences between torch 1.13 and
 2.x live in dlpg.torch._compat (Python) and csrc/compat.h (C++).
@@ -28,10 +28,10 @@ def _load_native():
     try:
         from . import _C_dlpg
     except ImportError as e:
-        why = ("the C++ extension is not built (python3 -m dlpg.torch.build_ext builds it)"
+        why = ("the C++ extension is not built (python3 -m dlpg.build_torch_ext builds it)"
                if "_C_dlpg" in str(e) and "No module" in str(e) else
                "the C++ extension does not import (%s; rebuild it with python3 -m "
-               "dlpg.torch.build_ext)" % str(e).splitlines()[0])
+               "dlpg.build_torch_ext)" % str(e).splitlines()[0])
         return None, why
     from dlpg import _abi
     try:

@@ -305,10 +305,11 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
                 handles.append(self._single(self._fn.allgather, t, f, (), alive))
 
         def post():
-            for t, f, outs in zip(input_list, flats, output_lists):
+            # output_lists[r][i] receives input i of rank r (Gloo's layout).
+            for i, (t, f) in enumerate(zip(input_list, flats)):
                 n = t.numel()
-                for r, o in enumerate(outs):
-                    o.copy_(f[r * n:(r + 1) * n].view_as(o))
+                for r, outs in enumerate(output_lists):
+                    outs[i].copy_(f[r * n:(r + 1) * n].view_as(outs[i]))
 
         self._batch(issue)
         w = self._work(handles, alive, output_lists, None, input_list[0].is_cuda)

@@ -159,8 +159,13 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::_allgather_base(at::Tensor& output, 
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allgather_coalesced(std::vector<Tensors>& outputs,
                                                                 Tensors& inputs,
                                                                 const c10d::AllgatherOptions&) {
-  TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(),
-              "dlpg: allgather_coalesced needs one output list per input");
+  // outputs[r][i] receives input i of rank r (Gloo's layout).
+  TORCH_CHECK(!inputs.empty() && static_cast<int>(outputs.size()) == size_,
+              "dlpg: allgather_coalesced needs ", size_, " output lists (one per rank), got ",
+              outputs.size());
+  for (auto& o : outputs)
+    TORCH_CHECK(o.size() == inputs.size(), "dlpg: allgather_coalesced: an output list has ",
+                o.size(), " tensors for ", inputs.size(), " inputs");
   auto w = begin(c10d::OpType::ALLGATHER_COALESCED, inputs[0], {});
   batch([&] {
     for (size_t i = 0; i < inputs.size(); i++) {
@@ -171,7 +176,8 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allgather_coalesced(std::vector<Tens
       void* s = stream(in);
       auto hp = slot(*w, in.is_cuda());
       issued(*w, api().allgather(core_->g(), &din, &dout, 1, &s, hp), "dlpg_allgather");
-      Tensors o = outputs[i];
+      Tensors o;
+      for (auto& per_rank : outputs) o.push_back(per_rank[i]);
       int64_t n = in.numel();
       w->post.push_back([o, flat, n]() mutable {
         for (size_t r = 0; r < o.size(); r++) o[r].copy_(flat.narrow(0, r * n, n).view(o[r].sizes()));

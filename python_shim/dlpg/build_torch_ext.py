@@ -1,4 +1,6 @@
-"""Build the C++ backend: `python3 -m dlpg.torch.build_ext [-v]`.
+"""Build the C++ torch backend: `python3 -m dlpg.build_torch_ext [-v]`.
+
+(It lives outside dlpg.torch so that building does not import the backend being built.)
 
 Compiles dlpg/torch/csrc/*.cpp against the torch that is installed (its headers, its
 pybind11 and its ABI flags, through torch.utils.cpp_extension; no download) into
@@ -13,7 +15,7 @@ import shutil
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch")
 NAME = "_C_dlpg"
 
 
@@ -25,7 +27,7 @@ def _dlpg_include():
               os.path.join(os.path.dirname(HERE), "include")):
         if d and os.path.exists(os.path.join(d, "dlpg", "dlpg.h")):
             return d
-    raise RuntimeError("dlpg.torch.build_ext: dlpg/dlpg.h not found; set DLPG_INCLUDE to the "
+    raise RuntimeError("dlpg.build_torch_ext: dlpg/dlpg.h not found; set DLPG_INCLUDE to the "
                        "folder that holds dlpg/dlpg.h")
 
 
@@ -54,7 +56,7 @@ def build(verbose=False, build_dir=None):
     cpp_extension.load(name=NAME, sources=sources, extra_include_paths=includes,
                        extra_cflags=["-O2", "-std=c++17", "-Wno-unused-parameter"],
                        extra_ldflags=["-ldl"], build_directory=build_dir, with_cuda=False,
-                       verbose=verbose, is_python_module=True)
+                       verbose=verbose, is_python_module=False)
     built = os.path.join(build_dir, NAME + ".so")
     target = os.path.join(HERE, NAME + ".so")
     tmp = target + ".tmp%d" % os.getpid()
@@ -65,7 +67,7 @@ def build(verbose=False, build_dir=None):
 
 def main(argv):
     path = build(verbose="-v" in argv)
-    print("dlpg.torch.build_ext: built %s" % path)
+    print("dlpg.build_torch_ext: built %s" % path)
 
 
 if __name__ == "__main__":
