@@ -86,6 +86,14 @@ for s in $suites; do
     python)
       if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
         echo "== python: tests/python with $(python3 --version 2>&1)"
+        # The C++ torch backend, built against this machine's torch (about a minute).
+        if MAX_JOBS=8 PYTHONPATH="$repo/python_shim" timeout -k 10 300 \
+            python3 -m dlpg.build_torch_ext >"$logdir/torch-ext.log" 2>&1; then
+          add_row torch_ext 1 0 0
+        else
+          add_row torch_ext 0 1 0
+          tail -30 "$logdir/torch-ext.log" | sed 's/^/  ! /'
+        fi
         log="$logdir/python.log"
         PYTHONPATH="$repo/python_shim" PYTHONUNBUFFERED=1 timeout -k 10 "${GPU_TEST_PY_LIMIT:-300}" \
           python3 -m pytest -q -p no:cacheprovider tests/python >"$log" 2>&1
@@ -125,7 +133,7 @@ done
 tar czf /tmp/gpu-logs.$$.tar.gz -C "$logdir" . 2>/dev/null && mv /tmp/gpu-logs.$$.tar.gz "$logdir/gpu-logs.tar.gz"
 if [ "$(find "$logdir" -type f | wc -l)" -gt 8 ]; then
   find "$logdir" -mindepth 1 -maxdepth 1 ! -name gpu-logs.tar.gz ! -name test_cuda.log ! -name summary.txt \
-    ! -name python.log ! -name bench.log ! -name machine.txt -exec rm -rf {} +
+    ! -name python.log ! -name bench.log ! -name machine.txt ! -name torch-ext.log -exec rm -rf {} +
 fi
 
 {
