@@ -8,6 +8,7 @@ completed and lets their tensors go.
 """
 
 import ctypes
+import sys
 import threading
 
 from . import _abi
@@ -42,10 +43,28 @@ def finish(h, timeout_s=0.0):
     return None
 
 
+def capturing():
+    """True while torch's or CuPy's current stream is being captured into a CUDA graph.
+    Testing a CUDA work handle queries its event, which a capture in CUDA's default
+    (global) mode forbids: it would invalidate the capture. So nothing is tested then."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
+        return True
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        try:
+            s = cupy.cuda.get_current_stream()
+            return bool(s.is_capturing())
+        except Exception:  # noqa: BLE001 - no device, or an older CuPy: not capturing.
+            return False
+    return False
+
+
 def release(handles, alive):
     """Free work handles, or park them with alive (the tensors they use) when alive is not
-    None and one of them may still run."""
-    if alive is not None and not all(test(h) for h in handles):
+    None and one of them may still run (or cannot be tested now: capturing())."""
+    # Freeing an unfinished CUDA handle queries its event too: park while capturing.
+    if capturing() or (alive is not None and not all(test(h) for h in handles)):
         with _orphans_lock:
             _orphans.extend((h, alive) for h in handles)
         return
@@ -55,7 +74,7 @@ def release(handles, alive):
 
 def reap():
     """Free parked handles whose operation has completed (cheap when none are parked)."""
-    if not _orphans:
+    if not _orphans or capturing():
         return
     with _orphans_lock:
         keep = []

@@ -159,17 +159,22 @@ class Group(object):
             streams.append(s or 0)
         return ptrs, streams, any_cuda
 
-    def _run(self, fn, args, alive, async_op, any_cuda, result):
+    def _run(self, fn, args, alive, async_op, any_cuda, result, stream=None):
         _work.reap()
-        if not async_op and not any_cuda:
-            # Synchronous CPU: no handle; the call returns the operation's status.
+        if not async_op and (not any_cuda or stream is None):
+            # Synchronous CPU: no handle; the call returns the operation's status. CUDA on
+            # the producers' current streams: no handle either. The operation is ordered on
+            # the stream that owns the memory, as any kernel of the producer's would be, and
+            # no event is recorded or queried, so it is capturable into a CUDA graph.
             check(fn(self.handle, *args, None))
             return None
         w = ctypes.c_void_p()
         check(fn(self.handle, *args, ctypes.byref(w)))
         work = Work(w, alive, result)
         if not async_op:
-            return None  # CUDA enqueued; the Work parks the capsules until completion.
+            # CUDA on a stream the caller chose: the producer's allocator does not know that
+            # stream, so the Work parks the capsules until the operation completes.
+            return None
         return work
 
     def _issuer(self, name):
@@ -209,7 +214,7 @@ class Group(object):
             result = outs
         streams = _ptr_array(st) if cuda else None
         args = (_ptr_array(ip), op_out, len(ip)) + extra + (streams,)
-        return self._run(fn, args, alive, async_op, cuda, result)
+        return self._run(fn, args, alive, async_op, cuda, result, stream)
 
     # -- operations -------------------------------------------------------------------
 
@@ -235,19 +240,20 @@ class Group(object):
         alive = []
         (ip,), (s,), cuda = self._borrow([tensor], stream, alive)
         (op,), _, _ = self._borrow([output], stream, alive)
-        return self._run(lib.dlpg_alltoall, (ip, op, s or None), alive, async_op, cuda, [output])
+        return self._run(lib.dlpg_alltoall, (ip, op, s or None), alive, async_op, cuda, [output],
+                         stream)
 
     def send(self, tensor, peer, tag=0, async_op=False, stream=None):
         alive = []
         (p,), (s,), cuda = self._borrow([tensor], stream, alive)
         return self._run(lib.dlpg_send, (p, int(peer), int(tag), s or None), alive, async_op,
-                         cuda, [tensor])
+                         cuda, [tensor], stream)
 
     def recv(self, tensor, peer, tag=0, async_op=False, stream=None):
         alive = []
         (p,), (s,), cuda = self._borrow([tensor], stream, alive)
         return self._run(lib.dlpg_recv, (p, int(peer), int(tag), s or None), alive, async_op,
-                         cuda, [tensor])
+                         cuda, [tensor], stream)
 
     def barrier(self, async_op=False):
         return self._run(lib.dlpg_barrier, (), None, async_op, False, None)

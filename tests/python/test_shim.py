@@ -121,8 +121,9 @@ def test_library_not_found_message(tmp_path):
     r = _run(code, {"DLPG_LIBRARY": str(tmp_path / "nope" / "libdlpg.so")})
     assert "STATUS DLPG_ERR_SYSTEM" in r.stdout, r.stdout + r.stderr
     assert str(tmp_path / "nope" / "libdlpg.so") in r.stdout and "DLPG_LIBRARY" in r.stdout
-    # Without DLPG_LIBRARY, a copy of the package away from any build tree names the
-    # package folder, the build*/ pattern and the system loader.
+    # Without DLPG_LIBRARY, a copy of the package away from any checkout names the package
+    # folder, pkg-config and the system loader, and no build*/ pattern (it is not in a
+    # source checkout, so it does not look for one beside it).
     import shutil
     pkg = tmp_path / "site" / "dlpg"
     shutil.copytree(os.path.join(SHIM, "dlpg"), str(pkg),
@@ -133,7 +134,8 @@ def test_library_not_found_message(tmp_path):
     r = _run(code, env)
     assert "MSG" in r.stdout, r.stdout + r.stderr
     assert str(pkg / "libdlpg.so") in r.stdout
-    assert "build*" in r.stdout and "system loader" in r.stdout
+    assert "pkg-config" in r.stdout and "system loader" in r.stdout
+    assert "build*" not in r.stdout.split("tried, in order:")[1].split(". Set")[0], r.stdout
 
 
 def _ddp(backend, world, device, tmp_path):

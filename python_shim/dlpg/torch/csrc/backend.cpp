@@ -34,7 +34,7 @@ Borrowed* ProcessGroupDlpg::use(WorkDlpg& w, const at::Tensor& t, bool written) 
 dlpg_work_t** ProcessGroupDlpg::slot(WorkDlpg& w, bool cuda) {
   (void)w;
   h_ = nullptr;
-  return (cuda && !coalescing_) ? nullptr : &h_;
+  return cuda ? nullptr : &h_;
 }
 
 void ProcessGroupDlpg::issued(WorkDlpg& w, dlpg_status_t st, const char* what) {

@@ -67,8 +67,9 @@ class ProcessGroupDlpg : public BackendBase {
   WorkDlpgPtr begin(c10d::OpType type, const at::Tensor& like, Tensors result);
   // Borrow t for w; when t needed a contiguous copy and `written`, copy back afterwards.
   Borrowed* use(WorkDlpg& w, const at::Tensor& t, bool written);
-  // The handle out-parameter for w's next call: CPU work and any work inside a coalescing
-  // block get a handle; CUDA work outside one is stream-ordered and gets none.
+  // The handle out-parameter for w's next call: CPU work gets a handle; CUDA work is
+  // stream-ordered and gets none (so nothing ever records or queries an event for it,
+  // which keeps every operation capturable into a CUDA graph).
   dlpg_work_t** slot(WorkDlpg& w, bool cuda);
   // Check a call's status and keep the handle slot() handed out, if it was filled.
   void issued(WorkDlpg& w, dlpg_status_t st, const char* what);
