@@ -8,7 +8,7 @@ stream capture where CuPy is installed. Skipped without CUDA."""
 import pytest
 
 from conftest import cuda_devices, free_port, require_impl, run_ranks
-import dlpg_workers
+import workers_cuda_graph
 
 SHIM = ["allreduce_out_of_place", "allreduce_in_place", "broadcast", "reduce", "allgather",
         "reduce_scatter", "alltoall"]
@@ -25,7 +25,7 @@ def _run(kind, world):
     key = (kind, world)
     if key not in _cache:
         port = free_port()
-        _cache[key] = run_ranks(dlpg_workers.graph_capture, world,
+        _cache[key] = run_ranks(workers_cuda_graph.graph_capture, world,
                                 lambda r: (world, port, kind), deadline_s=180)
     res = _cache[key]
     for rank, r in sorted(res.items()):

@@ -6,6 +6,7 @@ import pytest
 
 from conftest import cuda_devices, free_port, require_impl, run_ranks
 import dlpg_workers
+import workers_vs_gloo
 
 CHECKS = ["broadcast", "all_reduce_sum_f64", "all_reduce_max_i64", "all_reduce_min_f32",
           "all_reduce_prod_i32", "all_reduce_async_future", "reduce", "all_gather",
@@ -76,7 +77,7 @@ def test_every_api_matches_gloo_on_3_ranks(api):
     require_impl("cpp")
     if "res" not in _api_cache:
         init = "tcp://127.0.0.1:%d" % free_port()
-        _api_cache["res"] = run_ranks(dlpg_workers.apis_vs_gloo, 3, lambda r: (3, init, 23),
+        _api_cache["res"] = run_ranks(workers_vs_gloo.apis_vs_gloo, 3, lambda r: (3, init, 23),
                                       deadline_s=150)
     for rank, r in sorted(_api_cache["res"].items()):
         assert "setup" not in r, "rank %d setup failed:\n%s" % (rank, r["setup"])
