@@ -190,38 +190,19 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allgather_coalesced(std::vector<Tens
 #if DLPG_TORCH_2
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allgather_into_tensor_coalesced(
     Tensors& outputs, Tensors& inputs, const c10d::AllgatherOptions&) {
-  TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(),
-              "dlpg: allgather_into_tensor_coalesced needs one output per input");
-  auto w = begin(kCoalescedOp, inputs[0], outputs);
-  batch([&] {
-    for (size_t i = 0; i < inputs.size(); i++) {
-      DLTensor* din = &use(*w, inputs[i], false)->dl;
-      DLTensor* dout = &use(*w, outputs[i], true)->dl;
-      void* s = stream(inputs[i]);
-      auto hp = slot(*w, inputs[i].is_cuda());
-      issued(*w, api().allgather(core_->g(), &din, &dout, 1, &s, hp), "dlpg_allgather");
-    }
-  });
-  return done(w);
+  return pairwise(outputs, inputs, "allgather_into_tensor_coalesced",
+                  [&](DLTensor** in, DLTensor** out, void** s, dlpg_work_t** hp) {
+                    return api().allgather(core_->g(), in, out, 1, s, hp);
+                  });
 }
 
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::reduce_scatter_tensor_coalesced(
     Tensors& outputs, Tensors& inputs, const c10d::ReduceScatterOptions& opts) {
-  TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(),
-              "dlpg: reduce_scatter_tensor_coalesced needs one output per input");
   dlpg_reduce_op_t op = reduce_op(opts.reduceOp, "reduce_scatter_tensor_coalesced");
-  auto w = begin(kCoalescedOp, inputs[0], outputs);
-  batch([&] {
-    for (size_t i = 0; i < inputs.size(); i++) {
-      DLTensor* din = &use(*w, inputs[i], false)->dl;
-      DLTensor* dout = &use(*w, outputs[i], true)->dl;
-      void* s = stream(inputs[i]);
-      auto hp = slot(*w, inputs[i].is_cuda());
-      issued(*w, api().reduce_scatter(core_->g(), &din, &dout, 1, op, &s, hp),
-             "dlpg_reduce_scatter");
-    }
-  });
-  return done(w);
+  return pairwise(outputs, inputs, "reduce_scatter_tensor_coalesced",
+                  [&](DLTensor** in, DLTensor** out, void** s, dlpg_work_t** hp) {
+                    return api().reduce_scatter(core_->g(), in, out, 1, op, s, hp);
+                  });
 }
 #endif
 

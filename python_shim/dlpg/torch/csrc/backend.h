@@ -91,6 +91,27 @@ class ProcessGroupDlpg : public BackendBase {
     check(api().group_end(core_->g()), "dlpg_group_end");
   }
 
+  // One batch of call(&in, &out, &stream, handle slot) over outputs[i], inputs[i] (the
+  // *_tensor_coalesced forms).
+  template <typename Call>
+  WorkPtr pairwise(Tensors& outputs, Tensors& inputs, const char* what, Call call) {
+    TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "dlpg: ", what,
+                " needs one output per input, got ", outputs.size(), " and ", inputs.size());
+    auto w = begin(kCoalescedOp, inputs[0], outputs);
+    batch([&] {
+      for (size_t i = 0; i < inputs.size(); i++) {
+        DLTensor* din = &use(*w, inputs[i], false)->dl;
+        DLTensor* dout = &use(*w, outputs[i], true)->dl;
+        void* s = stream(inputs[i]);
+        auto hp = slot(*w, inputs[i].is_cuda());
+        issued(*w, call(&din, &dout, &s, hp), what);
+      }
+    });
+    return done(w);
+  }
+  // send (is_send) or recv: deferred outside a coalescing block (see Core::defer_p2p).
+  WorkPtr point_to_point(bool is_send, Tensors& tensors, int peer, int tag);
+
   std::shared_ptr<Core> core_;
   bool coalescing_ = false;
   std::vector<WorkDlpgPtr> coalesced_;

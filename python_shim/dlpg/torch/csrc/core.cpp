@@ -112,7 +112,6 @@ void Core::flush_p2p() {
     try {
       check(st, p.send ? "dlpg_send" : "dlpg_recv");
       if (h) w.handles.push_back(h);
-      w.keep.push_back(p.t);
       w.issued();
     } catch (...) {
       w.fail(std::current_exception());

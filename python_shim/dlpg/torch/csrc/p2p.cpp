@@ -110,37 +110,30 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::scatter(Tensors& outputs, std::vecto
 
 // ------------------------------------------------------------------ send and recv
 
-ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::send(Tensors& tensors, int dst, int tag) {
-  TORCH_CHECK(tensors.size() == 1, "dlpg: send takes one tensor");
+ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::point_to_point(bool is_send, Tensors& tensors,
+                                                           int peer, int tag) {
+  const char* what = is_send ? "send" : "recv";
+  TORCH_CHECK(tensors.size() == 1, "dlpg: ", what, " takes one tensor, got ", tensors.size());
+  auto type = is_send ? c10d::OpType::SEND : c10d::OpType::RECV;
   if (coalescing_) {
-    auto w = begin(c10d::OpType::SEND, tensors[0], tensors);
-    p2p(*w, true, tensors[0], dst, tag);
+    auto w = begin(type, tensors[0], tensors);
+    p2p(*w, is_send, tensors[0], peer, tag);
     return done(w);
   }
   core_->reap();
-  auto w = c10::make_intrusive<WorkDlpg>(core_, c10d::OpType::SEND, tensors[0].is_cuda(),
-                                         tensors[0].device(), tensors);
-  core_->defer_p2p(true, borrow(tensors[0]), dst, tag, w);
+  auto w = c10::make_intrusive<WorkDlpg>(core_, type, tensors[0].is_cuda(), tensors[0].device(),
+                                         tensors);
+  use(*w, tensors[0], !is_send);  // a received non-contiguous tensor is copied back
+  core_->defer_p2p(is_send, w->keep.back(), peer, tag, w);
   return w;
 }
 
+ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::send(Tensors& tensors, int dst, int tag) {
+  return point_to_point(true, tensors, dst, tag);
+}
+
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::recv(Tensors& tensors, int src, int tag) {
-  TORCH_CHECK(tensors.size() == 1, "dlpg: recv takes one tensor");
-  if (coalescing_) {
-    auto w = begin(c10d::OpType::RECV, tensors[0], tensors);
-    p2p(*w, false, tensors[0], src, tag);
-    return done(w);
-  }
-  core_->reap();
-  auto w = c10::make_intrusive<WorkDlpg>(core_, c10d::OpType::RECV, tensors[0].is_cuda(),
-                                         tensors[0].device(), tensors);
-  auto b = borrow(tensors[0]);
-  if (!b->tensor.is_same(b->user)) {
-    at::Tensor user = b->user, tmp = b->tensor;
-    w->post.push_back([user, tmp]() mutable { user.copy_(tmp); });
-  }
-  core_->defer_p2p(false, b, src, tag, w);
-  return w;
+  return point_to_point(false, tensors, src, tag);
 }
 
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::recvAnysource(Tensors&, int) {
