@@ -131,18 +131,22 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allgather(std::vector<Tensors>& outp
     exchange(*w, outs, Tensors(size_, in));
     return done(w);
   }
-  at::Tensor flat = at::empty({size_ * in.numel()}, in.options());
-  DLTensor* din = &use(*w, in, false)->dl;
-  DLTensor* dout = &use(*w, flat, false)->dl;
-  void* s = stream(in);
-  auto hp = slot(*w, in.is_cuda());
-  issued(*w, api().allgather(core_->g(), &din, &dout, 1, &s, hp), "dlpg_allgather");
-  int64_t n = in.numel();
-  Tensors o = outs;
-  w->post.push_back([o, flat, n]() mutable {
-    for (size_t r = 0; r < o.size(); r++) o[r].copy_(flat.narrow(0, r * n, n).view(o[r].sizes()));
-  });
+  gather_flat(*w, in, outs);
   return done(w);
+}
+
+void ProcessGroupDlpg::gather_flat(WorkDlpg& w, const at::Tensor& in, Tensors outs) {
+  at::Tensor flat = at::empty({size_ * in.numel()}, in.options());
+  DLTensor* din = &use(w, in, false)->dl;
+  DLTensor* dout = &use(w, flat, false)->dl;
+  void* s = stream(in);
+  auto hp = slot(w, in.is_cuda());
+  issued(w, api().allgather(core_->g(), &din, &dout, 1, &s, hp), "dlpg_allgather");
+  int64_t n = in.numel();
+  w.post.push_back([outs, flat, n]() mutable {
+    for (size_t r = 0; r < outs.size(); r++)
+      outs[r].copy_(flat.narrow(0, r * n, n).view(outs[r].sizes()));
+  });
 }
 
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -169,19 +173,9 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allgather_coalesced(std::vector<Tens
   auto w = begin(c10d::OpType::ALLGATHER_COALESCED, inputs[0], {});
   batch([&] {
     for (size_t i = 0; i < inputs.size(); i++) {
-      const at::Tensor& in = inputs[i];
-      at::Tensor flat = at::empty({size_ * in.numel()}, in.options());
-      DLTensor* din = &use(*w, in, false)->dl;
-      DLTensor* dout = &use(*w, flat, false)->dl;
-      void* s = stream(in);
-      auto hp = slot(*w, in.is_cuda());
-      issued(*w, api().allgather(core_->g(), &din, &dout, 1, &s, hp), "dlpg_allgather");
       Tensors o;
       for (auto& per_rank : outputs) o.push_back(per_rank[i]);
-      int64_t n = in.numel();
-      w->post.push_back([o, flat, n]() mutable {
-        for (size_t r = 0; r < o.size(); r++) o[r].copy_(flat.narrow(0, r * n, n).view(o[r].sizes()));
-      });
+      gather_flat(*w, inputs[i], o);
     }
   });
   return done(w);

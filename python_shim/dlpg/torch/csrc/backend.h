@@ -109,6 +109,8 @@ class ProcessGroupDlpg : public BackendBase {
     });
     return done(w);
   }
+  // all_gather of `in` into a flat buffer, copied out to outs[r] (rank r's part) afterwards.
+  void gather_flat(WorkDlpg& w, const at::Tensor& in, Tensors outs);
   // send (is_send) or recv: deferred outside a coalescing block (see Core::defer_p2p).
   WorkPtr point_to_point(bool is_send, Tensors& tensors, int peer, int tag);
 

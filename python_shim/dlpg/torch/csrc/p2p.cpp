@@ -33,7 +33,7 @@ void ProcessGroupDlpg::exchange(WorkDlpg& w, const Tensors& outs, const Tensors&
   });
   if (outs[me].numel()) {
     at::Tensor o = outs[me];
-    o.copy_(ins[me].view(o.sizes()));
+    o.copy_(ins[me].reshape(o.sizes()));
   }
 }
 
@@ -84,7 +84,7 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::gather(std::vector<Tensors>& outputs
     for (int r = 0; r < size_; r++)
       if (r != root) p2p(*w, false, outputs[0][r], r, kInternalTag);
   });
-  outputs[0][root].copy_(in.view(outputs[0][root].sizes()));
+  outputs[0][root].copy_(in.reshape(outputs[0][root].sizes()));
   return done(w);
 }
 
@@ -104,7 +104,7 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::scatter(Tensors& outputs, std::vecto
     for (int r = 0; r < size_; r++)
       if (r != root) p2p(*w, true, inputs[0][r], r, kInternalTag);
   });
-  out.copy_(inputs[0][root].view(out.sizes()));
+  out.copy_(inputs[0][root].reshape(out.sizes()));
   return done(w);
 }
 
