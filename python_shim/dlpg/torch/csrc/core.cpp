@@ -71,6 +71,7 @@ void Core::destroy() {
     std::lock_guard<std::mutex> lock(mu_);
     std::swap(g, g_);
     parked.swap(parked_);
+    nparked_.store(0);
   }
   if (!g) return;
   // Destroying the group waits for its queued operations, so parked work is done after.
@@ -83,18 +84,17 @@ void Core::defer_p2p(bool send, std::shared_ptr<Borrowed> t, int peer, int tag,
   std::lock_guard<std::mutex> lock(mu_);
   work->deferred = true;
   pending_.push_back(PendingP2P{send, std::move(t), peer, tag, std::move(work)});
+  npending_.store(static_cast<int>(pending_.size()));
 }
 
-bool Core::has_pending_p2p() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return !pending_.empty();
-}
+bool Core::has_pending_p2p() { return npending_.load(std::memory_order_relaxed) > 0; }
 
 void Core::flush_p2p() {
   std::vector<PendingP2P> pending;
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending.swap(pending_);
+    npending_.store(0);
   }
   if (pending.empty()) return;
   const dlpg_api_t& a = api();
@@ -123,11 +123,12 @@ void Core::flush_p2p() {
 void Core::park(std::vector<dlpg_work_t*> handles, std::vector<std::shared_ptr<Borrowed>> keep) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto* h : handles) parked_.emplace_back(h, keep);
+  nparked_.store(static_cast<int>(parked_.size()));
 }
 
 void Core::reap() {
+  if (nparked_.load(std::memory_order_relaxed) == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
-  if (parked_.empty()) return;
   std::vector<std::pair<dlpg_work_t*, std::vector<std::shared_ptr<Borrowed>>>> keep;
   for (auto& p : parked_) {
     int done = 0;
@@ -135,6 +136,7 @@ void Core::reap() {
     else keep.push_back(std::move(p));
   }
   parked_.swap(keep);
+  nparked_.store(static_cast<int>(parked_.size()));
 }
 
 }  // namespace dlpg_torch

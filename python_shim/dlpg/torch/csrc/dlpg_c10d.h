@@ -13,6 +13,7 @@
 
 #include <dlpg/dlpg.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -77,6 +78,8 @@ class Core {
   };
   dlpg_group_t* g_;
   int rank_, size_;
+  // Counts of pending_ and parked_, read without the lock on every operation's fast path.
+  std::atomic<int> npending_{0}, nparked_{0};
   std::mutex mu_;
   std::vector<PendingP2P> pending_;
   std::vector<std::pair<dlpg_work_t*, std::vector<std::shared_ptr<Borrowed>>>> parked_;
