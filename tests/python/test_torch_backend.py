@@ -6,6 +6,7 @@ import pytest
 
 from conftest import cuda_devices, free_port, require_impl, run_ranks
 import dlpg_workers
+import workers_errors
 import workers_vs_gloo
 
 CHECKS = ["broadcast", "all_reduce_sum_f64", "all_reduce_max_i64", "all_reduce_min_f32",
@@ -84,4 +85,16 @@ def test_every_api_matches_gloo_on_3_ranks(api):
         if api.endswith("_coalesced") and api not in r:
             pytest.skip("this torch has no dist.%s" % api)
         assert r.get(api) == "ok", "rank %d %s:\n%s" % (rank, api, r.get(api))
+        assert "teardown" not in r, r["teardown"]
+
+
+@pytest.mark.parametrize("impl", ["cpp", "python"])
+def test_bad_input_raises_and_names_values(impl):
+    require_impl(impl)
+    init = "tcp://127.0.0.1:%d" % free_port()
+    res = run_ranks(workers_errors.bad_input, 2, lambda r: (2, init, impl), deadline_s=120)
+    for rank, r in sorted(res.items()):
+        assert "setup" not in r, r["setup"]
+        for case in ("mismatched_sizes", "bad_root", "sparse"):
+            assert r.get(case) == "ok", "rank %d %s %s:\n%s" % (rank, impl, case, r.get(case))
         assert "teardown" not in r, r["teardown"]

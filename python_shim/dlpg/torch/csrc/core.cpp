@@ -4,6 +4,8 @@
 namespace dlpg_torch {
 
 std::shared_ptr<Borrowed> borrow(const at::Tensor& t) {
+  TORCH_CHECK(t.layout() == at::kStrided, "dlpg: only dense tensors are supported, got a ",
+              t.layout(), " tensor (call .to_dense() first)");
   auto b = std::make_shared<Borrowed>();
   b->user = t;
   // Not contiguous: libdlpg works on a contiguous copy, written back on completion (as
