@@ -24,6 +24,7 @@ from dlpg import group as _group_mod
 from dlpg._abi import DlpgError
 
 from . import _compat
+from . import contiguous as _contiguous
 from .work import DlpgWork
 
 _c_void_p = ctypes.c_void_p
@@ -134,6 +135,7 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
         for _, _, _, _, work in pending:
             if work._cuda and work._exc is None:
                 work._stream = torch.cuda.current_stream()
+                work._run_post()  # stream-ordered after the send/recv just issued
 
     def _call(self, fn, *args):
         if self._pending_p2p:
@@ -479,6 +481,9 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
     def _end_coalescing(self, *args):
         works, self._coalesced = self._coalesced or [], None
         self._group.group_end()
+        for w in works:
+            if w._cuda:
+                w._run_post()  # copies that had to wait for the batch to be issued
         cuda = any(w._cuda for w in works)
         return DlpgWork((), None, [], None, cuda and all(w._cuda for w in works), children=works)
 
@@ -497,3 +502,13 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
 
     def _set_sequence_number_for_group(self):
         pass
+
+
+# Every operation (and its aliases) accepts non-contiguous tensors (see contiguous.py).
+_contiguous.apply(ProcessGroupDlpg, (
+    "broadcast", "allreduce", "allreduce_coalesced", "reduce", "allgather", "_allgather_base",
+    "all_gather_single", "allgather_coalesced", "allgather_into_tensor_coalesced",
+    "all_gather_single_coalesced", "reduce_scatter", "_reduce_scatter_base",
+    "reduce_scatter_single", "reduce_scatter_tensor_coalesced",
+    "reduce_scatter_single_coalesced", "gather", "scatter", "alltoall_base", "all_to_all_single",
+    "alltoall", "send", "recv"))
