@@ -229,7 +229,11 @@ def test_torchrun_launches_a_c_program(tmp_path):
     cmd = ([sys.executable] + cmd[1:-2] + ["--master_addr", "127.0.0.1", "--master_port",
                                            str(free_port())] + cmd[-2:-1] + [demo])
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+        # The store's own port (env:// takes MASTER_PORT + 1 otherwise, which another job on
+        # this machine may hold).
+        env = dict(os.environ, DLPG_STORE_PORT=str(free_port()))
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=str(tmp_path),
+                           env=env)
     except subprocess.TimeoutExpired as e:
         pytest.fail("torchrun did not finish in 120 s: %s" % (e.stdout,))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
