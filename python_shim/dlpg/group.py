@@ -14,7 +14,7 @@ _REDUCE_OPS = {"sum": _abi.SUM, "prod": _abi.PROD, "product": _abi.PROD, "min": 
                "max": _abi.MAX, "avg": _abi.AVG, "mean": _abi.AVG, "band": _abi.BAND,
                "bor": _abi.BOR, "bxor": _abi.BXOR}
 
-# The operations a Group issues: name -> the dlpg function, bound on first use.
+# The operations Group._issuer binds (dlpg_<name>): what the torch backend may issue.
 _OPERATIONS = ("allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall",
                "send", "recv", "barrier")
 
