@@ -42,7 +42,8 @@ def _cases():
         out += [("shim", op, world) for op in SHIM + (["send_recv"] if world > 1 else [])]
         for impl in ("cpp", "python"):
             out += [(impl, op, world) for op in TORCH + (["batch_isend_irecv"] if world > 1 else [])]
-        out.append(("cupy", "cupy_allreduce", world))
+        out += [("cupy", "cupy_" + op, world)
+                for op in ("allreduce", "broadcast", "reduce", "allgather", "reduce_scatter")]
     return out
 
 

@@ -149,25 +149,7 @@ def graph_capture(rank, world, port, kind, queue):
         except ImportError:
             queue.put((rank, {"setup": "skip: CuPy is not installed"}))
             return
-        try:
-            with cupy.cuda.Device(rank):
-                cx = cupy.arange(n, dtype=cupy.float32) * (rank + 1)
-                cy = cupy.zeros(n, dtype=cupy.float32)
-                s = cupy.cuda.Stream(non_blocking=True)
-                with s:
-                    g.allreduce(cx, output=cy)  # warm-up
-                    s.synchronize()
-                    s.begin_capture()
-                    g.allreduce(cx, output=cy)
-                    graph = s.end_capture()
-                    cx *= 2
-                    cy[:] = 0
-                    graph.launch(s)
-                    s.synchronize()
-                ref = sum(cupy.arange(n, dtype=cupy.float32) * (r + 1) * 2 for r in range(W))
-                res["cupy_allreduce"] = "ok" if bool((cy == ref).all()) else "got %s" % cy
-        except Exception:  # noqa: BLE001
-            res["cupy_allreduce"] = traceback.format_exc()
+        _cupy_captures(cupy, g, rank, W, n, res)
     try:
         torch.cuda.synchronize()
         if kind in ("cpp", "python"):
@@ -178,3 +160,61 @@ def graph_capture(rank, world, port, kind, queue):
     except Exception:  # noqa: BLE001
         res["teardown"] = traceback.format_exc()
     queue.put((rank, res))
+
+
+def _cupy_captures(cupy, g, rank, W, n, res):
+    """Every dlpg.Group operation on CuPy arrays, captured with CuPy's stream capture in the
+    global mode (warm-up on the same stream first), then replayed on new values."""
+    mode = getattr(cupy.cuda.runtime, "streamCaptureModeGlobal", None)
+
+    def val(r, salt):
+        return (cupy.arange(n, dtype=cupy.float32) % 17) * (r + 1) + salt
+
+    with cupy.cuda.Device(rank):
+        x = cupy.empty(n, cupy.float32)
+        y = cupy.empty(n, cupy.float32)
+        big = cupy.empty(W * n, cupy.float32)
+        small = cupy.empty(n, cupy.float32)
+
+        def fill(salt):
+            x[...] = val(rank, salt)
+            big[...] = cupy.concatenate([val(rank, salt + j) for j in range(W)])
+
+        def total(salt):
+            return sum(val(r, salt) for r in range(W))
+
+        cases = [
+            ("cupy_allreduce", lambda: g.allreduce(x, output=y), lambda s: [(y, total(s))]),
+            ("cupy_broadcast", lambda: g.broadcast(x, root=0, output=y),
+             lambda s: [(y, val(0, s))]),
+            ("cupy_reduce", lambda: g.reduce(x, root=0, output=y),
+             lambda s: [(y, total(s))] if rank == 0 else []),
+            ("cupy_allgather", lambda: g.allgather(x, big),
+             lambda s: [(big, cupy.concatenate([val(r, s) for r in range(W)]))]),
+            ("cupy_reduce_scatter", lambda: g.reduce_scatter(big, small),
+             lambda s: [(small, sum(val(r, s + rank) for r in range(W)))]),
+        ]
+        stream = cupy.cuda.Stream(non_blocking=True)
+        for name, body, expect in cases:
+            try:
+                with stream:
+                    fill(0.0)
+                    body()  # warm-up
+                    stream.synchronize()
+                    if mode is None:
+                        stream.begin_capture()
+                    else:
+                        stream.begin_capture(mode)
+                    body()
+                    graph = stream.end_capture()
+                    for salt in (3.0, 5.0):
+                        fill(salt)
+                        graph.launch(stream)
+                        stream.synchronize()
+                        for got, ref in expect(salt):
+                            if not bool((got == ref).all()):
+                                raise AssertionError("%s (salt %s): got %s expected %s"
+                                                     % (name, salt, got, ref))
+                res[name] = "ok"
+            except Exception:  # noqa: BLE001
+                res[name] = traceback.format_exc()
