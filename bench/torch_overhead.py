@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """torch.distributed.all_reduce on "dlpg" against torch's own backend, side by side.
 
-Two processes; the default group uses torch's backend ("gloo" on CPU, "nccl" on CUDA) and
-a second group over the same ranks uses "dlpg". Rounds alternate between the two, so both
-see the same machine state. 8 B: 20 calls between synchronisations, per-call time; 64 MiB:
-bandwidth. Medians over rounds. Prints a markdown table and writes it to
-bench/results/torch-overhead-<cpu|cuda>.md.
+For each world size (default 1 and 2; on CUDA only as many as there are GPUs), that many
+processes; the default group uses torch's backend ("gloo" on CPU, "nccl" on CUDA) and a
+second group over the same ranks uses "dlpg" (the implementation dlpg.torch picked: the C++
+extension when built). Rounds alternate between the two, so both see the same machine
+state. 8 B: 20 calls between synchronisations, per-call time; 64 MiB: bandwidth. Medians over
+rounds. Prints one markdown table and writes it to bench/results/torch-overhead-<cpu|cuda>.md.
 
-    PYTHONPATH=python_shim DLPG_LIBRARY=build/libdlpg.so python3 bench/torch_overhead.py [--device cpu|cuda]
+    PYTHONPATH=python_shim DLPG_LIBRARY=build/libdlpg.so python3 bench/torch_overhead.py [--device cpu|cuda] [--worlds 1,2]
 """
 
 import argparse
@@ -39,7 +40,7 @@ def _sync(torch, device):
 def _worker(rank, world, port, device, rounds_small, rounds_large, q):
     import torch
     import torch.distributed as dist
-    import dlpg.torch  # noqa: F401 - registers "dlpg"
+    import dlpg.torch  # registers "dlpg"
 
     if device == "cuda":
         torch.cuda.set_device(rank % torch.cuda.device_count())
@@ -64,7 +65,8 @@ def _worker(rank, world, port, device, rounds_small, rounds_large, q):
     for name, g in groups.items():  # Warm-up: connections, communicators, allocations.
         for _ in range(3):
             timed(g, small, SMALL_CALLS)
-        timed(g, large, 1)
+        if rounds_large:
+            timed(g, large, 1)
     order = list(groups)
     for i in range(max(rounds_small, rounds_large)):
         for name in (order if i % 2 == 0 else order[::-1]):
@@ -73,7 +75,9 @@ def _worker(rank, world, port, device, rounds_small, rounds_large, q):
             if i < rounds_large:
                 times[(name, "large")].append(timed(groups[name], large, large_calls))
     dist.barrier()
-    q.put((rank, {k: statistics.median(v) for k, v in times.items()}))
+    out = {k: statistics.median(v) for k, v in times.items() if v}
+    out["impl"] = dlpg.torch.IMPLEMENTATION
+    q.put((rank, out))
     dist.destroy_process_group()
 
 
@@ -86,23 +90,15 @@ def _machine(device):
     return desc
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--device", choices=["cpu", "cuda"], default=None)
-    ap.add_argument("--rounds", type=int, default=30, help="rounds at 8 B")
-    ap.add_argument("--rounds-large", type=int, default=10, help="rounds at 64 MiB")
-    ap.add_argument("--out", default=None, help="markdown file (default bench/results/...)")
-    args = ap.parse_args()
-    import torch
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    native = "nccl" if device == "cuda" else "gloo"
+def _measure(world, device, args):
+    """{(backend, "small"|"large"): slowest rank's median seconds per call}, implementation."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(r, 2, port, device, args.rounds,
-                                                args.rounds_large, q)) for r in range(2)]
+    procs = [ctx.Process(target=_worker, args=(r, world, port, device, args.rounds,
+                                                args.rounds_large, q)) for r in range(world)]
     for p in procs:
         p.start()
     res = {}
@@ -115,12 +111,46 @@ def main():
             p.join(30)
             if p.is_alive():
                 p.kill()
+    impl = res[0].pop("impl")
+    for r in res.values():
+        r.pop("impl", None)
     # The slower rank's medians (a collective ends when its last rank does).
-    med = {k: max(res[r][k] for r in res) for k in res[0]}
-    small_n, small_d = med[(native, "small")], med[("dlpg", "small")]
-    bw_n = LARGE_BYTES / med[(native, "large")] / 1e9
-    bw_d = LARGE_BYTES / med[("dlpg", "large")] / 1e9
+    return {k: max(res[r][k] for r in res) for k in res[0]}, impl
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", choices=["cpu", "cuda"], default=None)
+    ap.add_argument("--worlds", default="1,2", help="world sizes, comma-separated")
+    ap.add_argument("--rounds", type=int, default=30, help="rounds at 8 B")
+    ap.add_argument("--rounds-large", type=int, default=10, help="rounds at 64 MiB")
+    ap.add_argument("--out", default=None, help="markdown file (default bench/results/...)")
+    args = ap.parse_args()
+    import torch
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    native = "nccl" if device == "cuda" else "gloo"
+    worlds = [int(w) for w in args.worlds.split(",")]
+    if device == "cuda":
+        worlds = [w for w in worlds if w <= torch.cuda.device_count()]
     cmd = "python3 " + " ".join([os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:])
+    rows, impls = [], set()
+    for world in worlds:
+        med, impl = _measure(world, device, args)
+        impls.add(impl)
+        small_n, small_d = med[(native, "small")], med[("dlpg", "small")]
+        rows.append("| %d | 8 B | time per call (us) | %.1f | %.1f | %.2fx | <= 0.9x |" % (
+            world, small_n * 1e6, small_d * 1e6, small_d / small_n))
+        if not args.rounds_large:
+            continue  # --rounds-large 0: 8 B calls alone, no idle gaps between windows.
+        bw_n = LARGE_BYTES / med[(native, "large")] / 1e9
+        bw_d = LARGE_BYTES / med[("dlpg", "large")] / 1e9
+        rows += [
+            "| %d | 64 MiB | time per call (ms) | %.2f | %.2f | %.2fx | |" % (
+                world, med[(native, "large")] * 1e3, med[("dlpg", "large")] * 1e3,
+                med[("dlpg", "large")] / med[(native, "large")]),
+            "| %d | 64 MiB | bandwidth (GB/s, algbw) | %.2f | %.2f | %.2fx | >= 0.98x |" % (
+                world, bw_n, bw_d, bw_d / bw_n),
+        ]
     lines = [
         "# torch.distributed all_reduce: dlpg vs %s (%s)" % (native, device),
         "",
@@ -128,22 +158,14 @@ def main():
             cmd, os.environ.get("DLPG_LIBRARY", "(default search)")),
         "- machine: %s" % _machine(device),
         "- date: %s" % datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "- torch %s, Python %s, 2 processes, float32, medians over %d rounds (8 B, %d calls "
-        "between syncs) and %d rounds (64 MiB), rounds interleaved" % (
-            torch.__version__, platform.python_version(), args.rounds, SMALL_CALLS,
-            args.rounds_large),
+        "- torch %s, Python %s, dlpg backend: %s; float32, medians over %d rounds (8 B, %d "
+        "calls between syncs) and %d rounds (64 MiB), rounds interleaved" % (
+            torch.__version__, platform.python_version(), "/".join(sorted(impls)), args.rounds,
+            SMALL_CALLS, args.rounds_large),
         "",
-        "| size | metric | %s | dlpg | dlpg / %s | target |" % (native, native),
-        "|---|---|---|---|---|---|",
-        "| 8 B | time per call (us) | %.1f | %.1f | %.2fx | <= 0.9x |" % (
-            small_n * 1e6, small_d * 1e6, small_d / small_n),
-        "| 64 MiB | time per call (ms) | %.2f | %.2f | %.2fx | |" % (
-            med[(native, "large")] * 1e3, med[("dlpg", "large")] * 1e3,
-            med[("dlpg", "large")] / med[(native, "large")]),
-        "| 64 MiB | bandwidth (GB/s, algbw = busbw at 2 ranks) | %.2f | %.2f | %.2fx | >= 0.97x |" % (
-            bw_n, bw_d, bw_d / bw_n),
-        "",
-    ]
+        "| world | size | metric | %s | dlpg | dlpg / %s | target |" % (native, native),
+        "|---|---|---|---|---|---|---|",
+    ] + rows + [""]
     text = "\n".join(lines)
     print(text)
     out = args.out or os.path.join(HERE, "results", "torch-overhead-%s.md" % device)

@@ -104,6 +104,19 @@ run_pytest() {
   add_row "$suite" "$p" "$f" "$k"
 }
 
+# The C++ torch backend, built against this machine's torch (about a minute) before the
+# suites that use torch.distributed on "dlpg" (python; jax's cross-framework tests).
+case " $suites " in *" python "*|*" jax "*)
+  echo "== torch_ext: python3 -m dlpg.build_torch_ext"
+  if MAX_JOBS=8 PYTHONPATH="$repo/python_shim" timeout -k 10 300 \
+      python3 -m dlpg.build_torch_ext >"$logdir/torch-ext.log" 2>&1; then
+    add_row torch_ext 1 0 0
+  else
+    add_row torch_ext 0 1 0
+    tail -30 "$logdir/torch-ext.log" | sed 's/^/  ! /'
+  fi ;;
+esac
+
 for s in $suites; do
   case "$s" in
     cuda)
@@ -174,7 +187,7 @@ done
 tar czf /tmp/gpu-logs.$$.tar.gz -C "$logdir" . 2>/dev/null && mv /tmp/gpu-logs.$$.tar.gz "$logdir/gpu-logs.tar.gz"
 if [ "$(find "$logdir" -type f | wc -l)" -gt 8 ]; then
   find "$logdir" -mindepth 1 -maxdepth 1 ! -name gpu-logs.tar.gz ! -name test_cuda.log ! -name summary.txt \
-    ! -name python.log ! -name bench.log ! -name machine.txt ! -name jax.log ! -name jax-bench.md -exec rm -rf {} +
+    ! -name python.log ! -name machine.txt ! -name jax.log ! -name jax-bench.md ! -name torch-ext.log -exec rm -rf {} +
 fi
 
 {

@@ -12,6 +12,9 @@ bash ci/check-install.sh
 (cd "$BUILD_DIR" && ctest --output-on-failure -j2 --timeout 900)
 bash ci/check-no-cuda.sh
 if [ -d tests/python ]; then
+  # The C++ torch backend, against Debian's torch (its object files cached in the build dir).
+  MAX_JOBS=2 DLPG_TORCH_BUILD_DIR="$PWD/$BUILD_DIR/torch-ext" PYTHONPATH="$PWD/python_shim" \
+    /usr/bin/python3 -m dlpg.build_torch_ext
   DLPG_LIBRARY="$PWD/$BUILD_DIR/libdlpg.so" PYTHONPATH="$PWD/python_shim" \
     /usr/bin/python3 -m pytest -q tests/python
 fi

@@ -4,14 +4,18 @@ It needs nothing but the standard library, so `pip install ./python_shim` works 
 with pip's build isolation (a backend that must first be downloaded, such as setuptools,
 cannot be installed into the isolated environment without an index). It builds a wheel of
 the `dlpg` package (plus `dlpg/libdlpg.so*` when one was copied beside the package, which
-makes the wheel platform-specific), an sdist, and an editable wheel (a .pth file pointing
+makes the wheel platform-specific; from a checkout without one, the newest ../build*/libdlpg.so
+or one built now with the project's CMake), an sdist, and an editable wheel (a .pth file pointing
 at this directory). Name, version and the other metadata come from pyproject.toml.
 """
 import base64
+import glob
 import hashlib
 import io
 import os
 import re
+import subprocess
+import sys
 import sysconfig
 import tarfile
 import zipfile
@@ -68,17 +72,55 @@ def _metadata(project):
     return "\n".join(lines) + "\n\n" + body
 
 
+def _is_package_file(name):
+    """Modules, the C++ torch backend's sources, and native files built beside the package
+    (libdlpg.so*, the torch extension _C_dlpg*.so)."""
+    return (name.endswith((".py", ".cpp", ".h")) or name.startswith("libdlpg.so") or
+            (name.startswith("_C_dlpg") and name.endswith(".so")))
+
+
 def _package_files():
-    """(path in the wheel, path on disk) of every module, and of a bundled libdlpg.so*."""
+    """(path in the wheel, path on disk) of every package file, and whether any is native.
+    The ABI header comes from the checkout's include/ (as dlpg/include/dlpg/dlpg.h), so an
+    installed package can still build its torch extension."""
     out, native = [], False
     for dirpath, dirnames, filenames in os.walk(os.path.join(_ROOT, _PACKAGE)):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
         for name in sorted(filenames):
-            if name.endswith(".py") or name.startswith("libdlpg.so"):
-                native |= name.startswith("libdlpg.so")
+            if _is_package_file(name):
+                native |= name.endswith(".so") or ".so." in name
                 disk = os.path.join(dirpath, name)
                 out.append((os.path.relpath(disk, _ROOT).replace(os.sep, "/"), disk))
+    header = os.path.join(os.path.dirname(_ROOT), "include", "dlpg", "dlpg.h")
+    if os.path.exists(header) and not any(a.endswith("include/dlpg/dlpg.h") for a, _ in out):
+        out.append((_PACKAGE + "/include/dlpg/dlpg.h", header))
     return out, native
+
+
+def _checkout_library(log):
+    """(arcname, disk) of the libdlpg.so a wheel built from a checkout carries: the newest
+    ../build*/libdlpg.so, else one built now with the project's CMake (offline: its
+    dependencies are system packages). None outside a checkout or when CMake fails."""
+    repo = os.path.dirname(_ROOT)
+    if not os.path.exists(os.path.join(repo, "CMakeLists.txt")):
+        return None
+    builds = sorted(glob.glob(os.path.join(repo, "build*", "libdlpg.so")), key=os.path.getmtime)
+    if builds:
+        log("dlpg_build: bundling %s" % builds[-1])
+        return (_PACKAGE + "/libdlpg.so", os.path.realpath(builds[-1]))
+    build = os.path.join(repo, "build-wheel")
+    log("dlpg_build: no built libdlpg.so in %s/build*; building it with CMake in %s" % (repo, build))
+    try:
+        subprocess.run(["cmake", "-S", repo, "-B", build, "-DCMAKE_BUILD_TYPE=Release"],
+                       check=True, stdout=sys.stderr)
+        subprocess.run(["cmake", "--build", build, "--target", "dlpg", "-j",
+                        str(os.cpu_count() or 2)], check=True, stdout=sys.stderr)
+    except (OSError, subprocess.CalledProcessError) as e:
+        log("dlpg_build: CMake could not build libdlpg.so (%s); the wheel carries no library "
+            "and dlpg will look for an installed one (pkg-config, the system loader)" % e)
+        return None
+    lib = os.path.join(build, "libdlpg.so")
+    return (_PACKAGE + "/libdlpg.so", os.path.realpath(lib)) if os.path.exists(lib) else None
 
 
 def _record_line(arcname, data):
@@ -120,6 +162,11 @@ def get_requires_for_build_editable(config_settings=None):
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     files, native = _package_files()
+    if not any(a.startswith(_PACKAGE + "/libdlpg.so") for a, _ in files):
+        lib = _checkout_library(lambda m: print(m, file=sys.stderr))
+        if lib is not None:
+            files.append(lib)
+            native = True
     entries = []
     for arcname, disk in files:
         with open(disk, "rb") as f:
@@ -143,8 +190,8 @@ def build_sdist(sdist_directory, config_settings=None):
     extra = [n for n in ("pyproject.toml", "README.md", "dlpg_build.py")
              if os.path.exists(os.path.join(_ROOT, n))]
     with tarfile.open(os.path.join(sdist_directory, name), "w:gz") as tar:
-        for arcname in extra + [a for a, _ in files]:
-            tar.add(os.path.join(_ROOT, arcname), arcname="%s/%s" % (base, arcname))
+        for arcname, disk in [(n, os.path.join(_ROOT, n)) for n in extra] + files:
+            tar.add(disk, arcname="%s/%s" % (base, arcname))
         info = tarfile.TarInfo("%s/PKG-INFO" % base)
         data = _metadata(project).encode("utf-8")
         info.size = len(data)

@@ -137,18 +137,46 @@ PROTOTYPES = {
 _LIB_NAMES = ("libdlpg.so", "libdlpg.so.0")
 
 
+def _source_checkout():
+    """The repository root when this package is python_shim/dlpg of a dlpg checkout (not an
+    installed copy), else None."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.dirname(os.path.dirname(here))
+    if os.path.exists(os.path.join(repo, "include", "dlpg", "dlpg.h")) and \
+            os.path.exists(os.path.join(repo, "CMakeLists.txt")):
+        return repo
+    return None
+
+
+def _pkg_config_libdir():
+    """libdir of an installed dlpg according to pkg-config, or (None, why not)."""
+    import subprocess
+    try:
+        r = subprocess.run(["pkg-config", "--variable=libdir", "dlpg"], capture_output=True,
+                           text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, "pkg-config not usable: %s" % e
+    if r.returncode != 0 or not r.stdout.strip():
+        return None, "pkg-config knows no dlpg"
+    return r.stdout.strip(), None
+
+
 def candidate_paths():
-    """The places searched for the library, in order: DLPG_LIBRARY, beside the package,
-    the repository's build trees (../build*/ relative to python_shim), the system loader."""
+    """The places searched for the library, in order: DLPG_LIBRARY; beside the package
+    (where a wheel puts it); in a source checkout, its build trees (build*/); the libdir
+    pkg-config names for dlpg; the system loader (ld.so.conf, LD_LIBRARY_PATH)."""
     env = os.environ.get("DLPG_LIBRARY")
     if env:
         return [env]  # An explicit choice is never silently replaced by another library.
     here = os.path.dirname(os.path.abspath(__file__))
     paths = [os.path.join(here, n) for n in _LIB_NAMES]
-    repo = os.path.dirname(os.path.dirname(here))
-    builds = sorted(glob.glob(os.path.join(repo, "build*", "libdlpg.so")),
-                    key=lambda p: -os.path.getmtime(p) if os.path.exists(p) else 0)
-    paths += builds or [os.path.join(repo, "build*", "libdlpg.so")]
+    repo = _source_checkout()
+    if repo is not None:
+        builds = sorted(glob.glob(os.path.join(repo, "build*", "libdlpg.so")),
+                        key=lambda p: -os.path.getmtime(p) if os.path.exists(p) else 0)
+        paths += builds or [os.path.join(repo, "build*", "libdlpg.so")]
+    libdir, why = _pkg_config_libdir()
+    paths.append(os.path.join(libdir, "libdlpg.so.0") if libdir else "pkg-config (%s)" % why)
     paths += ["libdlpg.so.0 (system loader)"]
     return paths
 
@@ -156,6 +184,9 @@ def candidate_paths():
 def _load():
     tried = []
     for path in candidate_paths():
+        if path.startswith("pkg-config ("):
+            tried.append(path)
+            continue
         target = path.split(" ")[0] if path.endswith("(system loader)") else path
         if "*" in target:
             tried.append("%s (no match)" % path)
@@ -169,8 +200,10 @@ def _load():
             tried.append("%s (%s)" % (path, e))
     raise LibraryNotFoundError(
         "dlpg: cannot load libdlpg.so; tried, in order: " + "; ".join(tried) +
-        ". Set DLPG_LIBRARY to the library's path, copy libdlpg.so beside the dlpg package, "
-        "or build it with cmake -S . -B build && cmake --build build --target dlpg")
+        ". Set DLPG_LIBRARY to the library's path, install dlpg (cmake --install) where the "
+        "system loader or pkg-config finds it, or build the wheel from a checkout with a "
+        "built library (cmake -S . -B build && cmake --build build --target dlpg, then "
+        "pip install ./python_shim), which carries the library")
 
 
 class _Lib(object):
@@ -213,10 +246,13 @@ def last_error():
     return msg.decode("utf-8", "replace") if msg else ""
 
 
-def check(status):
-    """Raise DlpgError with the calling thread's last message when status is not DLPG_OK."""
+def check(status, work=None):
+    """The one status check: raise DlpgError when status is not DLPG_OK, with the message
+    of work (a work handle whose wait/test returned status) or else the calling thread's
+    last error."""
     if status != OK:
-        raise DlpgError(status, last_error())
+        msg = lib.dlpg_work_error(work) if work is not None else None
+        raise DlpgError(status, msg.decode("utf-8", "replace") if msg else last_error())
     return status
 
 

@@ -6,32 +6,17 @@ module-level list that later calls reap, so memory never goes away under a runni
 """
 
 import ctypes
-import threading
 
-from . import _abi, _dlpack
+from . import _abi, _dlpack, _work
 from ._abi import DlpgError, check, lib
 
 _REDUCE_OPS = {"sum": _abi.SUM, "prod": _abi.PROD, "product": _abi.PROD, "min": _abi.MIN,
                "max": _abi.MAX, "avg": _abi.AVG, "mean": _abi.AVG, "band": _abi.BAND,
                "bor": _abi.BOR, "bxor": _abi.BXOR}
 
-# (work handle, keep-alive) of Works dropped while their operation may still run.
-_orphans = []
-_orphans_lock = threading.Lock()
-
-
-def _reap_orphans():
-    if not _orphans:
-        return
-    with _orphans_lock:
-        keep = []
-        done = ctypes.c_int()
-        for h, alive in _orphans:
-            if lib.dlpg_work_test(h, ctypes.byref(done)) != _abi.OK or done.value:
-                lib.dlpg_work_free(h)
-            else:
-                keep.append((h, alive))
-        _orphans[:] = keep
+# The operations Group._issuer binds (dlpg_<name>): what the torch backend may issue.
+_OPERATIONS = ("allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall",
+               "send", "recv", "barrier")
 
 
 def reduce_op(op):
@@ -48,62 +33,53 @@ def reduce_op(op):
 class Work(object):
     """One asynchronous operation. wait(timeout) raises DlpgError on failure."""
 
-    __slots__ = ("_h", "_alive", "_status", "_message", "result")
+    __slots__ = ("_h", "_alive", "_error", "_done", "result")
 
     def __init__(self, handle, alive, result=None):
         self._h = handle
         self._alive = alive
-        self._status = None
-        self._message = ""
+        self._error = None
+        self._done = False
         self.result = result
 
-    def _finish(self, status):
-        self._status = status
-        if status != _abi.OK:
-            msg = lib.dlpg_work_error(self._h)
-            self._message = msg.decode("utf-8", "replace") if msg else _abi.last_error()
+    def _finish(self, timeout):
+        self._error = _work.finish(self._h, timeout)
+        if self._error is not None and self._error.status == _abi.ERR_TIMEOUT \
+                and not _work.test(self._h):
+            raise self._error  # Still running: the operation has not failed (yet).
+        self._done = True
         self._alive = None
 
     def wait(self, timeout=None):
         """Block until done (timeout seconds; None: the group's). Returns True."""
-        if self._status is None:
-            st = lib.dlpg_work_wait(self._h, float(timeout) if timeout else 0.0)
-            if st == _abi.ERR_TIMEOUT and not self._work_done():
-                self._message = _abi.last_error() or "dlpg_work_wait: timed out"
-                raise DlpgError(st, self._message)
-            self._finish(st)
-        if self._status != _abi.OK:
-            raise DlpgError(self._status, self._message)
+        if not self._done:
+            self._finish(timeout)
+        if self._error is not None:
+            raise self._error
         return True
 
-    def _work_done(self):
-        done = ctypes.c_int()
-        return lib.dlpg_work_test(self._h, ctypes.byref(done)) == _abi.OK and bool(done.value)
-
     def is_completed(self):
-        if self._status is None:
-            if not self._work_done():
+        if not self._done:
+            if not _work.test(self._h):
                 return False
-            self._finish(lib.dlpg_work_wait(self._h, 0.0))
+            self._finish(0.0)
         return True
 
     def is_success(self):
-        return self.is_completed() and self._status == _abi.OK
+        return self.is_completed() and self._error is None
 
     @property
     def status(self):
-        return self._status
+        if not self._done:
+            return None
+        return self._error.status if self._error is not None else _abi.OK
 
     def __del__(self):
         h, self._h = self._h, None
         if h is None:
             return
         try:
-            if self._alive is not None and not self._work_done():
-                with _orphans_lock:
-                    _orphans.append((h, self._alive))
-                return
-            lib.dlpg_work_free(h)
+            _work.release([h], self._alive)
         except Exception:  # noqa: BLE001 - interpreter shutdown.
             pass
 
@@ -183,18 +159,42 @@ class Group(object):
             streams.append(s or 0)
         return ptrs, streams, any_cuda
 
-    def _run(self, fn, args, alive, async_op, any_cuda, result):
-        _reap_orphans()
-        if not async_op and not any_cuda:
-            # Synchronous CPU: no handle; the call returns the operation's status.
+    def _run(self, fn, args, alive, async_op, any_cuda, result, stream=None):
+        _work.reap()
+        if not async_op and (not any_cuda or stream is None):
+            # Synchronous CPU: no handle; the call returns the operation's status. CUDA on
+            # the producers' current streams: no handle either. The operation is ordered on
+            # the stream that owns the memory, as any kernel of the producer's would be, and
+            # no event is recorded or queried, so it is capturable into a CUDA graph.
             check(fn(self.handle, *args, None))
             return None
         w = ctypes.c_void_p()
         check(fn(self.handle, *args, ctypes.byref(w)))
         work = Work(w, alive, result)
         if not async_op:
-            return None  # CUDA enqueued; the Work parks the capsules until completion.
+            # CUDA on a stream the caller chose: the producer's allocator does not know that
+            # stream, so the Work parks the capsules until the operation completes.
+            return None
         return work
+
+    def _issuer(self, name):
+        """issue(*args, handle=True) for operation name ("allreduce", "send", ...): the
+        raw form the torch backend calls with DLTensor address arrays and streams."""
+        if name not in _OPERATIONS:
+            raise ValueError("dlpg.Group: no operation %r (one of %s)" % (name, ", ".join(_OPERATIONS)))
+        fn = getattr(lib, "dlpg_" + name)
+        g = self.handle
+        out = ctypes.c_void_p
+        ref = ctypes.byref
+
+        def issue(*args, handle=True):
+            if not handle:
+                check(fn(g, *args, None))
+                return None
+            w = out()
+            check(fn(g, *args, ref(w)))
+            return w
+        return issue
 
     @staticmethod
     def _listify(x):
@@ -214,7 +214,7 @@ class Group(object):
             result = outs
         streams = _ptr_array(st) if cuda else None
         args = (_ptr_array(ip), op_out, len(ip)) + extra + (streams,)
-        return self._run(fn, args, alive, async_op, cuda, result)
+        return self._run(fn, args, alive, async_op, cuda, result, stream)
 
     # -- operations -------------------------------------------------------------------
 
@@ -240,19 +240,20 @@ class Group(object):
         alive = []
         (ip,), (s,), cuda = self._borrow([tensor], stream, alive)
         (op,), _, _ = self._borrow([output], stream, alive)
-        return self._run(lib.dlpg_alltoall, (ip, op, s or None), alive, async_op, cuda, [output])
+        return self._run(lib.dlpg_alltoall, (ip, op, s or None), alive, async_op, cuda, [output],
+                         stream)
 
     def send(self, tensor, peer, tag=0, async_op=False, stream=None):
         alive = []
         (p,), (s,), cuda = self._borrow([tensor], stream, alive)
         return self._run(lib.dlpg_send, (p, int(peer), int(tag), s or None), alive, async_op,
-                         cuda, [tensor])
+                         cuda, [tensor], stream)
 
     def recv(self, tensor, peer, tag=0, async_op=False, stream=None):
         alive = []
         (p,), (s,), cuda = self._borrow([tensor], stream, alive)
         return self._run(lib.dlpg_recv, (p, int(peer), int(tag), s or None), alive, async_op,
-                         cuda, [tensor])
+                         cuda, [tensor], stream)
 
     def barrier(self, async_op=False):
         return self._run(lib.dlpg_barrier, (), None, async_op, False, None)

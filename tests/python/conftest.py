@@ -76,3 +76,13 @@ def cuda_devices():
         return torch.cuda.device_count() if torch.cuda.is_available() else 0
     except Exception:  # noqa: BLE001
         return 0
+
+
+def require_impl(impl):
+    """The "cpp" torch backend must be built (python3 -m dlpg.build_torch_ext; ci/test.sh and
+    ci/gpu-test.sh build it): a missing build fails, it is not skipped."""
+    if impl == "cpp":
+        so = os.path.join(SHIM, "dlpg", "torch", "_C_dlpg.so")
+        if not os.path.exists(so):
+            pytest.fail("the C++ torch backend is not built (%s missing): run "
+                        "python3 -m dlpg.build_torch_ext" % so)

@@ -209,6 +209,78 @@ def _check_all(rank, world, device, seed):
         x = torch.empty(0, dtype=torch.float32, device=dev)
         dist.all_reduce(x)
 
+    # Non-contiguous inputs and outputs (transposed views), as Gloo accepts them.
+    def tr(r, rows=3, cols=4):
+        return data(r, shape=(cols, rows)).t()  # (rows, cols), not contiguous
+
+    def empty_t(rows=3, cols=4):
+        return torch.empty(cols, rows, dtype=torch.float64, device=dev).t()
+
+    def t_nc_inplace():
+        x = tr(rank)
+        dist.all_reduce(x)
+        eq(x, sum(tr(r) for r in range(W)), "all_reduce(x.t())")
+        y = tr(rank)
+        dist.broadcast(y, src=W - 1)
+        eq(y, tr(W - 1), "broadcast(x.t())")
+        z = tr(rank)
+        dist.reduce(z, dst=0)
+        if rank == 0:
+            eq(z, sum(tr(r) for r in range(W)), "reduce(x.t())")
+
+    def t_nc_gathers():
+        outs = [empty_t() for _ in range(W)]
+        dist.all_gather(outs, tr(rank))
+        for r in range(W):
+            eq(outs[r], tr(r), "all_gather non-contiguous [%d]" % r)
+        big = torch.empty(4, W * 3, dtype=torch.float64, device=dev).t()
+        fn = getattr(dist, "all_gather_into_tensor", None) or dist._all_gather_base
+        fn(big, tr(rank))
+        eq(big, torch.cat([tr(r) for r in range(W)]), "all_gather_into_tensor non-contiguous")
+        outs = [empty_t() for _ in range(W)]
+        dist.gather(tr(rank), outs if rank == 0 else None, dst=0)
+        if rank == 0:
+            for r in range(W):
+                eq(outs[r], tr(r), "gather non-contiguous [%d]" % r)
+        out = empty_t()
+        dist.scatter(out, [tr(50 + r) for r in range(W)] if rank == 0 else None, src=0)
+        eq(out, tr(50 + rank), "scatter non-contiguous")
+
+    def t_nc_scatters():
+        out = empty_t()
+        dist.reduce_scatter(out, [tr(rank * W + j) for j in range(W)])
+        eq(out, sum(tr(r * W + rank) for r in range(W)), "reduce_scatter non-contiguous")
+        inp = data(rank, shape=(2, W * 3)).t()
+        out = torch.empty(2, 3, dtype=torch.float64, device=dev).t()
+        fn = getattr(dist, "reduce_scatter_tensor", None) or dist._reduce_scatter_base
+        fn(out, inp)
+        ref = sum(data(r, shape=(2, W * 3)).t() for r in range(W))[rank * 3:(rank + 1) * 3]
+        eq(out, ref, "reduce_scatter_tensor non-contiguous")
+        inp = data(rank, shape=(2, W * 3)).t()
+        out = torch.empty(2, W * 3, dtype=torch.float64, device=dev).t()
+        dist.all_to_all_single(out, inp)
+        ref = torch.cat([data(r, shape=(2, W * 3)).t()[rank * 3:(rank + 1) * 3] for r in range(W)])
+        eq(out, ref, "all_to_all_single non-contiguous")
+        outs = [empty_t() for _ in range(W)]
+        dist.all_to_all(outs, [tr(rank * W + j) for j in range(W)])
+        for i in range(W):
+            eq(outs[i], tr(i * W + rank), "all_to_all non-contiguous [%d]" % i)
+
+    def t_nc_p2p():
+        nxt, prv = (rank + 1) % W, (rank - 1) % W
+        y = empty_t()
+        reqs = [dist.isend(tr(rank), nxt), dist.irecv(y, prv)]
+        for q in reqs:
+            q.wait()
+        eq(y, tr(prv), "isend/irecv non-contiguous")
+
+    def t_all_gather_uneven():
+        # Rank r contributes r + 1 rows, as torch's NCCL backend allows.
+        outs = [torch.empty(r + 1, 3, dtype=torch.float64, device=dev) for r in range(W)]
+        dist.all_gather(outs, data(rank, shape=(rank + 1, 3)))
+        for r in range(W):
+            eq(outs[r], data(r, shape=(r + 1, 3)), "all_gather uneven [%d]" % r)
+
     check("broadcast", t_broadcast)
     check("all_reduce_sum_f64", t_allreduce(dist.ReduceOp.SUM, lambda a, b: a + b, torch.float64))
     check("all_reduce_max_i64", t_allreduce(dist.ReduceOp.MAX, torch.maximum, torch.int64))
@@ -232,16 +304,29 @@ def _check_all(rank, world, device, seed):
     check("all_reduce_coalesced", t_allreduce_coalesced)
     check("new_group", t_new_group)
     check("zero_elements", t_zero_elements)
+    check("noncontiguous_inplace", t_nc_inplace)
+    check("noncontiguous_gathers", t_nc_gathers)
+    check("noncontiguous_scatters", t_nc_scatters)
+    check("noncontiguous_p2p", t_nc_p2p)
+    check("all_gather_uneven", t_all_gather_uneven)
     if device == "cuda":
         torch.cuda.synchronize()
     return results
 
 
-def torch_collectives(rank, world, init_method, device, seed, queue):
+def use_backend(impl):
+    """Pick the "dlpg" backend implementation ("cpp" or "python") before dlpg.torch loads."""
+    import os
+    os.environ["DLPG_TORCH_BACKEND"] = impl
+    import dlpg.torch
+    assert dlpg.torch.IMPLEMENTATION == impl, dlpg.torch.IMPLEMENTATION
+
+
+def torch_collectives(rank, world, init_method, device, seed, impl, queue):
     try:
         import torch
         import torch.distributed as dist
-        import dlpg.torch  # noqa: F401 - registers "dlpg"
+        use_backend(impl)
         if device == "cuda":
             torch.cuda.set_device(rank % torch.cuda.device_count())
         dist.init_process_group("dlpg", init_method=init_method, rank=rank, world_size=world,
@@ -376,3 +461,40 @@ def bad_input(rank, port, queue):
         queue.put((rank, res))
     except Exception:  # noqa: BLE001
         queue.put((rank, {"setup": traceback.format_exc()}))
+
+
+def dropped_works(rank, port, queue):
+    """A dlpg.Work dropped while its recv is still pending is parked with its buffer
+    (dlpg._work), and freed by a later operation once complete."""
+    res = {}
+    try:
+        import numpy as np
+
+        import dlpg
+        from dlpg import _work
+        store = dlpg.Store("tcp://127.0.0.1:%d%s" % (port, "?serve=1" if rank == 0 else ""), 60)
+        g = dlpg.Group(store, rank, 2, timeout=60)
+        if rank == 0:
+            buf = np.zeros(1000, dtype=np.float64)
+            w = g.recv(buf, 1, tag=3, async_op=True)
+            del w
+            parked_after_drop = _work.parked()
+            store.set("go", b"1")
+            g.barrier()
+            g.barrier()  # The recv has completed before this; the next call reaps it.
+            g.allreduce(np.zeros(1))
+            ok = np.array_equal(buf, np.arange(1000, dtype=np.float64))
+            res["dlpg_work"] = "ok" if (parked_after_drop == 1 and _work.parked() == 0 and ok) \
+                else "parked %d then %d, data %s" % (parked_after_drop, _work.parked(), ok)
+        else:
+            store.wait(["go"], 30)
+            g.send(np.arange(1000, dtype=np.float64), 0, tag=3)
+            g.barrier()
+            g.barrier()
+            g.allreduce(np.zeros(1))
+            res["dlpg_work"] = "ok"
+        g.destroy()
+    except Exception:  # noqa: BLE001 - reported to the test.
+        res["setup"] = traceback.format_exc()
+    queue.put((rank, res))
+

@@ -57,3 +57,52 @@ def test_sdist_and_editable_wheel(tmp_path):
         pth = z.read("_dlpg_editable.pth").decode().strip()
         assert "dlpg-0.1.0.dist-info/RECORD" in z.namelist()
     assert os.path.samefile(pth, SHIM)
+
+
+VENV_CHECK = """
+import os, sys
+import dlpg
+assert dlpg.__file__.startswith(sys.prefix), (dlpg.__file__, sys.prefix)
+print("LIB", dlpg.library_path())
+assert dlpg.version() == 100
+import torch, torch.distributed as dist
+import dlpg.torch
+print("IMPL", dlpg.torch.IMPLEMENTATION)
+dist.init_process_group("dlpg", init_method="tcp://127.0.0.1:%s" % sys.argv[1], rank=0,
+                        world_size=1)
+x = torch.arange(6.0).reshape(2, 3).t()
+dist.all_reduce(x)
+assert torch.equal(x, torch.arange(6.0).reshape(2, 3).t()), x
+dist.destroy_process_group()
+print("VENV-OK")
+"""
+
+
+def test_fresh_venv_pip_install_finds_its_library(tmp_path):
+    """A plain `pip install ./python_shim` in a fresh venv, with no DLPG_* variable and no
+    LD_LIBRARY_PATH: the wheel carries the libdlpg.so of the checkout's CMake build (and the
+    C++ torch extension when it was built), so the installed package works as is."""
+    from conftest import free_port
+    venv = tmp_path / "venv"
+    r = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+                       capture_output=True, text=True, timeout=180)
+    if r.returncode != 0 and "ensurepip" in (r.stdout + r.stderr):
+        pytest.fail("python3 -m venv needs python3-venv (ci/install-deps.sh installs it):\n"
+                    + r.stderr)
+    assert r.returncode == 0, r.stdout + r.stderr
+    py = str(venv / "bin" / "python")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("DLPG_") and k not in ("PYTHONPATH", "LD_LIBRARY_PATH")}
+    env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    r = subprocess.run([py, "-m", "pip", "install", "--no-cache-dir", SHIM], capture_output=True,
+                       text=True, env=env, timeout=300, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    script = tmp_path / "check.py"
+    script.write_text(VENV_CHECK)
+    r = subprocess.run([py, str(script), str(free_port())], capture_output=True, text=True,
+                       env=env, timeout=180, cwd=str(tmp_path))
+    assert r.returncode == 0 and "VENV-OK" in r.stdout, r.stdout + r.stderr
+    lib = [l for l in r.stdout.splitlines() if l.startswith("LIB ")][0][4:]
+    assert lib.startswith(str(venv)), lib
+    built = os.path.exists(os.path.join(SHIM, "dlpg", "torch", "_C_dlpg.so"))
+    assert ("IMPL cpp" if built else "IMPL python") in r.stdout, r.stdout

@@ -121,8 +121,9 @@ def test_library_not_found_message(tmp_path):
     r = _run(code, {"DLPG_LIBRARY": str(tmp_path / "nope" / "libdlpg.so")})
     assert "STATUS DLPG_ERR_SYSTEM" in r.stdout, r.stdout + r.stderr
     assert str(tmp_path / "nope" / "libdlpg.so") in r.stdout and "DLPG_LIBRARY" in r.stdout
-    # Without DLPG_LIBRARY, a copy of the package away from any build tree names the
-    # package folder, the build*/ pattern and the system loader.
+    # Without DLPG_LIBRARY, a copy of the package away from any checkout names the package
+    # folder, pkg-config and the system loader, and no build*/ pattern (it is not in a
+    # source checkout, so it does not look for one beside it).
     import shutil
     pkg = tmp_path / "site" / "dlpg"
     shutil.copytree(os.path.join(SHIM, "dlpg"), str(pkg),
@@ -133,7 +134,8 @@ def test_library_not_found_message(tmp_path):
     r = _run(code, env)
     assert "MSG" in r.stdout, r.stdout + r.stderr
     assert str(pkg / "libdlpg.so") in r.stdout
-    assert "build*" in r.stdout and "system loader" in r.stdout
+    assert "pkg-config" in r.stdout and "system loader" in r.stdout
+    assert "build*" not in r.stdout.split("tried, in order:")[1].split(". Set")[0], r.stdout
 
 
 def _ddp(backend, world, device, tmp_path):
@@ -216,15 +218,34 @@ def test_torchrun_launches_a_c_program(tmp_path):
     demo = os.path.join(os.path.dirname(lib), "examples", "dlpg-demo") if lib else ""
     if not os.access(demo, os.X_OK):
         pytest.skip("dlpg-demo not found beside DLPG_LIBRARY (%r)" % lib)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "3",
-           "--redirects", "1", "--tee", "1", "--master_addr", "127.0.0.1",
-           "--master_port", str(free_port()), "--no_python", demo]
+    # The command exactly as README.md gives it, with this interpreter, a free port and the
+    # build folder of DLPG_LIBRARY.
+    import re
+    with open(os.path.join(os.path.dirname(SHIM), "README.md")) as f:
+        line = re.search(r"`(python3 -m torch\.distributed\.run [^`]*dlpg-demo)`", f.read()).group(1)
+    cmd = line.split()
+    assert cmd[-1] == "build/examples/dlpg-demo", line
+    nproc = int(cmd[cmd.index("--nproc_per_node") + 1])
+    cmd = ([sys.executable] + cmd[1:-2] + ["--master_addr", "127.0.0.1", "--master_port",
+                                           str(free_port())] + cmd[-2:-1] + [demo])
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+        # The store's own port (env:// takes MASTER_PORT + 1 otherwise, which another job on
+        # this machine may hold).
+        env = dict(os.environ, DLPG_STORE_PORT=str(free_port()))
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=str(tmp_path),
+                           env=env)
     except subprocess.TimeoutExpired as e:
         pytest.fail("torchrun did not finish in 120 s: %s" % (e.stdout,))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    for rank in range(3):
+    for rank in range(nproc):
         assert "rank %d: results checked: OK" % rank in r.stdout, r.stdout
-    # Rank 0 prints the allreduce of r*10+i over 3 ranks: 30 + 3*i.
-    assert "[30, 33, 36, 39]" in r.stdout, r.stdout
+    # Rank 0 prints the allreduce of r*10+i over the ranks: 10 * sum(r) + nproc * i.
+    base = 10 * sum(range(nproc))
+    assert "[%d, %d, %d, %d]" % tuple(base + nproc * i for i in range(4)) in r.stdout, r.stdout
+
+
+def test_dropped_work_is_parked_then_reaped():
+    port = free_port()
+    res = run_ranks(dlpg_workers.dropped_works, 2, lambda r: (port,), deadline_s=60)
+    for rank, r in sorted(res.items()):
+        assert r == {"dlpg_work": "ok"}, "rank %d:\n%s" % (rank, r)

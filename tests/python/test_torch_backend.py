@@ -1,10 +1,13 @@
-"""torch.distributed on the "dlpg" backend: every collective on 2, 3 and 4 ranks (CPU),
-and on CUDA where the machine has enough GPUs; references from seeded per-rank data."""
+"""torch.distributed on the "dlpg" backend, both implementations (the C++ extension and the
+Python fallback): every collective on 2, 3 and 4 ranks (CPU), and on CUDA where the machine
+has enough GPUs; references from seeded per-rank data."""
 
 import pytest
 
-from conftest import cuda_devices, free_port, run_ranks
+from conftest import cuda_devices, free_port, require_impl, run_ranks
 import dlpg_workers
+import workers_errors
+import workers_vs_gloo
 
 CHECKS = ["broadcast", "all_reduce_sum_f64", "all_reduce_max_i64", "all_reduce_min_f32",
           "all_reduce_prod_i32", "all_reduce_async_future", "reduce", "all_gather",
@@ -12,12 +15,19 @@ CHECKS = ["broadcast", "all_reduce_sum_f64", "all_reduce_max_i64", "all_reduce_m
           "reduce_scatter_tensor", "all_to_all_single", "all_to_all_single_uneven",
           "all_to_all_list", "send_recv", "isend_irecv", "batch_isend_irecv", "barrier",
           "all_reduce_coalesced", "new_group", "zero_elements"]
+# Drop-in behaviour: non-contiguous tensors on both implementations; uneven all_gather on
+# the C++ backend only (the Python fallback issues one dlpg_allgather, which needs equal
+# sizes on every rank).
+CHECKS += ["noncontiguous_inplace", "noncontiguous_gathers", "noncontiguous_scatters",
+           "noncontiguous_p2p"]
+CPP_ONLY = ["all_gather_uneven"]
 
 _cache = {}
 
 
-def _results(device, world, tmp_path_factory):
-    key = (device, world)
+def _results(device, world, impl, tmp_path_factory):
+    require_impl(impl)
+    key = (device, world, impl)
     if key not in _cache:
         if device == "cuda" and cuda_devices() < world:
             _cache[key] = None
@@ -27,26 +37,72 @@ def _results(device, world, tmp_path_factory):
             else:
                 init = "tcp://127.0.0.1:%d" % free_port()
             _cache[key] = run_ranks(dlpg_workers.torch_collectives, world,
-                                    lambda r: (world, init, device, 11), deadline_s=150)
+                                    lambda r: (world, init, device, 11, impl), deadline_s=150)
     res = _cache[key]
     if res is None:
         pytest.skip("needs %d CUDA devices" % world)
     return res
 
 
-@pytest.mark.parametrize("check", CHECKS)
-@pytest.mark.parametrize("world", [2, 3, 4])
-def test_cpu(check, world, tmp_path_factory):
-    res = _results("cpu", world, tmp_path_factory)
+# Need a second rank (at world size 1 a send would go to the rank itself).
+NEED_PEER = {"send_recv", "isend_irecv", "batch_isend_irecv", "new_group", "noncontiguous_p2p"}
+
+
+def _cases(worlds):
+    return ([("cpp", c, w) for w in worlds for c in CHECKS + CPP_ONLY
+             if w > 1 or c not in NEED_PEER] +
+            [("python", c, w) for w in worlds for c in CHECKS if w > 1 or c not in NEED_PEER])
+
+
+@pytest.mark.parametrize("impl,check,world", _cases([2, 3, 4]))
+def test_cpu(impl, check, world, tmp_path_factory):
+    res = _results("cpu", world, impl, tmp_path_factory)
     for rank, r in sorted(res.items()):
         assert "setup" not in r, "rank %d setup failed:\n%s" % (rank, r["setup"])
         assert r.get(check) == "ok", "rank %d %s:\n%s" % (rank, check, r.get(check))
 
 
-@pytest.mark.parametrize("check", CHECKS)
-@pytest.mark.parametrize("world", [2])
-def test_cuda(check, world, tmp_path_factory):
-    res = _results("cuda", world, tmp_path_factory)
+# World size 1 checks on one GPU what can be checked there; 2 where two are lent.
+@pytest.mark.parametrize("impl,check,world", _cases([1, 2]))
+def test_cuda(impl, check, world, tmp_path_factory):
+    res = _results("cuda", world, impl, tmp_path_factory)
     for rank, r in sorted(res.items()):
         assert "setup" not in r, "rank %d setup failed:\n%s" % (rank, r["setup"])
         assert r.get(check) == "ok", "rank %d %s:\n%s" % (rank, check, r.get(check))
+
+
+APIS = ["broadcast"] + ["all_reduce_" + op for op in ("SUM", "PRODUCT", "MIN", "MAX", "BAND",
+                                                      "BOR", "BXOR")] + [
+    "reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "gather",
+    "gather_object", "scatter", "scatter_object_list", "broadcast_object_list",
+    "reduce_scatter", "reduce_scatter_tensor", "all_to_all_single", "all_to_all", "send_recv",
+    "isend_irecv", "batch_isend_irecv", "barrier", "recv_anysource",
+    "unknown_pg_options", "all_reduce_coalesced", "all_gather_coalesced"]
+_api_cache = {}
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_every_api_matches_gloo_on_3_ranks(api):
+    require_impl("cpp")
+    if "res" not in _api_cache:
+        init = "tcp://127.0.0.1:%d" % free_port()
+        _api_cache["res"] = run_ranks(workers_vs_gloo.apis_vs_gloo, 3, lambda r: (3, init, 23),
+                                      deadline_s=150)
+    for rank, r in sorted(_api_cache["res"].items()):
+        assert "setup" not in r, "rank %d setup failed:\n%s" % (rank, r["setup"])
+        if api.endswith("_coalesced") and api not in r:
+            pytest.skip("this torch has no dist.%s" % api)
+        assert r.get(api) == "ok", "rank %d %s:\n%s" % (rank, api, r.get(api))
+        assert "teardown" not in r, r["teardown"]
+
+
+@pytest.mark.parametrize("impl", ["cpp", "python"])
+def test_bad_input_raises_and_names_values(impl):
+    require_impl(impl)
+    init = "tcp://127.0.0.1:%d" % free_port()
+    res = run_ranks(workers_errors.bad_input, 2, lambda r: (2, init, impl), deadline_s=120)
+    for rank, r in sorted(res.items()):
+        assert "setup" not in r, r["setup"]
+        for case in ("mismatched_sizes", "bad_root", "sparse"):
+            assert r.get(case) == "ok", "rank %d %s %s:\n%s" % (rank, impl, case, r.get(case))
+        assert "teardown" not in r, r["teardown"]

@@ -40,14 +40,15 @@ def dlpg_reduce_op(reduce_op):
 
 
 def register(name, creator):
-    """Register creator(store, rank, size, timeout) as backend name for cpu and cuda."""
+    """Register creator(backend_options, pg_options) (torch's extended API, the same in 1.13
+    and 2.x) as backend name for cpu and cuda."""
     params = inspect.signature(dist.Backend.register_backend).parameters
     if name.upper() in getattr(dist.Backend, "_plugins", {}):
         return False
     if "devices" in params:
-        dist.Backend.register_backend(name, creator, extended_api=False, devices=["cpu", "cuda"])
+        dist.Backend.register_backend(name, creator, extended_api=True, devices=["cpu", "cuda"])
     else:
-        dist.Backend.register_backend(name, creator, extended_api=False)
+        dist.Backend.register_backend(name, creator, extended_api=True)
     return True
 
 

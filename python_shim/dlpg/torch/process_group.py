@@ -12,20 +12,22 @@ the host. Forms dlpg has no single call for are built from dlpg calls:
 """
 
 import ctypes
+import types
 
 import torch
 from torch.utils.dlpack import to_dlpack
 
 import dlpg
 from dlpg import _abi, _dlpack
+from dlpg import _work as _dlpg_work
 from dlpg import group as _group_mod
-from dlpg._abi import DlpgError, lib
+from dlpg._abi import DlpgError
 
 from . import _compat
+from . import contiguous as _contiguous
 from .work import DlpgWork
 
 _c_void_p = ctypes.c_void_p
-_byref = ctypes.byref
 _get_pointer = _dlpack._get_pointer
 _NAME = b"dltensor"
 
@@ -44,10 +46,6 @@ def _arr(ptrs):
 
 
 _arr1 = _c_void_p * 1
-
-
-def _allreduce(*args):
-    return lib.dlpg_allreduce(*args)
 
 
 def _streams(tensors):
@@ -84,13 +82,15 @@ _RED_OPS = _red_ops()
 class ProcessGroupDlpg(_compat.ProcessGroupBase):
     """torch.distributed backend "dlpg" (see dlpg.torch)."""
 
-    def __init__(self, store, rank, size, timeout=None):
+    def __init__(self, store, rank, size, timeout=None, name="torch"):
         _compat.pg_init(self, rank, size)
         timeout_s = _compat.timeout_seconds(timeout) or 300.0
         self._timeout_s = timeout_s
         self._dstore = dlpg.Store.from_torch_store(store, timeout_s)
-        self._group = dlpg.Group(self._dstore, rank, size, timeout=timeout_s, name="torch")
-        self._g = self._group.handle
+        self._group = dlpg.Group(self._dstore, rank, size, timeout=timeout_s, name=name)
+        # The group's raw operations: fn(args..., handle=True) -> work handle or None.
+        self._fn = types.SimpleNamespace(**{n: self._group._issuer(n)
+                                            for n in _group_mod._OPERATIONS})
         self._rank = rank
         self._size = size
         self._coalesced = None  # Works issued since _start_coalescing, else None.
@@ -135,18 +135,15 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
         for _, _, _, _, work in pending:
             if work._cuda and work._exc is None:
                 work._stream = torch.cuda.current_stream()
+                work._run_post()  # stream-ordered after the send/recv just issued
 
     def _call(self, fn, *args):
         if self._pending_p2p:
             self._flush_p2p()
-        w = _c_void_p()
-        st = fn(self._g, *args, _byref(w))
-        if st != _abi.OK:
-            raise DlpgError(st, _abi.last_error())
-        return w
+        return fn(*args)
 
     def _work(self, handles, alive, result, post=None, cuda=False, children=None, stream=None):
-        _group_mod._reap_orphans()
+        _dlpg_work.reap()
         w = DlpgWork(handles, alive, result, post, cuda, children, stream)
         if self._coalesced is not None:
             self._coalesced.append(w)
@@ -171,9 +168,7 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
         else:
             if self._pending_p2p:
                 self._flush_p2p()
-            st = fn(self._g, ins, outs, len(tensors), *extra, streams, None)
-            if st != _abi.OK:
-                raise DlpgError(st, _abi.last_error())
+            fn(ins, outs, len(tensors), *extra, streams, handle=False)
             handles = []
         return self._work(handles, alive, result if result is not None else tensors, None,
                           True, stream=cur[0])
@@ -195,19 +190,15 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
         """Run issue() between dlpg_group_start/end; returns what issue returned."""
         if self._pending_p2p:
             self._flush_p2p()
-        _abi.check(lib.dlpg_group_start(self._g))
+        self._group.group_start()
         try:
             return issue()
         finally:
-            _abi.check(lib.dlpg_group_end(self._g))
+            self._group.group_end()
 
     def _p2p_now(self, fn, t, peer, tag, alive):
         s = torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else None
-        w = _c_void_p()
-        st = fn(self._g, _ptr(t, alive), int(peer), int(tag), s, _byref(w))
-        if st != _abi.OK:
-            raise DlpgError(st, _abi.last_error())
-        return w
+        return fn(_ptr(t, alive), int(peer), int(tag), s)
 
     def _p2p(self, fn, t, peer, tag, alive):
         if self._pending_p2p:
@@ -218,14 +209,14 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
 
     def broadcast(self, tensors, opts=None):
         root = opts.rootRank if opts is not None else 0
-        return self._coll(lib.dlpg_broadcast, tensors, None, (int(root),))
+        return self._coll(self._fn.broadcast, tensors, None, (int(root),))
 
     def allreduce(self, tensors, opts=None):
         # The hot path of DDP and of small all_reduce calls, kept short on purpose.
         if not isinstance(tensors, (list, tuple)):
             tensors = [tensors]
         if self._pending_p2p or len(tensors) != 1:
-            return self._coll(lib.dlpg_allreduce, tensors, None, (self._op(opts),))
+            return self._coll(self._fn.allreduce, tensors, None, (self._op(opts),))
         t = tensors[0]
         cap = to_dlpack(t.detach() if t.requires_grad else t)
         if t.is_cuda and self._coalesced is None:
@@ -233,29 +224,20 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
             # with no dlpg work handle (see _coll), the stream passed raw.
             dev = t.get_device()
             raw = _raw_stream(dev)
-            st = _allreduce(self._g, _arr1(_get_pointer(cap, _NAME)), None, 1,
-                            self._op(opts), _arr1(raw), None)
-            if st != _abi.OK:
-                raise DlpgError(st, _abi.last_error())
+            self._fn.allreduce(_arr1(_get_pointer(cap, _NAME)), None, 1, self._op(opts),
+                               _arr1(raw), handle=False)
             return DlpgWork([], [cap], tensors, None, True, stream=(raw, dev))
         if t.is_cuda:
-            return self._coll(lib.dlpg_allreduce, tensors, None, (self._op(opts),))
+            return self._coll(self._fn.allreduce, tensors, None, (self._op(opts),))
         if self._coalesced is None:
             # CPU and not coalescing: run it now with no dlpg work handle. dlpg then runs it
             # on this thread when the group's worker is idle (in order otherwise), which
             # saves two thread hand-offs per call; the returned Work is already complete.
-            st = _allreduce(self._g, _arr1(_get_pointer(cap, _NAME)), None, 1,
-                            self._op(opts), None, None)
-            if st != _abi.OK:
-                raise DlpgError(st, _abi.last_error())
+            self._fn.allreduce(_arr1(_get_pointer(cap, _NAME)), None, 1, self._op(opts),
+                               None, handle=False)
             return DlpgWork([], [cap], tensors)
-        w = _c_void_p()
-        st = _allreduce(self._g, _arr1(_get_pointer(cap, _NAME)), None, 1,
-                        self._op(opts), None, _byref(w))
-        if st != _abi.OK:
-            raise DlpgError(st, _abi.last_error())
-        if _group_mod._orphans:
-            _group_mod._reap_orphans()
+        w = self._fn.allreduce(_arr1(_get_pointer(cap, _NAME)), None, 1, self._op(opts), None)
+        _dlpg_work.reap()
         work = DlpgWork([w], [cap], tensors)
         if self._coalesced is not None:
             self._coalesced.append(work)
@@ -263,7 +245,7 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
 
     def allreduce_coalesced(self, tensors, opts=None):
         op = self._op(opts)
-        return self._batch_of(lambda t, alive: self._single(lib.dlpg_allreduce, t, None, (op,), alive),
+        return self._batch_of(lambda t, alive: self._single(self._fn.allreduce, t, None, (op,), alive),
                               tensors, tensors)
 
     def _single(self, fn, t, out, extra, alive):
@@ -286,7 +268,7 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
 
     def reduce(self, tensors, opts=None):
         root = opts.rootRank if opts is not None else 0
-        return self._coll(lib.dlpg_reduce, tensors, None, (self._op(opts), int(root)))
+        return self._coll(self._fn.reduce, tensors, None, (self._op(opts), int(root)))
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         t = input_tensors[0]
@@ -298,7 +280,7 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
             for r, o in enumerate(outs):
                 o.copy_(flat[r * n:(r + 1) * n].view_as(o))
 
-        w = self._coll(lib.dlpg_allgather, [t.contiguous()], [flat], (), output_tensors)
+        w = self._coll(self._fn.allgather, [t.contiguous()], [flat], (), output_tensors)
         return self._with_post(w, post)
 
     def _with_post(self, w, post):
@@ -311,7 +293,7 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
         return w
 
     def _allgather_base(self, output, input, opts=None):
-        return self._coll(lib.dlpg_allgather, [input], [output], (), [output])
+        return self._coll(self._fn.allgather, [input], [output], (), [output])
 
     all_gather_single = _allgather_base
 
@@ -322,20 +304,21 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
 
         def issue():
             for t, f in zip(input_list, flats):
-                handles.append(self._single(lib.dlpg_allgather, t, f, (), alive))
+                handles.append(self._single(self._fn.allgather, t, f, (), alive))
 
         def post():
-            for t, f, outs in zip(input_list, flats, output_lists):
+            # output_lists[r][i] receives input i of rank r (Gloo's layout).
+            for i, (t, f) in enumerate(zip(input_list, flats)):
                 n = t.numel()
-                for r, o in enumerate(outs):
-                    o.copy_(f[r * n:(r + 1) * n].view_as(o))
+                for r, outs in enumerate(output_lists):
+                    outs[i].copy_(f[r * n:(r + 1) * n].view_as(outs[i]))
 
         self._batch(issue)
         w = self._work(handles, alive, output_lists, None, input_list[0].is_cuda)
         return self._with_post(w, post)
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
-        return self._batch_of(lambda p, alive: self._single(lib.dlpg_allgather, p[1], p[0], (), alive),
+        return self._batch_of(lambda p, alive: self._single(self._fn.allgather, p[1], p[0], (), alive),
                               inputs, outputs, pairs=list(zip(outputs, inputs)))
 
     all_gather_single_coalesced = allgather_into_tensor_coalesced
@@ -343,18 +326,18 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         out = output_tensors[0]
         flat = torch.cat([x.reshape(-1) for x in input_tensors[0]])
-        return self._coll(lib.dlpg_reduce_scatter, [flat], [out], (self._op(opts),),
+        return self._coll(self._fn.reduce_scatter, [flat], [out], (self._op(opts),),
                           output_tensors)
 
     def _reduce_scatter_base(self, output, input, opts=None):
-        return self._coll(lib.dlpg_reduce_scatter, [input], [output], (self._op(opts),), [output])
+        return self._coll(self._fn.reduce_scatter, [input], [output], (self._op(opts),), [output])
 
     reduce_scatter_single = _reduce_scatter_base
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
         op = self._op(opts)
         return self._batch_of(
-            lambda p, alive: self._single(lib.dlpg_reduce_scatter, p[1], p[0], (op,), alive),
+            lambda p, alive: self._single(self._fn.reduce_scatter, p[1], p[0], (op,), alive),
             inputs, outputs, pairs=list(zip(outputs, inputs)))
 
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
@@ -364,7 +347,7 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
         t = input_tensors[0]
         alive, handles = [], []
         if self._rank != root:
-            handles.append(self._p2p(lib.dlpg_send, t.contiguous(), root, _INTERNAL_TAG, alive))
+            handles.append(self._p2p(self._fn.send, t.contiguous(), root, _INTERNAL_TAG, alive))
             return self._work(handles, alive, [], None, t.is_cuda)
         outs = output_tensors[0]
         temps = [o if o.is_contiguous() else torch.empty_like(o, memory_format=torch.contiguous_format)
@@ -373,7 +356,7 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
         def issue():
             for r in range(self._size):
                 if r != root:
-                    handles.append(self._p2p(lib.dlpg_recv, temps[r], r, _INTERNAL_TAG, alive))
+                    handles.append(self._p2p(self._fn.recv, temps[r], r, _INTERNAL_TAG, alive))
 
         self._batch(issue)
         outs[root].copy_(t)
@@ -392,7 +375,7 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
         alive, handles = [], []
         if self._rank != root:
             tmp = out if out.is_contiguous() else torch.empty_like(out, memory_format=torch.contiguous_format)
-            handles.append(self._p2p(lib.dlpg_recv, tmp, root, _INTERNAL_TAG, alive))
+            handles.append(self._p2p(self._fn.recv, tmp, root, _INTERNAL_TAG, alive))
             w = self._work(handles, alive, output_tensors, None, out.is_cuda)
             return self._with_post(w, (lambda: out.copy_(tmp)) if tmp is not out else None)
         ins = input_tensors[0]
@@ -400,7 +383,7 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
         def issue():
             for r in range(self._size):
                 if r != root:
-                    handles.append(self._p2p(lib.dlpg_send, ins[r].contiguous(), r,
+                    handles.append(self._p2p(self._fn.send, ins[r].contiguous(), r,
                                              _INTERNAL_TAG, alive))
 
         self._batch(issue)
@@ -412,7 +395,7 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
         if not osz and not isz:
             alive = []
             s = torch.cuda.current_stream(input.device).cuda_stream if input.is_cuda else None
-            h = self._call(lib.dlpg_alltoall, _ptr(input, alive), _ptr(output, alive), s)
+            h = self._call(self._fn.alltoall, _ptr(input, alive), _ptr(output, alive), s)
             return self._work([h], alive, [output], None, input.is_cuda)
         if not isz:
             isz = [input.size(0) // self._size] * self._size
@@ -440,10 +423,10 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
                 dst = (me + k) % self._size
                 src = (me - k) % self._size
                 if ins[dst].numel():
-                    handles.append(self._p2p(lib.dlpg_send, ins[dst].contiguous(), dst,
+                    handles.append(self._p2p(self._fn.send, ins[dst].contiguous(), dst,
                                              _INTERNAL_TAG, alive))
                 if temps[src].numel():
-                    handles.append(self._p2p(lib.dlpg_recv, temps[src], src, _INTERNAL_TAG, alive))
+                    handles.append(self._p2p(self._fn.recv, temps[src], src, _INTERNAL_TAG, alive))
 
         self._batch(issue)
         if outs[me].numel():
@@ -466,24 +449,24 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
             alive = []
             h = self._p2p(fn, t, peer, tag, alive)
             return self._work([h], alive, tensors, None, t.is_cuda)
-        _group_mod._reap_orphans()
+        _dlpg_work.reap()
         w = DlpgWork([], [], tensors, None, t.is_cuda)
         w._pending = self
         self._pending_p2p.append((fn, t, int(peer), int(tag), w))
         return w
 
     def send(self, tensors, dst, tag=0):
-        return self._deferred_p2p(lib.dlpg_send, tensors, dst, tag)
+        return self._deferred_p2p(self._fn.send, tensors, dst, tag)
 
     def recv(self, tensors, src, tag=0):
-        return self._deferred_p2p(lib.dlpg_recv, tensors, src, tag)
+        return self._deferred_p2p(self._fn.recv, tensors, src, tag)
 
     def recv_anysource(self, tensors, tag=0):
         raise DlpgError(_abi.ERR_UNSUPPORTED,
                         "dlpg: recv without a source rank (recv_anysource) is not supported")
 
     def barrier(self, opts=None):
-        h = self._call(lib.dlpg_barrier)
+        h = self._call(self._fn.barrier)
         return self._work([h], None, [], None, False)
 
     def monitored_barrier(self, timeout=None, wait_all_ranks=False):
@@ -492,12 +475,15 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
     # -- coalescing (batch_isend_irecv, _coalescing_manager) --------------------------
 
     def _start_coalescing(self, *args):
-        _abi.check(lib.dlpg_group_start(self._g))
+        self._group.group_start()
         self._coalesced = []
 
     def _end_coalescing(self, *args):
         works, self._coalesced = self._coalesced or [], None
-        _abi.check(lib.dlpg_group_end(self._g))
+        self._group.group_end()
+        for w in works:
+            if w._cuda:
+                w._run_post()  # copies that had to wait for the batch to be issued
         cuda = any(w._cuda for w in works)
         return DlpgWork((), None, [], None, cuda and all(w._cuda for w in works), children=works)
 
@@ -516,3 +502,13 @@ class ProcessGroupDlpg(_compat.ProcessGroupBase):
 
     def _set_sequence_number_for_group(self):
         pass
+
+
+# Every operation (and its aliases) accepts non-contiguous tensors (see contiguous.py).
+_contiguous.apply(ProcessGroupDlpg, (
+    "broadcast", "allreduce", "allreduce_coalesced", "reduce", "allgather", "_allgather_base",
+    "all_gather_single", "allgather_coalesced", "allgather_into_tensor_coalesced",
+    "all_gather_single_coalesced", "reduce_scatter", "_reduce_scatter_base",
+    "reduce_scatter_single", "reduce_scatter_tensor_coalesced",
+    "reduce_scatter_single_coalesced", "gather", "scatter", "alltoall_base", "all_to_all_single",
+    "alltoall", "send", "recv"))

@@ -6,18 +6,15 @@ caller's current stream after it, as ProcessGroupNCCL does, and never blocks the
 """
 
 import collections
-import ctypes
 import threading
 
 import torch
 
 from dlpg import _abi
-from dlpg import group as _group_mod
-from dlpg._abi import DlpgError, lib
+from dlpg import _work as _dlpg_work
+from dlpg._abi import DlpgError
 
 from . import _compat
-
-_byref = ctypes.byref
 
 # torch 1.13 hands Work objects to C++ callers (DDP, _broadcast_coalesced) as bare
 # intrusive pointers; if the Python object died, the trampoline would fall back to the
@@ -72,11 +69,9 @@ class DlpgWork(_compat.WorkBase):
                 if e is not None and self._exc is None:
                     self._exc = e
         for h in self._handles:
-            st = lib.dlpg_work_wait(h, timeout_s)
-            if st != _abi.OK and self._exc is None:
-                msg = lib.dlpg_work_error(h)
-                msg = msg.decode("utf-8", "replace") if msg else _abi.last_error()
-                self._exc = DlpgError(st, msg)
+            e = _dlpg_work.finish(h, timeout_s)
+            if e is not None and self._exc is None:
+                self._exc = e
         if self._exc is None and not self._cuda:
             try:
                 self._run_post()
@@ -113,10 +108,8 @@ class DlpgWork(_compat.WorkBase):
         self._flush()
         if self._done or self._cuda:
             return True
-        done = ctypes.c_int()
-        for h in self._handles:
-            if lib.dlpg_work_test(h, _byref(done)) != _abi.OK or not done.value:
-                return False
+        if not all(_dlpg_work.test(h) for h in self._handles):
+            return False
         if self._children is not None and not all(c.is_completed() for c in self._children):
             return False
         self._finish(0.0)
@@ -161,13 +154,8 @@ class DlpgWork(_compat.WorkBase):
     def __del__(self):
         handles, self._handles = self._handles, ()
         try:
-            if self._done or self._cuda or not handles:
-                for h in handles:
-                    lib.dlpg_work_free(h)
-                return
-            # Unfinished: the capsules must outlive the operation; the group module reaps.
-            with _group_mod._orphans_lock:
-                for h in handles:
-                    _group_mod._orphans.append((h, self._alive))
+            # CUDA work is stream-ordered: its memory lives as long as any kernel's would.
+            done = self._done or self._cuda
+            _dlpg_work.release(handles, None if done else self._alive)
         except Exception:  # noqa: BLE001 - interpreter shutdown.
             pass

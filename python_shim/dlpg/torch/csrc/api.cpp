@@ -1,0 +1,156 @@
+// The library and the rendezvous store: libdlpg is reached only through dlopen and
+// dlpg_get_api (no link-time dependency, so one extension serves any libdlpg of ABI major
+// 0), and torch's store is handed to it as a dlpg_store_ops_t.
+#include <dlfcn.h>
+
+#include <chrono>
+
+#include "dlpg_c10d.h"
+
+namespace dlpg_torch {
+namespace {
+
+std::mutex g_lib_mu;
+const dlpg_api_t* g_api = nullptr;
+std::string g_path;
+
+}  // namespace
+
+void load_library(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_lib_mu);
+  if (g_api) {
+    TORCH_CHECK(path == g_path, "dlpg: libdlpg is already loaded from ", g_path,
+                "; cannot load a second one from ", path);
+    return;
+  }
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  TORCH_CHECK(h, "dlpg: dlopen(", path, ") failed: ", dlerror());
+  auto get = reinterpret_cast<dlpg_get_api_fn>(dlsym(h, "dlpg_get_api"));
+  TORCH_CHECK(get, "dlpg: ", path, " has no dlpg_get_api symbol");
+  const dlpg_api_t* a = get(DLPG_ABI_MAJOR);
+  TORCH_CHECK(a, "dlpg: ", path, " does not implement ABI major ", DLPG_ABI_MAJOR);
+  TORCH_CHECK(a->struct_size >= offsetof(dlpg_api_t, work_free) + sizeof(a->work_free),
+              "dlpg: ", path, "'s function table is ", a->struct_size,
+              " bytes, smaller than this extension needs (", sizeof(dlpg_api_t), ")");
+  g_api = a;
+  g_path = path;
+}
+
+const dlpg_api_t& api() {
+  TORCH_CHECK(g_api, "dlpg: the library is not loaded (internal error)");
+  return *g_api;
+}
+
+void check(dlpg_status_t status, const char* what) {
+  if (status == DLPG_OK) return;
+  const char* msg = g_api->last_error();
+  TORCH_CHECK(false, g_api->status_name(status), ": ", (msg && *msg) ? msg : what);
+}
+
+void check_work(dlpg_status_t status, dlpg_work_t* w) {
+  if (status == DLPG_OK) return;
+  const char* msg = g_api->work_error(w);
+  if (!msg || !*msg) msg = g_api->last_error();
+  TORCH_CHECK(false, g_api->status_name(status), ": ", msg ? msg : "dlpg operation failed");
+}
+
+// ---------------------------------------------------------------- the store adapter
+
+namespace {
+
+struct TorchStore {
+  c10::intrusive_ptr<c10d::Store> store;
+  double timeout_s;
+};
+
+// Every callback turns an exception into a status: none may cross into libdlpg.
+dlpg_status_t status_of(const std::exception& e) {
+  std::string m = e.what();
+  for (auto& c : m) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (m.find("timeout") != std::string::npos || m.find("timed out") != std::string::npos)
+    return DLPG_ERR_TIMEOUT;
+  return DLPG_ERR_SYSTEM;
+}
+
+template <typename F>
+dlpg_status_t guarded(F&& f) {
+  try {
+    f();
+    return DLPG_OK;
+  } catch (const std::exception& e) {
+    return status_of(e);
+  } catch (...) {
+    return DLPG_ERR_SYSTEM;
+  }
+}
+
+std::chrono::milliseconds millis(double s) {
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
+}
+
+dlpg_status_t cb_set(void* ctx, const char* key, const void* value, size_t len) {
+  return guarded([&] {
+    auto p = static_cast<const uint8_t*>(value);
+    static_cast<TorchStore*>(ctx)->store->set(key, std::vector<uint8_t>(p, p + len));
+  });
+}
+
+dlpg_status_t cb_get(void* ctx, const char* key, double timeout_s, void* buf, size_t capacity,
+                     size_t* len) {
+  return guarded([&] {
+    auto* s = static_cast<TorchStore*>(ctx);
+    double t = timeout_s > 0 ? timeout_s : s->timeout_s;
+    s->store->wait({key}, millis(t));
+    std::vector<uint8_t> v = s->store->get(key);
+    if (capacity && buf) std::memcpy(buf, v.data(), std::min(capacity, v.size()));
+    *len = v.size();
+  });
+}
+
+dlpg_status_t cb_add(void* ctx, const char* key, int64_t delta, int64_t* result) {
+  return guarded([&] {
+    int64_t v = static_cast<TorchStore*>(ctx)->store->add(key, delta);
+    if (result) *result = v;
+  });
+}
+
+dlpg_status_t cb_wait(void* ctx, const char* const* keys, size_t nkeys, double timeout_s) {
+  return guarded([&] {
+    auto* s = static_cast<TorchStore*>(ctx);
+    std::vector<std::string> k(keys, keys + nkeys);
+    s->store->wait(k, millis(timeout_s > 0 ? timeout_s : s->timeout_s));
+  });
+}
+
+void cb_release(void* ctx) { delete static_cast<TorchStore*>(ctx); }
+
+dlpg_status_t cb_check(void* ctx, const char* const* keys, size_t nkeys, int* all_exist) {
+  return guarded([&] {
+    std::vector<std::string> k(keys, keys + nkeys);
+    *all_exist = static_cast<TorchStore*>(ctx)->store->check(k) ? 1 : 0;
+  });
+}
+
+dlpg_status_t cb_delete(void* ctx, const char* key, int* deleted) {
+  return guarded([&] {
+    bool d = static_cast<TorchStore*>(ctx)->store->deleteKey(key);
+    if (deleted) *deleted = d ? 1 : 0;
+  });
+}
+
+}  // namespace
+
+dlpg_store_t* store_from_torch(c10::intrusive_ptr<c10d::Store> store, double timeout_s) {
+  static const dlpg_store_ops_t ops = {sizeof(dlpg_store_ops_t), cb_set, cb_get, cb_add,
+                                       cb_wait, cb_release, cb_check, cb_delete};
+  auto* ctx = new TorchStore{std::move(store), timeout_s};
+  dlpg_store_t* s = nullptr;
+  dlpg_status_t st = api().store_from_ops(&ops, ctx, timeout_s, &s);
+  if (st != DLPG_OK) {
+    delete ctx;
+    check(st, "dlpg_store_from_ops");
+  }
+  return s;
+}
+
+}  // namespace dlpg_torch

@@ -1,0 +1,248 @@
+// ProcessGroupDlpg: the collectives (see backend.h).
+#include "backend.h"
+
+namespace dlpg_torch {
+
+namespace {
+void one_tensor(const std::vector<at::Tensor>& ts, const char* what) {
+  TORCH_CHECK(ts.size() == 1, "dlpg: ", what, " takes one tensor per process, got ", ts.size());
+}
+}  // namespace
+
+void* ProcessGroupDlpg::stream(const at::Tensor& t) {
+  return t.is_cuda() ? native_stream(current_stream(t.device())) : nullptr;
+}
+
+ProcessGroupDlpg::WorkDlpgPtr ProcessGroupDlpg::begin(c10d::OpType type, const at::Tensor& like,
+                                                      Tensors result) {
+  if (core_->has_pending_p2p()) core_->flush_p2p();
+  core_->reap();
+  return c10::make_intrusive<WorkDlpg>(core_, type, like.is_cuda(), like.device(),
+                                       std::move(result));
+}
+
+Borrowed* ProcessGroupDlpg::use(WorkDlpg& w, const at::Tensor& t, bool written) {
+  auto b = borrow(t);
+  if (written && !b->tensor.is_same(b->user)) {
+    at::Tensor user = b->user, tmp = b->tensor;
+    w.post.push_back([user, tmp]() mutable { user.copy_(tmp); });
+  }
+  w.keep.push_back(b);
+  return b.get();
+}
+
+dlpg_work_t** ProcessGroupDlpg::slot(WorkDlpg& w, bool cuda) {
+  (void)w;
+  h_ = nullptr;
+  return cuda ? nullptr : &h_;
+}
+
+void ProcessGroupDlpg::issued(WorkDlpg& w, dlpg_status_t st, const char* what) {
+  dlpg_work_t* h = h_;
+  h_ = nullptr;
+  check(st, what);
+  if (h) w.handles.push_back(h);
+}
+
+ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::done(WorkDlpgPtr w) {
+  w->issued();
+  if (coalescing_) coalesced_.push_back(w);
+  return w;
+}
+
+// ------------------------------------------------------------------ rooted and reducing
+
+ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::broadcast(Tensors& tensors,
+                                                      const c10d::BroadcastOptions& opts) {
+  one_tensor(tensors, "broadcast");
+  auto w = begin(c10d::OpType::BROADCAST, tensors[0], tensors);
+  DLTensor* in = &use(*w, tensors[0], true)->dl;
+  void* s = stream(tensors[0]);
+  auto hp = slot(*w, tensors[0].is_cuda());
+  issued(*w, api().broadcast(core_->g(), &in, nullptr, 1, static_cast<int>(opts.rootRank),
+                                 &s, hp), "dlpg_broadcast");
+  return done(w);
+}
+
+ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allreduce(Tensors& tensors,
+                                                      const c10d::AllreduceOptions& opts) {
+  one_tensor(tensors, "all_reduce");
+  const at::Tensor& t = tensors[0];
+  dlpg_reduce_op_t op = reduce_op(opts.reduceOp, "all_reduce");
+  auto w = begin(c10d::OpType::ALLREDUCE, t, tensors);
+  DLTensor* in = &use(*w, t, true)->dl;
+  void* s = stream(t);
+  // CPU outside a coalescing block: no handle, so libdlpg runs it on this thread when the
+  // group is idle (saving two thread hand-offs); the Work is complete on return.
+  bool sync_cpu = !t.is_cuda() && !coalescing_;
+  auto hp = sync_cpu ? nullptr : slot(*w, t.is_cuda());
+  h_ = nullptr;
+  issued(*w, api().allreduce(core_->g(), &in, nullptr, 1, op, &s, hp), "dlpg_allreduce");
+  auto r = done(w);
+  if (sync_cpu) w->wait(std::chrono::milliseconds(0));  // runs the copy back, if any
+  return r;
+}
+
+ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allreduce_coalesced(
+    Tensors& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  TORCH_CHECK(!tensors.empty(), "dlpg: allreduce_coalesced: no tensors");
+  dlpg_reduce_op_t op = reduce_op(opts.reduceOp, "allreduce_coalesced");
+  auto w = begin(c10d::OpType::ALLREDUCE_COALESCED, tensors[0], tensors);
+  batch([&] {
+    for (auto& t : tensors) {
+      DLTensor* in = &use(*w, t, true)->dl;
+      void* s = stream(t);
+      auto hp = slot(*w, t.is_cuda());
+      issued(*w, api().allreduce(core_->g(), &in, nullptr, 1, op, &s, hp), "dlpg_allreduce");
+    }
+  });
+  return done(w);
+}
+
+ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::reduce(Tensors& tensors,
+                                                   const c10d::ReduceOptions& opts) {
+  one_tensor(tensors, "reduce");
+  dlpg_reduce_op_t op = reduce_op(opts.reduceOp, "reduce");
+  auto w = begin(c10d::OpType::REDUCE, tensors[0], tensors);
+  DLTensor* in = &use(*w, tensors[0], true)->dl;
+  void* s = stream(tensors[0]);
+  auto hp = slot(*w, tensors[0].is_cuda());
+  issued(*w, api().reduce(core_->g(), &in, nullptr, 1, op, static_cast<int>(opts.rootRank),
+                              &s, hp), "dlpg_reduce");
+  return done(w);
+}
+
+// ------------------------------------------------------------------ gathering
+
+ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allgather(std::vector<Tensors>& outputs,
+                                                      Tensors& inputs,
+                                                      const c10d::AllgatherOptions&) {
+  one_tensor(inputs, "all_gather");
+  TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
+              "dlpg: all_gather needs one output list of ", size_, " tensors");
+  const at::Tensor& in = inputs[0];
+  Tensors& outs = outputs[0];
+  auto w = begin(c10d::OpType::ALLGATHER, in, outs);
+  bool even = true;
+  for (auto& o : outs) even = even && o.numel() == in.numel() && o.scalar_type() == in.scalar_type();
+  if (!even) {
+    // Different sizes per rank (as torch's NCCL backend allows): every rank sends its
+    // input to every other rank in one batch of send/recv.
+    exchange(*w, outs, Tensors(size_, in));
+    return done(w);
+  }
+  gather_flat(*w, in, outs);
+  return done(w);
+}
+
+void ProcessGroupDlpg::gather_flat(WorkDlpg& w, const at::Tensor& in, Tensors outs) {
+  at::Tensor flat = at::empty({size_ * in.numel()}, in.options());
+  DLTensor* din = &use(w, in, false)->dl;
+  DLTensor* dout = &use(w, flat, false)->dl;
+  void* s = stream(in);
+  auto hp = slot(w, in.is_cuda());
+  issued(w, api().allgather(core_->g(), &din, &dout, 1, &s, hp), "dlpg_allgather");
+  int64_t n = in.numel();
+  w.post.push_back([outs, flat, n]() mutable {
+    for (size_t r = 0; r < outs.size(); r++)
+      outs[r].copy_(flat.narrow(0, r * n, n).view(outs[r].sizes()));
+  });
+}
+
+ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                            const c10d::AllgatherOptions&) {
+  auto w = begin(c10d::OpType::_ALLGATHER_BASE, input, {output});
+  DLTensor* din = &use(*w, input, false)->dl;
+  DLTensor* dout = &use(*w, output, true)->dl;
+  void* s = stream(input);
+  auto hp = slot(*w, input.is_cuda());
+  issued(*w, api().allgather(core_->g(), &din, &dout, 1, &s, hp), "dlpg_allgather");
+  return done(w);
+}
+
+ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allgather_coalesced(std::vector<Tensors>& outputs,
+                                                                Tensors& inputs,
+                                                                const c10d::AllgatherOptions&) {
+  // outputs[r][i] receives input i of rank r (Gloo's layout).
+  TORCH_CHECK(!inputs.empty() && static_cast<int>(outputs.size()) == size_,
+              "dlpg: allgather_coalesced needs ", size_, " output lists (one per rank), got ",
+              outputs.size());
+  for (auto& o : outputs)
+    TORCH_CHECK(o.size() == inputs.size(), "dlpg: allgather_coalesced: an output list has ",
+                o.size(), " tensors for ", inputs.size(), " inputs");
+  auto w = begin(c10d::OpType::ALLGATHER_COALESCED, inputs[0], {});
+  batch([&] {
+    for (size_t i = 0; i < inputs.size(); i++) {
+      Tensors o;
+      for (auto& per_rank : outputs) o.push_back(per_rank[i]);
+      gather_flat(*w, inputs[i], o);
+    }
+  });
+  return done(w);
+}
+
+#if DLPG_TORCH_2
+ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allgather_into_tensor_coalesced(
+    Tensors& outputs, Tensors& inputs, const c10d::AllgatherOptions&) {
+  return pairwise(outputs, inputs, "allgather_into_tensor_coalesced",
+                  [&](DLTensor** in, DLTensor** out, void** s, dlpg_work_t** hp) {
+                    return api().allgather(core_->g(), in, out, 1, s, hp);
+                  });
+}
+
+ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::reduce_scatter_tensor_coalesced(
+    Tensors& outputs, Tensors& inputs, const c10d::ReduceScatterOptions& opts) {
+  dlpg_reduce_op_t op = reduce_op(opts.reduceOp, "reduce_scatter_tensor_coalesced");
+  return pairwise(outputs, inputs, "reduce_scatter_tensor_coalesced",
+                  [&](DLTensor** in, DLTensor** out, void** s, dlpg_work_t** hp) {
+                    return api().reduce_scatter(core_->g(), in, out, 1, op, s, hp);
+                  });
+}
+#endif
+
+ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::reduce_scatter(Tensors& outputs,
+                                                           std::vector<Tensors>& inputs,
+                                                           const c10d::ReduceScatterOptions& opts) {
+  one_tensor(outputs, "reduce_scatter");
+  TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
+              "dlpg: reduce_scatter needs one input list of ", size_, " tensors");
+  for (auto& x : inputs[0])
+    TORCH_CHECK(x.numel() == outputs[0].numel(), "dlpg: reduce_scatter: input of ", x.numel(),
+                " elements for an output of ", outputs[0].numel(),
+                " (every input must match the output)");
+  std::vector<at::Tensor> flat_parts;
+  for (auto& x : inputs[0]) flat_parts.push_back(x.reshape({-1}));
+  at::Tensor flat = at::cat(flat_parts);
+  return _reduce_scatter_base(outputs[0], flat, opts);
+}
+
+ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  dlpg_reduce_op_t op = reduce_op(opts.reduceOp, "reduce_scatter");
+  auto w = begin(c10d::OpType::_REDUCE_SCATTER_BASE, input, {output});
+  DLTensor* din = &use(*w, input, false)->dl;
+  DLTensor* dout = &use(*w, output, true)->dl;
+  void* s = stream(input);
+  auto hp = slot(*w, input.is_cuda());
+  issued(*w, api().reduce_scatter(core_->g(), &din, &dout, 1, op, &s, hp),
+         "dlpg_reduce_scatter");
+  return done(w);
+}
+
+ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::barrier(const c10d::BarrierOptions&) {
+  if (core_->has_pending_p2p()) core_->flush_p2p();
+  core_->reap();
+  auto w = c10::make_intrusive<WorkDlpg>(core_, c10d::OpType::BARRIER, false,
+                                         c10::Device(c10::kCPU), Tensors{});
+  h_ = nullptr;
+  issued(*w, api().barrier(core_->g(), &h_), "dlpg_barrier");
+  return done(w);
+}
+
+void ProcessGroupDlpg::monitoredBarrier(const c10d::BarrierOptions& opts, bool) {
+  barrier(opts)->wait(opts.timeout.count() > 0 ? opts.timeout : std::chrono::milliseconds(0));
+}
+
+void ProcessGroupDlpg::abort() { api().group_abort(core_->g()); }
+
+}  // namespace dlpg_torch

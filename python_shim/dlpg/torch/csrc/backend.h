@@ -1,0 +1,123 @@
+// ProcessGroupDlpg: the "dlpg" backend. One torch operation becomes one dlpg call, or one
+// dlpg_group_start/end batch of them for the forms dlpg has no single call for (list
+// all_gather with uneven sizes, gather, scatter, all_to_all, *_coalesced).
+#pragma once
+
+#include "dlpg_c10d.h"
+
+namespace dlpg_torch {
+
+class ProcessGroupDlpg : public BackendBase {
+ public:
+  ProcessGroupDlpg(std::shared_ptr<Core> core, int rank, int size)
+      : BackendBase(rank, size), core_(std::move(core)) {}
+  ~ProcessGroupDlpg() override = default;
+
+  const std::string getBackendName() const override { return "dlpg"; }
+  void abort();
+  void shutdown() { core_->destroy(); }
+
+  using Work = c10d::Work;
+  using WorkPtr = c10::intrusive_ptr<Work>;
+  using Tensors = std::vector<at::Tensor>;
+
+  WorkPtr broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) override;
+  WorkPtr allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) override;
+  WorkPtr allreduce_coalesced(Tensors& tensors,
+                              const c10d::AllreduceCoalescedOptions& opts) override;
+  WorkPtr reduce(Tensors& tensors, const c10d::ReduceOptions& opts) override;
+  WorkPtr allgather(std::vector<Tensors>& outputs, Tensors& inputs,
+                    const c10d::AllgatherOptions& opts) override;
+  WorkPtr _allgather_base(at::Tensor& output, at::Tensor& input,
+                          const c10d::AllgatherOptions& opts) override;
+  WorkPtr allgather_coalesced(std::vector<Tensors>& outputs, Tensors& inputs,
+                              const c10d::AllgatherOptions& opts) override;
+  WorkPtr gather(std::vector<Tensors>& outputs, Tensors& inputs,
+                 const c10d::GatherOptions& opts) override;
+  WorkPtr scatter(Tensors& outputs, std::vector<Tensors>& inputs,
+                  const c10d::ScatterOptions& opts) override;
+  WorkPtr reduce_scatter(Tensors& outputs, std::vector<Tensors>& inputs,
+                         const c10d::ReduceScatterOptions& opts) override;
+  WorkPtr _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                               const c10d::ReduceScatterOptions& opts) override;
+  WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input,
+                        std::vector<int64_t>& output_splits, std::vector<int64_t>& input_splits,
+                        const c10d::AllToAllOptions& opts) override;
+  WorkPtr alltoall(Tensors& outputs, Tensors& inputs, const c10d::AllToAllOptions& opts) override;
+  WorkPtr send(Tensors& tensors, int dst, int tag) override;
+  WorkPtr recv(Tensors& tensors, int src, int tag) override;
+  WorkPtr recvAnysource(Tensors& tensors, int tag) override;
+  WorkPtr barrier(const c10d::BarrierOptions& opts) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return 0; }
+#if DLPG_TORCH_2
+  WorkPtr allgather_into_tensor_coalesced(Tensors& outputs, Tensors& inputs,
+                                          const c10d::AllgatherOptions& opts) override;
+  WorkPtr reduce_scatter_tensor_coalesced(Tensors& outputs, Tensors& inputs,
+                                          const c10d::ReduceScatterOptions& opts) override;
+#endif
+  void startCoalescing() override;
+  DLPG_END_COALESCING_DECL { DLPG_END_COALESCING_BODY; }
+  c10::intrusive_ptr<WorkDlpg> endCoalescingWork();
+
+ private:
+  using WorkDlpgPtr = c10::intrusive_ptr<WorkDlpg>;
+  // A new Work for an operation on tensors like `like`; flushes deferred send/recv first.
+  WorkDlpgPtr begin(c10d::OpType type, const at::Tensor& like, Tensors result);
+  // Borrow t for w; when t needed a contiguous copy and `written`, copy back afterwards.
+  Borrowed* use(WorkDlpg& w, const at::Tensor& t, bool written);
+  // The handle out-parameter for w's next call: CPU work gets a handle; CUDA work is
+  // stream-ordered and gets none (so nothing ever records or queries an event for it,
+  // which keeps every operation capturable into a CUDA graph).
+  dlpg_work_t** slot(WorkDlpg& w, bool cuda);
+  // Check a call's status and keep the handle slot() handed out, if it was filled.
+  void issued(WorkDlpg& w, dlpg_status_t st, const char* what);
+  WorkPtr done(WorkDlpgPtr w);
+  void* stream(const at::Tensor& t);
+  // Block j of ins to rank j, block i of outs from rank i: one batch of send/recv.
+  void exchange(WorkDlpg& w, const Tensors& outs, const Tensors& ins);
+  void p2p(WorkDlpg& w, bool send, const at::Tensor& t, int peer, int tag);
+  // Run f() between dlpg_group_start and dlpg_group_end.
+  template <typename F>
+  void batch(F&& f) {
+    check(api().group_start(core_->g()), "dlpg_group_start");
+    try {
+      f();
+    } catch (...) {
+      api().group_end(core_->g());
+      throw;
+    }
+    check(api().group_end(core_->g()), "dlpg_group_end");
+  }
+
+  // One batch of call(&in, &out, &stream, handle slot) over outputs[i], inputs[i] (the
+  // *_tensor_coalesced forms).
+  template <typename Call>
+  WorkPtr pairwise(Tensors& outputs, Tensors& inputs, const char* what, Call call) {
+    TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "dlpg: ", what,
+                " needs one output per input, got ", outputs.size(), " and ", inputs.size());
+    auto w = begin(kCoalescedOp, inputs[0], outputs);
+    batch([&] {
+      for (size_t i = 0; i < inputs.size(); i++) {
+        DLTensor* din = &use(*w, inputs[i], false)->dl;
+        DLTensor* dout = &use(*w, outputs[i], true)->dl;
+        void* s = stream(inputs[i]);
+        auto hp = slot(*w, inputs[i].is_cuda());
+        issued(*w, call(&din, &dout, &s, hp), what);
+      }
+    });
+    return done(w);
+  }
+  // all_gather of `in` into a flat buffer, copied out to outs[r] (rank r's part) afterwards.
+  void gather_flat(WorkDlpg& w, const at::Tensor& in, Tensors outs);
+  // send (is_send) or recv: deferred outside a coalescing block (see Core::defer_p2p).
+  WorkPtr point_to_point(bool is_send, Tensors& tensors, int peer, int tag);
+
+  std::shared_ptr<Core> core_;
+  bool coalescing_ = false;
+  std::vector<WorkDlpgPtr> coalesced_;
+  dlpg_work_t* h_ = nullptr;  // the out-parameter slot() hands out
+};
+
+}  // namespace dlpg_torch

@@ -1,0 +1,134 @@
+// The "dlpg" torch.distributed backend in C++: declarations shared by its files.
+//
+//   api.cpp      the library (dlopen + dlpg_get_api), status checks, the c10d::Store adapter
+//   core.cpp     one group's state shared by the backend and its Works: deferred send/recv,
+//                parked work handles, tensor borrowing (DLTensor views, contiguous copies)
+//   work.cpp     WorkDlpg, the c10d::Work over dlpg work handles
+//   backend.cpp  ProcessGroupDlpg: every collective, point to point and barrier
+//   module.cpp   the Python module (pybind11): create(store, rank, size, timeout_s, library)
+//
+// Exceptions never cross into libdlpg: every dlpg call returns a status that check() turns
+// into a c10::Error naming the function and carrying libdlpg's message.
+#pragma once
+
+#include <dlpg/dlpg.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "compat.h"
+
+namespace dlpg_torch {
+
+// The loaded library: the function table of libdlpg (never unloaded).
+const dlpg_api_t& api();
+// Load libdlpg from path (once per process; a second, different path is an error).
+void load_library(const std::string& path);
+// Throw a c10::Error for a non-OK status: "<what>: <libdlpg's message>".
+void check(dlpg_status_t status, const char* what);
+// Throw for a failed work handle, with the work's own message.
+void check_work(dlpg_status_t status, dlpg_work_t* w);
+// A dlpg store whose callbacks call a torch store (the rendezvous store torch hands us).
+dlpg_store_t* store_from_torch(c10::intrusive_ptr<c10d::Store> store, double timeout_s);
+
+// A tensor handed to libdlpg: a contiguous view (the tensor itself or a copy) and the
+// DLTensor describing it, valid while the Borrowed lives.
+struct Borrowed {
+  at::Tensor tensor;  // contiguous; what libdlpg reads or writes
+  at::Tensor user;    // the caller's tensor, written back from `tensor` when they differ
+  DLTensor dl;
+  int64_t shape_storage[1];
+};
+
+class WorkDlpg;
+
+// One group's state, shared by the backend and by its Works (which may outlive it).
+class Core {
+ public:
+  Core(dlpg_group_t* g, int rank, int size) : g_(g), rank_(rank), size_(size) {}
+  ~Core();
+  dlpg_group_t* g() const { return g_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // Send/recv outside a coalescing block are deferred and issued together as one dlpg
+  // batch at the next operation or at a wait/test of any of them, in issue order (an isend
+  // then an irecv on both ranks must not reach libdlpg as two separate blocking sends).
+  void defer_p2p(bool send, std::shared_ptr<Borrowed> t, int peer, int tag,
+                 c10::intrusive_ptr<WorkDlpg> work);
+  void flush_p2p();
+  bool has_pending_p2p();
+
+  // Work handles whose Work was dropped before completion, with the tensors they use;
+  // freed by reap() (at every operation) once complete.
+  void park(std::vector<dlpg_work_t*> handles, std::vector<std::shared_ptr<Borrowed>> keep);
+  void reap();
+  void destroy();
+
+ private:
+  struct PendingP2P {
+    bool send;
+    std::shared_ptr<Borrowed> t;
+    int peer, tag;
+    c10::intrusive_ptr<WorkDlpg> work;
+  };
+  dlpg_group_t* g_;
+  int rank_, size_;
+  // Counts of pending_ and parked_, read without the lock on every operation's fast path.
+  std::atomic<int> npending_{0}, nparked_{0};
+  std::mutex mu_;
+  std::vector<PendingP2P> pending_;
+  std::vector<std::pair<dlpg_work_t*, std::vector<std::shared_ptr<Borrowed>>>> parked_;
+};
+
+// A DLTensor view of t for libdlpg (a contiguous copy when t is not contiguous; copy_back
+// then writes results into t). Flattened to one dimension: dlpg's rules are on element
+// counts, and torch's shapes are the caller's business.
+std::shared_ptr<Borrowed> borrow(const at::Tensor& t);
+
+// The dlpg_reduce_op_t of a c10d reduce op; throws for ops dlpg has no equivalent of.
+dlpg_reduce_op_t reduce_op(const c10d::ReduceOp& op, const char* what);
+
+class WorkDlpg : public c10d::Work {
+ public:
+  WorkDlpg(std::shared_ptr<Core> core, c10d::OpType type, bool cuda, c10::Device device,
+           std::vector<at::Tensor> result);
+  ~WorkDlpg() override;
+
+  // Filled while the operation is issued.
+  std::vector<dlpg_work_t*> handles;
+  std::vector<std::shared_ptr<Borrowed>> keep;  // borrowed tensors (written back on finish)
+  std::vector<std::function<void()>> post;      // copies after completion
+  std::vector<c10::intrusive_ptr<WorkDlpg>> children;
+  bool deferred = false;  // a send/recv waiting in Core's queue
+  void issued();          // CUDA: runs the post steps now (they are stream-ordered)
+  void fail(std::exception_ptr e);
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  bool wait(std::chrono::milliseconds timeout) override;
+  void synchronize() override;
+  std::vector<at::Tensor> result() override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+ private:
+  void finish(double timeout_s);  // CPU: wait for every handle, then the post steps
+  void complete_future();
+
+  std::shared_ptr<Core> core_;
+  bool cuda_;
+  c10::Device device_;
+  c10::optional<c10::Stream> stream_;  // CUDA: the stream the operation was enqueued on
+  std::vector<at::Tensor> result_;
+  std::mutex mu_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+}  // namespace dlpg_torch

@@ -1,0 +1,49 @@
+// The Python module dlpg.torch._C_dlpg: load_library(path) and create(...), which returns a
+// ProcessGroupDlpg typed (for pybind11) as a subclass of torch's own ProcessGroup (1.13) or
+// Backend (2.x), so torch.distributed treats it as it treats its built-in backends.
+#include <torch/csrc/utils/pybind.h>
+
+#include "backend.h"
+
+namespace py = pybind11;
+using dlpg_torch::ProcessGroupDlpg;
+
+namespace {
+
+c10::intrusive_ptr<ProcessGroupDlpg> create(const c10::intrusive_ptr<c10d::Store>& store,
+                                            int rank, int size, double timeout_s,
+                                            const std::string& name) {
+  const dlpg_api_t& a = dlpg_torch::api();
+  dlpg_store_t* s = dlpg_torch::store_from_torch(store, timeout_s);
+  dlpg_group_options_t opts = DLPG_GROUP_OPTIONS_INIT;
+  opts.timeout_s = timeout_s;
+  opts.name = name.c_str();
+  dlpg_group_t* g = nullptr;
+  dlpg_status_t st;
+  {
+    py::gil_scoped_release nogil;  // store callbacks may need other threads
+    st = a.group_create(s, rank, size, &opts, &g);
+  }
+  a.store_close(s);  // the group holds its own reference
+  dlpg_torch::check(st, "dlpg_group_create");
+  auto core = std::make_shared<dlpg_torch::Core>(g, rank, size);
+  return c10::make_intrusive<ProcessGroupDlpg>(std::move(core), rank, size);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "The dlpg torch.distributed backend in C++ (see dlpg.torch)";
+  // torch's c10d types must be registered with pybind11 before this class names its base.
+  py::module::import("torch.distributed");
+  py::class_<ProcessGroupDlpg, dlpg_torch::BackendBase, c10::intrusive_ptr<ProcessGroupDlpg>>(
+      m, "ProcessGroupDlpg")
+      .def("abort", &ProcessGroupDlpg::abort, py::call_guard<py::gil_scoped_release>())
+      .def("shutdown", &ProcessGroupDlpg::shutdown, py::call_guard<py::gil_scoped_release>())
+      .def("getBackendName", &ProcessGroupDlpg::getBackendName)
+      .def("_get_backend_name", &ProcessGroupDlpg::getBackendName);
+  m.def("load_library", &dlpg_torch::load_library, py::arg("path"));
+  m.def("create", &create, py::arg("store"), py::arg("rank"), py::arg("size"),
+        py::arg("timeout_s"), py::arg("name"));
+  m.attr("TORCH_2") = py::bool_(DLPG_TORCH_2);
+}

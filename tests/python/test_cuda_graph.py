@@ -1,0 +1,54 @@
+"""CUDA-graph capture of every dlpg.Group operation and every torch.distributed operation on
+the "dlpg" backend (both implementations), in the pattern torch documents: warm-up on a side
+stream, then `with torch.cuda.graph(g):` in the default (global) capture error mode, each
+kind in a fresh process (the first capture of a process is the one that used to fail with
+cudaErrorStreamCaptureInvalidated). World size 1 on one GPU, 2 where two are lent; CuPy's
+stream capture where CuPy is installed. Skipped without CUDA."""
+
+import pytest
+
+from conftest import cuda_devices, free_port, require_impl, run_ranks
+import workers_cuda_graph
+
+SHIM = ["allreduce_out_of_place", "allreduce_in_place", "broadcast", "reduce", "allgather",
+        "reduce_scatter", "alltoall"]
+TORCH = ["all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
+         "reduce_scatter_tensor", "reduce_scatter", "all_to_all_single"]
+_cache = {}
+
+
+def _run(kind, world):
+    if cuda_devices() < world:
+        pytest.skip("needs %d CUDA devices" % world)
+    if kind in ("cpp", "python"):
+        require_impl(kind)
+    key = (kind, world)
+    if key not in _cache:
+        port = free_port()
+        _cache[key] = run_ranks(workers_cuda_graph.graph_capture, world,
+                                lambda r: (world, port, kind), deadline_s=180)
+    res = _cache[key]
+    for rank, r in sorted(res.items()):
+        if str(r.get("setup", "")).startswith("skip:"):
+            pytest.skip(r["setup"][5:])
+        assert "setup" not in r, "rank %d setup failed:\n%s" % (rank, r["setup"])
+        assert "teardown" not in r, "rank %d teardown:\n%s" % (rank, r["teardown"])
+    return res
+
+
+def _cases():
+    out = []
+    for world in (1, 2):
+        out += [("shim", op, world) for op in SHIM + (["send_recv"] if world > 1 else [])]
+        for impl in ("cpp", "python"):
+            out += [(impl, op, world) for op in TORCH + (["batch_isend_irecv"] if world > 1 else [])]
+        out += [("cupy", "cupy_" + op, world)
+                for op in ("allreduce", "broadcast", "reduce", "allgather", "reduce_scatter")]
+    return out
+
+
+@pytest.mark.parametrize("kind,op,world", _cases())
+def test_capture(kind, op, world):
+    res = _run(kind, world)
+    for rank, r in sorted(res.items()):
+        assert r.get(op) == "ok", "rank %d %s %s:\n%s" % (rank, kind, op, r.get(op))
