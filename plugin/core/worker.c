@@ -222,7 +222,9 @@ static dlpg_status_t dlpg__worker_enqueue(struct dlpg_group *g, dlpg__op_t **ops
     dlpg__worker_run(w, t);
     pthread_mutex_lock(&w->mu);
     w->running = 0;
-    pthread_cond_broadcast(&w->cv);
+    /* Wake the thread only when it has something to do (a task queued meanwhile, or a stop):
+     * an idle worker woken after every inline task costs the next call a context switch. */
+    if (w->head || w->stop) pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
     return DLPG_OK;
   }
