@@ -1,10 +1,12 @@
 /* dlpg_store_open: parse the store URL and hand over to the implementation.
  *   tcp://HOST:PORT[?serve=1]   HOST may be a name, an IPv4 address or [an IPv6 address]
- *   file:///PATH                Gloo's FileStore (plugin/gloo/file_store.cc)
  *   env://                      MASTER_ADDR, DLPG_STORE_PORT or MASTER_PORT + 1, RANK 0 serves
+ *   other schemes               registered by their backend (dlpg__store_register_scheme):
+ *                               file:///PATH by the Gloo island's FileStore
  * Every malformed URL is DLPG_ERR_INVALID_ARGUMENT naming the URL and what is wrong. The
  * launcher's variables are read through core/params.h (never getenv). */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,13 +81,51 @@ static dlpg_status_t dlpg__open_tcp(const char *url, double timeout_s, dlpg_stor
   return st;
 }
 
-/* file:///PATH: only local absolute paths (no host part). */
-static dlpg_status_t dlpg__open_file(const char *url, double timeout_s, dlpg_store_t **out) {
-  const char *path = url + strlen("file://");
-  if (*path != '/')
-    return dlpg__bad_url(url, "expected file:///ABSOLUTE/PATH (a host part is not supported)");
-  if (strcmp(path, "/") == 0) return dlpg__bad_url(url, "the path is empty");
-  return dlpg__file_store_open(path, timeout_s, out);
+/* Schemes registered from outside the store (static constructors run before any open). */
+static struct {
+  char scheme[16];
+  dlpg__store_opener_t open;
+} dlpg__schemes[DLPG__STORE_MAX_SCHEMES];
+static int dlpg__nschemes;
+static pthread_mutex_t dlpg__schemes_mu = PTHREAD_MUTEX_INITIALIZER;
+
+dlpg_status_t dlpg__store_register_scheme(const char *scheme, dlpg__store_opener_t open) {
+  static const char fn[] = "dlpg__store_register_scheme";
+  DLPG_ARG_CHECK(scheme && open, "%s: scheme or open is NULL", fn);
+  size_t n = strlen(scheme);
+  DLPG_ARG_CHECK(n > 3 && n < sizeof dlpg__schemes[0].scheme && strcmp(scheme + n - 3, "://") == 0,
+                 "%s: scheme \"%s\" is not of the form NAME:// (at most %zu bytes)", fn, scheme,
+                 sizeof dlpg__schemes[0].scheme - 1);
+  dlpg_status_t st = DLPG_OK;
+  pthread_mutex_lock(&dlpg__schemes_mu);
+  int i = 0;
+  while (i < dlpg__nschemes && strcmp(dlpg__schemes[i].scheme, scheme) != 0) ++i;
+  if (i == DLPG__STORE_MAX_SCHEMES) {
+    st = dlpg__error(DLPG_ERR_INTERNAL, "%s: no room for scheme \"%s\" (%d registered)", fn,
+                     scheme, DLPG__STORE_MAX_SCHEMES);
+  } else {
+    memcpy(dlpg__schemes[i].scheme, scheme, n + 1);
+    dlpg__schemes[i].open = open;
+    if (i == dlpg__nschemes) ++dlpg__nschemes;
+  }
+  pthread_mutex_unlock(&dlpg__schemes_mu);
+  return st;
+}
+
+/* The registered opener for url's scheme, or NULL; names lists every registered scheme. */
+static dlpg__store_opener_t dlpg__find_scheme(const char *url, char *names, size_t cap) {
+  dlpg__store_opener_t found = NULL;
+  size_t used = 0;
+  names[0] = '\0';
+  pthread_mutex_lock(&dlpg__schemes_mu);
+  for (int i = 0; i < dlpg__nschemes; ++i) {
+    if (strncmp(url, dlpg__schemes[i].scheme, strlen(dlpg__schemes[i].scheme)) == 0)
+      found = dlpg__schemes[i].open;
+    int w = snprintf(names + used, cap - used, ", %s...", dlpg__schemes[i].scheme);
+    if (w > 0 && (size_t)w < cap - used) used += (size_t)w;
+  }
+  pthread_mutex_unlock(&dlpg__schemes_mu);
+  return found;
 }
 
 /* A launcher variable as a long within [lo, hi]; 0 = unset, 1 = set, <0 = error recorded. */
@@ -139,11 +179,18 @@ dlpg_status_t dlpg_store_open(const char *url, double timeout_s, dlpg_store_t **
   dlpg_store_t *s = NULL;
   dlpg_status_t st;
   if (strncmp(url, "tcp://", 6) == 0) st = dlpg__open_tcp(url, t, &s);
-  else if (strncmp(url, "file://", 7) == 0) st = dlpg__open_file(url, t, &s);
   else if (strncmp(url, "env://", 6) == 0) st = dlpg__open_env(url, t, &s);
-  else
-    return dlpg__bad_url(url, "unknown scheme (expected tcp://HOST:PORT[?serve=1], "
-                              "file:///PATH or env://)");
+  else {
+    char names[256];
+    dlpg__store_opener_t open = dlpg__find_scheme(url, names, sizeof names);
+    if (!open) {
+      char what[384];
+      snprintf(what, sizeof what,
+               "unknown scheme (expected tcp://HOST:PORT[?serve=1], env://%s)", names);
+      return dlpg__bad_url(url, what);
+    }
+    st = open(url, t, &s);
+  }
   if (st != DLPG_OK) {
     char prefix[512];
     snprintf(prefix, sizeof prefix, "%s: url \"%.400s\"", dlpg__open_fn, url);
