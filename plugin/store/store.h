@@ -56,21 +56,27 @@ typedef dlpg_status_t (*dlpg__store_opener_t)(const char *url, double timeout_s,
 dlpg_status_t dlpg__store_register_scheme(const char *scheme, dlpg__store_opener_t open);
 
 /* Implementations (each in its own file). */
-dlpg_status_t dlpg__tcp_store_open(const char *host, int port, int serve, double timeout_s,
-                                   dlpg_store_t **out);
+dlpg_status_t dlpg__tcp_store_open(const char *host, int port, int serve, const char *token,
+                                   double timeout_s, dlpg_store_t **out);
 /* The general TCP opener behind dlpg__tcp_store_open and env://: connect to
  * connect_host:port; when bind_host is non-NULL also serve on bind_host:port (port 0:
  * ephemeral, then the client uses the bound port). store_host (NULL: connect_host) is
- * recorded as the store's host, the address other machines reach. */
+ * recorded as the store's host, the address other machines reach. token (NULL or "": none)
+ * authenticates every connection (tcp_auth.h) and is required by the embedded server. */
 dlpg_status_t dlpg__tcp_store_open_ex(const char *connect_host, int port, const char *bind_host,
-                                      double timeout_s, const char *store_host,
-                                      dlpg_store_t **out);
+                                      const char *token, double timeout_s,
+                                      const char *store_host, dlpg_store_t **out);
 
 /* Standalone server (dlpg-store command, embedded server). */
 typedef struct dlpg__tcp_server dlpg__tcp_server_t;
-/* Bind host:port (port 0: ephemeral) and serve on a background thread. */
-dlpg_status_t dlpg__tcp_server_start(const char *host, int port, dlpg__tcp_server_t **out);
+/* Bind host:port (host "" or "*": every interface; port 0: ephemeral) and serve on a
+ * background thread. token (NULL or "": none) is required of every client; the server's
+ * limits come from the DLPG_STORE_* parameters. */
+dlpg_status_t dlpg__tcp_server_start(const char *host, int port, const char *token,
+                                     dlpg__tcp_server_t **out);
 int dlpg__tcp_server_port(const dlpg__tcp_server_t *s);
+/* The address actually bound: "127.0.0.1:29501", "[::]:29501". */
+const char *dlpg__tcp_server_address(const dlpg__tcp_server_t *s);
 void dlpg__tcp_server_stop(dlpg__tcp_server_t *s);
 
 #ifdef __cplusplus

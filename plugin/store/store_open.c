@@ -1,10 +1,14 @@
 /* dlpg_store_open: parse the store URL and hand over to the implementation.
- *   tcp://HOST:PORT[?serve=1]   HOST may be a name, an IPv4 address or [an IPv6 address]
+ *   tcp://HOST:PORT[?serve=1][&token=SECRET]
+ *                               HOST may be a name, an IPv4 address or [an IPv6 address];
+ *                               with serve=1 the server binds HOST only (* = every interface)
  *   env://                      MASTER_ADDR, DLPG_STORE_PORT or MASTER_PORT + 1, RANK 0 serves
  *   other schemes               registered by their backend (dlpg__store_register_scheme):
  *                               file:///PATH by the Gloo island's FileStore
- * Every malformed URL is DLPG_ERR_INVALID_ARGUMENT naming the URL and what is wrong. The
- * launcher's variables are read through core/params.h (never getenv). */
+ * The token (tcp_auth.h) is ?token= or else DLPG_STORE_TOKEN; messages never show it (a
+ * URL is quoted with the token's value replaced by ***). Every malformed URL is
+ * DLPG_ERR_INVALID_ARGUMENT naming the URL and what is wrong. The launcher's variables are
+ * read through core/params.h (never getenv). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -15,11 +19,55 @@
 #include "core/status.h"
 #include "store/store.h"
 #include "store/store_internal.h"
+#include "store/tcp_auth.h"
 
 static const char dlpg__open_fn[] = "dlpg_store_open";
 
+void dlpg__store_url_redact(const char *url, char *out, size_t cap) {
+  size_t o = 0;
+  for (const char *p = url; *p && o + 1 < cap;) {
+    if ((p == url || p[-1] == '?' || p[-1] == '&') && strncmp(p, "token=", 6) == 0) {
+      int w = snprintf(out + o, cap - o, "token=***");
+      o += w > 0 && (size_t)w < cap - o ? (size_t)w : cap - o - 1;
+      p += 6;
+      while (*p && *p != '&') ++p;
+      continue;
+    }
+    out[o++] = *p++;
+  }
+  out[o] = '\0';
+}
+
 static dlpg_status_t dlpg__bad_url(const char *url, const char *what) {
-  return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: url \"%s\": %s", dlpg__open_fn, url, what);
+  char shown[512];
+  dlpg__store_url_redact(url, shown, sizeof shown);
+  return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: url \"%s\": %s", dlpg__open_fn, shown,
+                     what);
+}
+
+/* The token: ?token= when given, else DLPG_STORE_TOKEN (NULL: none). */
+static const char *dlpg__token(const char *from_url) {
+  if (from_url && *from_url) return from_url;
+  const char *env = dlpg__param_str(DLPG__PARAM_STORE_TOKEN);
+  return env && *env ? env : NULL;
+}
+
+int dlpg__store_query_next(const char **q, char *name, size_t ncap, char *value, size_t vcap) {
+  const char *p = *q;
+  while (*p == '&') ++p;
+  if (!*p) return 0;
+  const char *end = strchr(p, '&');
+  if (!end) end = p + strlen(p);
+  const char *eq = memchr(p, '=', (size_t)(end - p));
+  const char *nend = eq ? eq : end;
+  if ((size_t)(nend - p) >= ncap || (eq && (size_t)(end - eq - 1) >= vcap)) return -1;
+  memcpy(name, p, (size_t)(nend - p));
+  name[nend - p] = '\0';
+  size_t vlen = eq ? (size_t)(end - eq - 1) : 0;
+  if (eq) memcpy(value, eq + 1, vlen);
+  value[vlen] = '\0';
+  *q = end;
+  return 1;
 }
 
 /* Parse a decimal port 0..65535 spanning exactly [p, end). */
@@ -63,12 +111,17 @@ static dlpg_status_t dlpg__open_tcp(const char *url, double timeout_s, dlpg_stor
   if (dlpg__parse_port(colon + 1, aend, &port) != 0)
     return dlpg__bad_url(url, "the port is not a decimal number in [0, 65535]");
   int serve = 0;
-  if (query) {
-    const char *q = query + 1;
-    if (strcmp(q, "serve=1") == 0 || strcmp(q, "serve=true") == 0) serve = 1;
-    else if (strcmp(q, "serve=0") == 0 || strcmp(q, "serve=false") == 0 || !*q) serve = 0;
-    else return dlpg__bad_url(url, "unknown query (the only parameter is serve=0|1)");
+  char name[16], value[DLPG__AUTH_TOKEN_MAX + 1], token[DLPG__AUTH_TOKEN_MAX + 1] = "";
+  const char *q = query ? query + 1 : "";
+  int r;
+  while ((r = dlpg__store_query_next(&q, name, sizeof name, value, sizeof value)) == 1) {
+    if (strcmp(name, "serve") == 0 && (!strcmp(value, "1") || !strcmp(value, "true"))) serve = 1;
+    else if (strcmp(name, "serve") == 0 && (!strcmp(value, "0") || !strcmp(value, "false"))) serve = 0;
+    else if (strcmp(name, "token") == 0 && *value) memcpy(token, value, strlen(value) + 1);
+    else return dlpg__bad_url(url, "unknown query (parameters: serve=0|1, token=SECRET)");
   }
+  if (r < 0)
+    return dlpg__bad_url(url, "a query parameter is too long (a token has at most 1024 bytes)");
   if (port == 0 && !serve)
     return dlpg__bad_url(url, "port 0 is only valid with ?serve=1 (the server picks a free port)");
   size_t hlen = (size_t)(he - hb);
@@ -76,7 +129,9 @@ static dlpg_status_t dlpg__open_tcp(const char *url, double timeout_s, dlpg_stor
   if (!host) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", dlpg__open_fn);
   memcpy(host, hb, hlen);
   host[hlen] = '\0';
-  dlpg_status_t st = dlpg__tcp_store_open(host, port, serve, timeout_s, out);
+  dlpg_status_t st = dlpg__tcp_store_open(host, port, serve, dlpg__token(token), timeout_s, out);
+  dlpg__auth_wipe(token, sizeof token);
+  dlpg__auth_wipe(value, sizeof value);
   free(host);
   return st;
 }
@@ -165,9 +220,12 @@ static dlpg_status_t dlpg__open_env(const char *url, double timeout_s, dlpg_stor
   int r = dlpg__env_long(DLPG__PARAM_RANK, "RANK", 0, 1L << 30, &rank);
   if (r < 0) return DLPG_ERR_INVALID_ARGUMENT;
   int serve = r == 0 || rank == 0;
-  /* Rank 0 serves on every interface (as torchrun's store does) and reaches its own server
-   * through MASTER_ADDR like everyone else. */
-  return dlpg__tcp_store_open_ex(addr, (int)port, serve ? "" : NULL, timeout_s, addr, out);
+  /* Rank 0 serves on MASTER_ADDR's address only (DLPG_STORE_BIND may say another, or * for
+   * every interface) and reaches its own server through MASTER_ADDR like everyone else. */
+  const char *bind = dlpg__param_str(DLPG__PARAM_STORE_BIND);
+  if (!bind || !*bind) bind = addr;
+  return dlpg__tcp_store_open_ex(addr, (int)port, serve ? bind : NULL, dlpg__token(NULL),
+                                 timeout_s, addr, out);
 }
 
 dlpg_status_t dlpg_store_open(const char *url, double timeout_s, dlpg_store_t **store) {
@@ -192,8 +250,9 @@ dlpg_status_t dlpg_store_open(const char *url, double timeout_s, dlpg_store_t **
     st = open(url, t, &s);
   }
   if (st != DLPG_OK) {
-    char prefix[512];
-    snprintf(prefix, sizeof prefix, "%s: url \"%.400s\"", dlpg__open_fn, url);
+    char prefix[512], shown[420];
+    dlpg__store_url_redact(url, shown, sizeof shown);
+    snprintf(prefix, sizeof prefix, "%s: url \"%s\"", dlpg__open_fn, shown);
     return dlpg__error_prefix(st, prefix);
   }
   *store = s;
