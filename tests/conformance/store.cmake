@@ -1,4 +1,6 @@
 # The store's tests (TCP store, env://, file://, host callbacks, argument checks): the
-# operations and the server's robustness, two files of one executable.
+# operations, the server's robustness, authentication and resource limits, in one
+# executable. The raw-socket attackers compute the handshake's HMACs with libcrypto.
 set(D ${CMAKE_CURRENT_LIST_DIR})
-dlpg_add_gtest(test_store TIMEOUT 60 SOURCES ${D}/test_store_ops.cc ${D}/test_store_server.cc)
+dlpg_add_gtest(test_store TIMEOUT 120 SOURCES ${D}/test_store_ops.cc ${D}/test_store_server.cc
+  ${D}/test_store_auth.cc LIBS OpenSSL::Crypto)
