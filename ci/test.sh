@@ -9,6 +9,8 @@ bash ci/build.sh
 bash ci/check-symbols.sh "$BUILD_DIR/libdlpg.so"
 bash ci/check-install.sh
 (cd "$BUILD_DIR" && ctest --output-on-failure -j2 --timeout 900)
+# libFuzzer on the store's frames and DLPack validation, bounded (FUZZ_SECONDS each).
+bash ci/fuzz.sh
 if [ -d tests/python ]; then
   DLPG_LIBRARY="$PWD/$BUILD_DIR/libdlpg.so" PYTHONPATH="$PWD/python_shim" \
     /usr/bin/python3 -m pytest -q tests/python
