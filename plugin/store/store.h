@@ -67,6 +67,10 @@ dlpg_status_t dlpg__tcp_store_open_ex(const char *connect_host, int port, const 
                                       const char *token, double timeout_s,
                                       const char *store_host, dlpg_store_t **out);
 
+/* A store on the Redis server host:port, database db; token (NULL: none) is sent with AUTH. */
+dlpg_status_t dlpg__redis_store_open(const char *host, int port, int db, const char *token,
+                                     double timeout_s, dlpg_store_t **out);
+
 /* Standalone server (dlpg-store command, embedded server). */
 typedef struct dlpg__tcp_server dlpg__tcp_server_t;
 /* Bind host:port (host "" or "*": every interface; port 0: ephemeral) and serve on a

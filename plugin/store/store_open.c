@@ -3,6 +3,7 @@
  *                               HOST may be a name, an IPv4 address or [an IPv6 address];
  *                               with serve=1 the server binds HOST only (* = every interface)
  *   env://                      MASTER_ADDR, DLPG_STORE_PORT or MASTER_PORT + 1, RANK 0 serves
+ *   redis://HOST:PORT[/DB][?token=SECRET]   a Redis server (redis_store.c)
  *   other schemes               registered by their backend (dlpg__store_register_scheme):
  *                               file:///PATH by the Gloo island's FileStore
  * The token (tcp_auth.h) is ?token= or else DLPG_STORE_TOKEN; messages never show it (a
@@ -83,12 +84,15 @@ static int dlpg__parse_port(const char *p, const char *end, int *port) {
   return 0;
 }
 
-/* tcp://HOST:PORT[?serve=0|1] */
-static dlpg_status_t dlpg__open_tcp(const char *url, double timeout_s, dlpg_store_t **out) {
-  const char *auth = url + strlen("tcp://");
-  const char *query = strchr(auth, '?');
-  const char *aend = query ? query : auth + strlen(auth);
+/* The "HOST:PORT" after the scheme of url (ending at '/', '?' or the end): HOST may be a
+ * name, an IPv4 address or [an IPv6 address]. Sets host (malloc'ed), port and *rest (what
+ * follows the port). form ("tcp://HOST:PORT") is quoted in messages. */
+static dlpg_status_t dlpg__parse_hostport(const char *url, size_t scheme_len, const char *form,
+                                          char **host, int *port, const char **rest) {
+  const char *auth = url + scheme_len;
+  const char *aend = auth + strcspn(auth, "/?");
   const char *hb, *he, *colon;
+  char what[160];
   if (*auth == '[') {
     hb = auth + 1;
     he = memchr(hb, ']', (size_t)(aend - hb));
@@ -101,15 +105,34 @@ static dlpg_status_t dlpg__open_tcp(const char *url, double timeout_s, dlpg_stor
     colon = NULL;
     for (const char *p = auth; p < aend; ++p)
       if (*p == ':') colon = p;
-    if (!colon) return dlpg__bad_url(url, "missing ':PORT' (expected tcp://HOST:PORT)");
+    snprintf(what, sizeof what, "missing ':PORT' (expected %s)", form);
+    if (!colon) return dlpg__bad_url(url, what);
     he = colon;
   }
-  if (he == hb) return dlpg__bad_url(url, "the host is empty (expected tcp://HOST:PORT)");
-  if (memchr(hb, '/', (size_t)(he - hb)))
-    return dlpg__bad_url(url, "the host contains '/' (expected tcp://HOST:PORT)");
-  int port = 0;
-  if (dlpg__parse_port(colon + 1, aend, &port) != 0)
+  snprintf(what, sizeof what, "the host is empty (expected %s)", form);
+  if (he == hb) return dlpg__bad_url(url, what);
+  if (dlpg__parse_port(colon + 1, aend, port) != 0)
     return dlpg__bad_url(url, "the port is not a decimal number in [0, 65535]");
+  size_t hlen = (size_t)(he - hb);
+  *host = (char *)malloc(hlen + 1);
+  if (!*host) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", dlpg__open_fn);
+  memcpy(*host, hb, hlen);
+  (*host)[hlen] = '\0';
+  *rest = aend;
+  return DLPG_OK;
+}
+
+/* tcp://HOST:PORT[?serve=0|1][&token=SECRET] */
+static dlpg_status_t dlpg__open_tcp(const char *url, double timeout_s, dlpg_store_t **out) {
+  char *host = NULL;
+  int port = 0;
+  const char *rest = NULL;
+  DLPG_CHECK(dlpg__parse_hostport(url, 6, "tcp://HOST:PORT", &host, &port, &rest));
+  if (*rest == '/') {
+    free(host);
+    return dlpg__bad_url(url, "the host contains '/' (expected tcp://HOST:PORT)");
+  }
+  const char *query = *rest == '?' ? rest : NULL;
   int serve = 0;
   char name[16], value[DLPG__AUTH_TOKEN_MAX + 1], token[DLPG__AUTH_TOKEN_MAX + 1] = "";
   const char *q = query ? query + 1 : "";
@@ -118,69 +141,57 @@ static dlpg_status_t dlpg__open_tcp(const char *url, double timeout_s, dlpg_stor
     if (strcmp(name, "serve") == 0 && (!strcmp(value, "1") || !strcmp(value, "true"))) serve = 1;
     else if (strcmp(name, "serve") == 0 && (!strcmp(value, "0") || !strcmp(value, "false"))) serve = 0;
     else if (strcmp(name, "token") == 0 && *value) memcpy(token, value, strlen(value) + 1);
-    else return dlpg__bad_url(url, "unknown query (parameters: serve=0|1, token=SECRET)");
+    else r = -2;
+    if (r == -2) break;
   }
+  if (r == -2) {
+    free(host);
+    return dlpg__bad_url(url, "unknown query (parameters: serve=0|1, token=SECRET)");
+  }
+  dlpg_status_t st = DLPG_OK;
   if (r < 0)
-    return dlpg__bad_url(url, "a query parameter is too long (a token has at most 1024 bytes)");
-  if (port == 0 && !serve)
-    return dlpg__bad_url(url, "port 0 is only valid with ?serve=1 (the server picks a free port)");
-  size_t hlen = (size_t)(he - hb);
-  char *host = (char *)malloc(hlen + 1);
-  if (!host) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", dlpg__open_fn);
-  memcpy(host, hb, hlen);
-  host[hlen] = '\0';
-  dlpg_status_t st = dlpg__tcp_store_open(host, port, serve, dlpg__token(token), timeout_s, out);
+    st = dlpg__bad_url(url, "a query parameter is too long (a token has at most 1024 bytes)");
+  else if (port == 0 && !serve)
+    st = dlpg__bad_url(url, "port 0 is only valid with ?serve=1 (the server picks a free port)");
+  if (st == DLPG_OK) st = dlpg__tcp_store_open(host, port, serve, dlpg__token(token), timeout_s, out);
   dlpg__auth_wipe(token, sizeof token);
   dlpg__auth_wipe(value, sizeof value);
   free(host);
   return st;
 }
 
-/* Schemes registered from outside the store (static constructors run before any open). */
-static struct {
-  char scheme[16];
-  dlpg__store_opener_t open;
-} dlpg__schemes[DLPG__STORE_MAX_SCHEMES];
-static int dlpg__nschemes;
-static pthread_mutex_t dlpg__schemes_mu = PTHREAD_MUTEX_INITIALIZER;
-
-dlpg_status_t dlpg__store_register_scheme(const char *scheme, dlpg__store_opener_t open) {
-  static const char fn[] = "dlpg__store_register_scheme";
-  DLPG_ARG_CHECK(scheme && open, "%s: scheme or open is NULL", fn);
-  size_t n = strlen(scheme);
-  DLPG_ARG_CHECK(n > 3 && n < sizeof dlpg__schemes[0].scheme && strcmp(scheme + n - 3, "://") == 0,
-                 "%s: scheme \"%s\" is not of the form NAME:// (at most %zu bytes)", fn, scheme,
-                 sizeof dlpg__schemes[0].scheme - 1);
+/* redis://HOST:PORT[/DB][?token=SECRET] */
+static dlpg_status_t dlpg__open_redis(const char *url, double timeout_s, dlpg_store_t **out) {
+  char *host = NULL;
+  int port = 0;
+  const char *rest = NULL;
+  DLPG_CHECK(dlpg__parse_hostport(url, 8, "redis://HOST:PORT[/DB]", &host, &port, &rest));
+  long db = 0;
   dlpg_status_t st = DLPG_OK;
-  pthread_mutex_lock(&dlpg__schemes_mu);
-  int i = 0;
-  while (i < dlpg__nschemes && strcmp(dlpg__schemes[i].scheme, scheme) != 0) ++i;
-  if (i == DLPG__STORE_MAX_SCHEMES) {
-    st = dlpg__error(DLPG_ERR_INTERNAL, "%s: no room for scheme \"%s\" (%d registered)", fn,
-                     scheme, DLPG__STORE_MAX_SCHEMES);
-  } else {
-    memcpy(dlpg__schemes[i].scheme, scheme, n + 1);
-    dlpg__schemes[i].open = open;
-    if (i == dlpg__nschemes) ++dlpg__nschemes;
+  if (*rest == '/') {
+    char *end = NULL;
+    db = strtol(rest + 1, &end, 10);
+    if (end == rest + 1 || (*end && *end != '?') || db < 0 || db > 1000000)
+      st = dlpg__bad_url(url, "the database after '/' is not a number (redis://HOST:PORT/DB)");
+    rest = end;
   }
-  pthread_mutex_unlock(&dlpg__schemes_mu);
+  char name[16], value[DLPG__AUTH_TOKEN_MAX + 1], token[DLPG__AUTH_TOKEN_MAX + 1] = "";
+  const char *q = *rest == '?' ? rest + 1 : "";
+  int r = 0;
+  while (st == DLPG_OK && (r = dlpg__store_query_next(&q, name, sizeof name, value,
+                                                      sizeof value)) == 1) {
+    if (strcmp(name, "token") == 0 && *value) memcpy(token, value, strlen(value) + 1);
+    else st = dlpg__bad_url(url, "unknown query (the parameter is token=SECRET)");
+  }
+  if (st == DLPG_OK && r < 0)
+    st = dlpg__bad_url(url, "a query parameter is too long (a token has at most 1024 bytes)");
+  if (st == DLPG_OK && port == 0) st = dlpg__bad_url(url, "port 0 is not a redis server's port");
+  if (st == DLPG_OK)
+    st = dlpg__redis_store_open(host, port, (int)db, dlpg__token(token), timeout_s, out);
+  dlpg__auth_wipe(token, sizeof token);
+  dlpg__auth_wipe(value, sizeof value);
+  free(host);
   return st;
-}
-
-/* The registered opener for url's scheme, or NULL; names lists every registered scheme. */
-static dlpg__store_opener_t dlpg__find_scheme(const char *url, char *names, size_t cap) {
-  dlpg__store_opener_t found = NULL;
-  size_t used = 0;
-  names[0] = '\0';
-  pthread_mutex_lock(&dlpg__schemes_mu);
-  for (int i = 0; i < dlpg__nschemes; ++i) {
-    if (strncmp(url, dlpg__schemes[i].scheme, strlen(dlpg__schemes[i].scheme)) == 0)
-      found = dlpg__schemes[i].open;
-    int w = snprintf(names + used, cap - used, ", %s...", dlpg__schemes[i].scheme);
-    if (w > 0 && (size_t)w < cap - used) used += (size_t)w;
-  }
-  pthread_mutex_unlock(&dlpg__schemes_mu);
-  return found;
 }
 
 /* A launcher variable as a long within [lo, hi]; 0 = unset, 1 = set, <0 = error recorded. */
@@ -238,13 +249,15 @@ dlpg_status_t dlpg_store_open(const char *url, double timeout_s, dlpg_store_t **
   dlpg_status_t st;
   if (strncmp(url, "tcp://", 6) == 0) st = dlpg__open_tcp(url, t, &s);
   else if (strncmp(url, "env://", 6) == 0) st = dlpg__open_env(url, t, &s);
+  else if (strncmp(url, "redis://", 8) == 0) st = dlpg__open_redis(url, t, &s);
   else {
     char names[256];
-    dlpg__store_opener_t open = dlpg__find_scheme(url, names, sizeof names);
+    dlpg__store_opener_t open = dlpg__store_find_scheme(url, names, sizeof names);
     if (!open) {
       char what[384];
       snprintf(what, sizeof what,
-               "unknown scheme (expected tcp://HOST:PORT[?serve=1], env://%s)", names);
+               "unknown scheme (expected tcp://HOST:PORT[?serve=1], env://, "
+               "redis://HOST:PORT[/DB]%s)", names);
       return dlpg__bad_url(url, what);
     }
     st = open(url, t, &s);
