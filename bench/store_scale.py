@@ -1,0 +1,250 @@
+"""Rendezvous of N simulated clients (forked processes) through a store, timed, for:
+dlpg's TCP store without and with a token, a Redis server through dlpg's redis:// store,
+and torch's TCPStore, all measured in the same run on loopback.
+
+Each client: open the store, set "addr/<rank>" (a 64-byte value), add 1 to "arrived", wait
+for all N "addr/*" keys, get its neighbour's address (checked), close. That is the all-gather
+Gloo's full-mesh rendezvous needs. Clients are forked before the clock starts and released
+together through a pipe; the time is from release to the last client's report. Writes a
+markdown table (--out) with the command, date and machine.
+
+  DLPG_LIBRARY=build/libdlpg.so /usr/bin/python3 bench/store_scale.py --clients 1024 256 \
+      --out bench/results/store-scale.md
+"""
+import argparse
+import ctypes
+import datetime
+import os
+import platform
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_util import cpu_model  # noqa: E402
+
+TIMEOUT = 120.0
+
+
+def load_dlpg(path):
+    lib = ctypes.CDLL(path)
+    P = ctypes.c_void_p
+    lib.dlpg_store_open.argtypes = [ctypes.c_char_p, ctypes.c_double, ctypes.POINTER(P)]
+    lib.dlpg_store_set.argtypes = [P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.dlpg_store_get.argtypes = [P, ctypes.c_char_p, ctypes.c_double, ctypes.c_char_p,
+                                   ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
+    lib.dlpg_store_add.argtypes = [P, ctypes.c_char_p, ctypes.c_int64,
+                                   ctypes.POINTER(ctypes.c_int64)]
+    lib.dlpg_store_wait.argtypes = [P, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
+                                    ctypes.c_double]
+    lib.dlpg_store_port.argtypes = [P, ctypes.POINTER(ctypes.c_int)]
+    lib.dlpg_store_close.argtypes = [P]
+    lib.dlpg_last_error.restype = ctypes.c_char_p
+    return lib
+
+
+class DlpgClient:
+    def __init__(self, lib, url):
+        self.lib = lib
+        self.s = ctypes.c_void_p()
+        self.check(lib.dlpg_store_open(url.encode(), TIMEOUT, ctypes.byref(self.s)), "open")
+
+    def check(self, st, what):
+        if st != 0:
+            raise RuntimeError("%s: %s" % (what, self.lib.dlpg_last_error().decode()))
+
+    def set(self, k, v):
+        self.check(self.lib.dlpg_store_set(self.s, k.encode(), v, len(v)), "set")
+
+    def add(self, k, d):
+        r = ctypes.c_int64()
+        self.check(self.lib.dlpg_store_add(self.s, k.encode(), d, ctypes.byref(r)), "add")
+
+    def wait(self, keys):
+        arr = (ctypes.c_char_p * len(keys))(*[k.encode() for k in keys])
+        self.check(self.lib.dlpg_store_wait(self.s, arr, len(keys), TIMEOUT), "wait")
+
+    def get(self, k):
+        buf = ctypes.create_string_buffer(256)
+        n = ctypes.c_size_t()
+        self.check(self.lib.dlpg_store_get(self.s, k.encode(), TIMEOUT, buf, 256,
+                                           ctypes.byref(n)), "get")
+        return buf.raw[:n.value]
+
+    def close(self):
+        self.lib.dlpg_store_close(self.s)
+
+
+class TorchClient:
+    def __init__(self, port, n):
+        import torch.distributed as dist
+        self.s = dist.TCPStore("127.0.0.1", port, n + 1, False,
+                               timeout=datetime.timedelta(seconds=TIMEOUT))
+
+    def set(self, k, v):
+        self.s.set(k, v)
+
+    def add(self, k, d):
+        self.s.add(k, d)
+
+    def wait(self, keys):
+        self.s.wait(keys)
+
+    def get(self, k):
+        return self.s.get(k)
+
+    def close(self):
+        pass
+
+
+def value(rank):
+    return ("rank-%06d-" % rank).encode().ljust(64, b"x")
+
+
+def client(make, rank, n, go_r, done_w):
+    """The body of one forked client: wait for the start signal, rendezvous, report."""
+    ok = b"1"
+    try:
+        os.read(go_r, 1)
+        c = make()
+        c.set("addr/%d" % rank, value(rank))
+        c.add("arrived", 1)
+        c.wait(["addr/%d" % i for i in range(n)])
+        if c.get("addr/%d" % ((rank + 1) % n)) != value((rank + 1) % n):
+            ok = b"0"
+        c.close()
+    except Exception as e:  # reported as a failed client
+        sys.stderr.write("client %d: %s\n" % (rank, e))
+        ok = b"0"
+    os.write(done_w, ok)
+    os._exit(0)
+
+
+def run(make, n):
+    """Fork n clients, release them together, return (seconds, failures)."""
+    go_r, go_w = os.pipe()
+    done_r, done_w = os.pipe()
+    pids = []
+    for rank in range(n):
+        pid = os.fork()
+        if pid == 0:
+            os.close(go_w)
+            os.close(done_r)
+            client(make, rank, n, go_r, done_w)
+        pids.append(pid)
+    os.close(go_r)
+    os.close(done_w)
+    time.sleep(0.5)  # every child is at its read
+    t0 = time.perf_counter()
+    os.write(go_w, b"g" * n)
+    got = b""
+    while len(got) < n:
+        chunk = os.read(done_r, n - len(got))
+        if not chunk:
+            break
+        got += chunk
+    dt = time.perf_counter() - t0
+    for pid in pids:
+        os.waitpid(pid, 0)
+    os.close(go_w)
+    os.close(done_r)
+    return dt, n - got.count(b"1")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def start_redis():
+    exe = shutil.which("redis-server")
+    if not exe:
+        return None, None
+    port = free_port()
+    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--maxclients", "4096"],
+                            stdout=subprocess.DEVNULL)
+    for _ in range(500):
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.1).close()
+            return proc, port
+        except OSError:
+            time.sleep(0.01)
+    proc.kill()
+    return None, None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--clients", type=int, nargs="+", default=[1024])
+    ap.add_argument("--out", help="markdown file for the table")
+    ap.add_argument("--lib", default=os.environ.get("DLPG_LIBRARY", "build/libdlpg.so"))
+    args = ap.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # servers here hold N sockets
+    lib = load_dlpg(args.lib)
+    import torch
+    import torch.distributed as dist
+
+    rows = []
+    for n in args.clients:
+        results = {}
+        for name, token in (("dlpg tcp://", None), ("dlpg tcp:// + token", "bench-secret")):
+            srv = ctypes.c_void_p()
+            url = "tcp://127.0.0.1:0?serve=1" + ("&token=" + token if token else "")
+            assert lib.dlpg_store_open(url.encode(), TIMEOUT, ctypes.byref(srv)) == 0, \
+                lib.dlpg_last_error()
+            port = ctypes.c_int()
+            lib.dlpg_store_port(srv, ctypes.byref(port))
+            curl = "tcp://127.0.0.1:%d" % port.value + ("?token=" + token if token else "")
+            results[name] = run(lambda: DlpgClient(lib, curl), n)
+            lib.dlpg_store_close(srv)
+        proc, rport = start_redis()
+        if proc:
+            rurl = "redis://127.0.0.1:%d" % rport
+            results["dlpg redis:// (redis-server)"] = run(lambda: DlpgClient(lib, rurl), n)
+            proc.terminate()
+            proc.wait()
+        tport = free_port()
+        master = dist.TCPStore("127.0.0.1", tport, n + 1, True,
+                               timeout=datetime.timedelta(seconds=TIMEOUT),
+                               wait_for_workers=False)
+        results["torch TCPStore %s" % torch.__version__] = run(lambda: TorchClient(tport, n), n)
+        del master
+        for name, (dt, fails) in results.items():
+            rows.append((n, name, dt, fails))
+            print("%5d clients  %-32s %8.3f s  failures %d" % (n, name, dt, fails), flush=True)
+
+    lines = ["# Store rendezvous: %s simulated clients" % " and ".join(map(str, args.clients)),
+             "",
+             "Command: `DLPG_LIBRARY=%s /usr/bin/python3 bench/store_scale.py --clients %s`" %
+             (args.lib, " ".join(map(str, args.clients))),
+             "Date: %s. Machine: %s, %d CPUs, %s, Python %s." %
+             (datetime.date.today(), cpu_model("unknown CPU"), os.cpu_count(),
+              platform.platform(), platform.python_version()),
+             "",
+             "Each client (a forked process): open, set its 64-byte address, add 1 to a counter, "
+             "wait for all N addresses, get its neighbour's (checked), close. Time from the "
+             "release of all clients to the last one's report (bench/store_scale.py).",
+             "",
+             "| clients | store | seconds | failed clients |", "|---:|---|---:|---:|"]
+    for n, name, dt, fails in rows:
+        lines.append("| %d | %s | %.3f | %d |" % (n, name, dt, fails))
+    text = "\n".join(lines) + "\n"
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    print(text)
+    return 0 if all(r[3] == 0 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    sys.exit(main())
