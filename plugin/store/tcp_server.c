@@ -168,7 +168,7 @@ static void dlpg__expire_waits(dlpg__tcp_server_t *s, double now) {
     if (!d || !l) {
       free(d);
       free(l);
-      dlpg__conn_kill(c, "out of memory");
+      dlpg__conn_kill(s, c, "out of memory");
       continue;
     }
     for (dlpg__waiter_t *w = c->wait.first; w && n < c->wait.missing; w = w->cnext)
@@ -206,7 +206,7 @@ static void dlpg__sweep(dlpg__tcp_server_t *s, double now) {
     else if (!c->waiting && !c->rbuf.len && !c->wbuf.len &&
              now - (c->last_in > c->last_out ? c->last_in : c->last_out) > l->idle_timeout_s)
       snprintf(why, sizeof why, "idle for DLPG_STORE_IDLE_TIMEOUT_S (%g s)", l->idle_timeout_s);
-    if (why[0]) dlpg__conn_kill(c, why);
+    if (why[0]) dlpg__conn_kill(s, c, why);
   }
 }
 
@@ -238,7 +238,7 @@ static void dlpg__on_event(dlpg__tcp_server_t *s, dlpg__conn_t *c, unsigned even
   if (events & EPOLLIN) dlpg__conn_read(s, c);
   /* Gone while its requests wait (reading paused): nothing left to serve. */
   if (!c->dead && (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && !(c->events & EPOLLIN))
-    dlpg__conn_kill(c, "peer closed");
+    dlpg__conn_kill(s, c, "peer closed");
   else if (!c->dead && (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
     dlpg__conn_read(s, c);
 }
@@ -275,9 +275,10 @@ static void *dlpg__server_main(void *arg) {
       if (!c->dead) dlpg__conn_process(s, c);
     }
     dlpg__sweep(s, now);
-    for (dlpg__conn_t *c = s->conns, *next; c; c = next) {
-      next = c->next;
-      if (c->dead) dlpg__conn_free(s, c);
+    while (s->dead) {
+      dlpg__conn_t *c = s->dead;
+      s->dead = c->dnext;
+      dlpg__conn_free(s, c);
     }
     dlpg__resume_accepts(s, now);
     timeout_ms = dlpg__next_timeout_ms(s, dlpg__now());
@@ -371,6 +372,7 @@ void dlpg__tcp_server_stop(dlpg__tcp_server_t *s) {
   if (write(s->wake_fd, &one, sizeof one) < 0) { /* the eventfd cannot be full here */
   }
   pthread_join(s->thread, NULL);
+  s->dead = NULL; /* every connection is freed below, dead or not */
   while (s->conns) dlpg__conn_free(s, s->conns);
   dlpg__kv_free(&s->kv);
   dlpg__kv_free(&s->peers);

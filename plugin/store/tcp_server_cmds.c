@@ -110,7 +110,7 @@ static void dlpg__cmd_add(dlpg__tcp_server_t *s, dlpg__conn_t *c, const dlpg__fi
   int tn = snprintf(text, sizeof text, "%lld", (long long)next);
   if (dlpg__store_over(s, c, &f[0], (size_t)tn)) return;
   if (dlpg__set_key(s, &f[0], text, (size_t)tn) != 0) {
-    dlpg__conn_kill(c, "out of memory");
+    dlpg__conn_kill(s, c, "out of memory");
     return;
   }
   uint8_t out[8];
@@ -170,7 +170,7 @@ static void dlpg__cmd_wait(dlpg__tcp_server_t *s, dlpg__conn_t *c, const dlpg__f
     if (dlpg__kv_find(&s->kv, f[i].data, f[i].len)) continue;
     if (dlpg__widx_add(&s->waiters, &c->wait, c, f[i].data, f[i].len) != 0) {
       dlpg__conn_clear_wait(s, c);
-      dlpg__conn_kill(c, "out of memory");
+      dlpg__conn_kill(s, c, "out of memory");
       return;
     }
   }
@@ -201,7 +201,7 @@ int dlpg__srv_handle(dlpg__tcp_server_t *s, dlpg__conn_t *c, uint8_t type,
       if (f[1].len > DLPG_STORE_MAX_VALUE_LEN) return -1;
       if (dlpg__store_over(s, c, &f[0], f[1].len)) return 0;
       if (dlpg__set_key(s, &f[0], f[1].data, f[1].len) != 0) {
-        dlpg__conn_kill(c, "out of memory");
+        dlpg__conn_kill(s, c, "out of memory");
         return 0;
       }
       dlpg__srv_reply(s, c, DLPG__REPLY_OK, 0, NULL, NULL);
@@ -243,7 +243,7 @@ int dlpg__srv_handle(dlpg__tcp_server_t *s, dlpg__conn_t *c, uint8_t type,
       dlpg__srv_reply_msg(s, c, DLPG__REPLY_AUTH_FAILED,
                           "authentication failed: the client has a token but this store server "
                           "has none (start it with DLPG_STORE_TOKEN or ?token=)");
-      dlpg__conn_kill(c, "a token on the client only");
+      dlpg__conn_kill(s, c, "a token on the client only");
       return 0;
     default:
       return -1;

@@ -15,9 +15,12 @@
 #include "core/status.h"
 #include "store/tcp_server_internal.h"
 
-void dlpg__conn_kill(dlpg__conn_t *c, const char *why) {
-  if (!c->dead) DLPG_INFO(STORE, -1, "store server: closing connection from %s: %s", c->peer, why);
+void dlpg__conn_kill(dlpg__tcp_server_t *s, dlpg__conn_t *c, const char *why) {
+  if (c->dead) return;
+  DLPG_INFO(STORE, -1, "store server: closing connection from %s: %s", c->peer, why);
   c->dead = 1;
+  c->dnext = s->dead; /* freed at the end of the loop iteration */
+  s->dead = c;
 }
 
 void dlpg__conn_clear_wait(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
@@ -40,7 +43,7 @@ void dlpg__conn_update_events(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
   e.events = ev;
   e.data.ptr = c;
   if (epoll_ctl(s->ep_fd, EPOLL_CTL_MOD, c->fd, &e) == 0) c->events = ev;
-  else dlpg__conn_kill(c, "epoll_ctl failed");
+  else dlpg__conn_kill(s, c, "epoll_ctl failed");
 }
 
 void dlpg__conn_flush(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
@@ -50,7 +53,7 @@ void dlpg__conn_flush(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
     if (n > 0) off += (size_t)n;
     else if (n < 0 && errno == EINTR) continue;
     else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    else dlpg__conn_kill(c, "send failed");
+    else dlpg__conn_kill(s, c, "send failed");
   }
   if (off) c->last_out = dlpg__now();
   dlpg__buf_consume(&c->wbuf, off);
@@ -63,7 +66,7 @@ void dlpg__srv_reply(dlpg__tcp_server_t *s, dlpg__conn_t *c, uint8_t type, size_
                      const void *const *data, const size_t *lens) {
   size_t start = c->wbuf.len;
   if (dlpg__frame_append(&c->wbuf, type, n, data, lens) != 0) {
-    dlpg__conn_kill(c, "out of memory for a reply");
+    dlpg__conn_kill(s, c, "out of memory for a reply");
     return;
   }
   if (c->auth.on) {
@@ -71,7 +74,7 @@ void dlpg__srv_reply(dlpg__tcp_server_t *s, dlpg__conn_t *c, uint8_t type, size_
     if (dlpg__auth_frame_mac(&c->auth, DLPG__AUTH_TO_CLIENT, c->auth.sent++, c->wbuf.data + start,
                              c->wbuf.len - start, mac) != 0 ||
         dlpg__buf_append(&c->wbuf, mac, sizeof mac) != 0) {
-      dlpg__conn_kill(c, "cannot authenticate a reply");
+      dlpg__conn_kill(s, c, "cannot authenticate a reply");
       return;
     }
   }
@@ -96,7 +99,7 @@ static void dlpg__conn_auth_fail(dlpg__tcp_server_t *s, dlpg__conn_t *c, const c
   DLPG_WARN(STORE, -1, "store server: authentication failed for a client at %s: %s", c->peer,
             why);
   dlpg__srv_reply_msg(s, c, DLPG__REPLY_AUTH_FAILED, "authentication failed: %s", why);
-  dlpg__conn_kill(c, "authentication failed");
+  dlpg__conn_kill(s, c, "authentication failed");
 }
 
 /* HELLO then AUTH (tcp_auth.h), before anything else on a store with a token. */
@@ -112,7 +115,7 @@ static void dlpg__conn_handshake(dlpg__tcp_server_t *s, dlpg__conn_t *c, uint8_t
     memcpy(c->cn, f[0].data, DLPG__AUTH_NONCE);
     if (dlpg__auth_random(c->sn, sizeof c->sn) != 0 ||
         dlpg__auth_proof(s->token, "server", c->cn, c->sn, proof) != 0) {
-      dlpg__conn_kill(c, "libcrypto failed");
+      dlpg__conn_kill(s, c, "libcrypto failed");
       return;
     }
     const void *d[2] = {c->sn, proof};
@@ -127,7 +130,7 @@ static void dlpg__conn_handshake(dlpg__tcp_server_t *s, dlpg__conn_t *c, uint8_t
     return;
   }
   if (dlpg__auth_proof(s->token, "client", c->cn, c->sn, want) != 0) {
-    dlpg__conn_kill(c, "libcrypto failed");
+    dlpg__conn_kill(s, c, "libcrypto failed");
     return;
   }
   int ok = dlpg__auth_equal(want, f[0].data, DLPG__AUTH_MAC);
@@ -138,7 +141,7 @@ static void dlpg__conn_handshake(dlpg__tcp_server_t *s, dlpg__conn_t *c, uint8_t
     return;
   }
   if (dlpg__auth_start(&c->auth, s->token, c->cn, c->sn) != 0) {
-    dlpg__conn_kill(c, "libcrypto failed");
+    dlpg__conn_kill(s, c, "libcrypto failed");
     return;
   }
   c->auth_stage = DLPG__AUTH_DONE;
@@ -164,13 +167,13 @@ void dlpg__conn_process(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
       if (c->auth_stage != DLPG__AUTH_DONE)
         dlpg__conn_auth_fail(s, c, "this store requires a token (set DLPG_STORE_TOKEN or add "
                                    "?token= to the store URL)");
-      dlpg__conn_kill(c, "frame length out of range");
+      dlpg__conn_kill(s, c, "frame length out of range");
       break;
     }
     size_t frame = DLPG__PROTO_HEADER + body, mac = c->auth.on ? DLPG__AUTH_MAC : 0;
     if (c->rbuf.len < frame + mac) break;
     if (mac && dlpg__conn_check_mac(c, c->rbuf.data, frame) != 0) {
-      dlpg__conn_kill(c, "a frame's MAC does not match (altered, replayed or injected)");
+      dlpg__conn_kill(s, c, "a frame's MAC does not match (altered, replayed or injected)");
       break;
     }
     uint8_t type = 0;
@@ -181,7 +184,7 @@ void dlpg__conn_process(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
     else if (rc == 0) rc = dlpg__srv_handle(s, c, type, f, n);
     free(f);
     if (rc != 0) {
-      dlpg__conn_kill(c, "malformed frame");
+      dlpg__conn_kill(s, c, "malformed frame");
       break;
     }
     dlpg__buf_consume(&c->rbuf, frame + mac);
@@ -196,7 +199,7 @@ void dlpg__conn_read(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
   /* Read while the connection may run what it sends; the rest waits in the kernel. */
   while (dlpg__conn_can_run(s, c)) {
     if (dlpg__buf_reserve(&c->rbuf, c->rbuf.len + 65536) != 0) {
-      dlpg__conn_kill(c, "out of memory");
+      dlpg__conn_kill(s, c, "out of memory");
       return;
     }
     ssize_t n = recv(c->fd, c->rbuf.data + c->rbuf.len, c->rbuf.cap - c->rbuf.len, 0);
@@ -208,7 +211,7 @@ void dlpg__conn_read(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    dlpg__conn_kill(c, n == 0 ? "peer closed" : "recv failed");
+    dlpg__conn_kill(s, c, n == 0 ? "peer closed" : "recv failed");
     return;
   }
   dlpg__conn_update_events(s, c);

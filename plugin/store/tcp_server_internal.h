@@ -28,6 +28,7 @@ enum { DLPG__AUTH_WANT_HELLO, DLPG__AUTH_WANT_PROOF, DLPG__AUTH_DONE };
 typedef struct dlpg__conn {
   struct dlpg__conn *prev, *next;
   struct dlpg__conn *rnext; /* on the server's ready list (a WAIT answered) */
+  struct dlpg__conn *dnext; /* on the server's dead list (closed at the end of the loop) */
   int fd;
   int dead;        /* closed at the end of the current loop iteration */
   int on_ready;
@@ -65,10 +66,11 @@ struct dlpg__tcp_server {
   size_t nconns, queued; /* open connections; unsent reply bytes of all of them */
   dlpg__conn_t *conns;
   dlpg__conn_t *ready; /* connections whose WAIT was just answered */
+  dlpg__conn_t *dead;  /* connections to close at the end of the loop iteration */
 };
 
 /* Mark c for closing at the end of the loop iteration (why is logged at INFO). */
-void dlpg__conn_kill(dlpg__conn_t *c, const char *why);
+void dlpg__conn_kill(dlpg__tcp_server_t *s, dlpg__conn_t *c, const char *why);
 /* Drop a parked WAIT's keys. */
 void dlpg__conn_clear_wait(dlpg__tcp_server_t *s, dlpg__conn_t *c);
 /* Write what the socket takes now, then update c's epoll interest. */
