@@ -101,6 +101,25 @@ class TorchClient:
         pass
 
 
+class NoClient:
+    """The harness alone (fork, release, report): what every row below includes."""
+
+    def set(self, k, v):
+        pass
+
+    def add(self, k, d):
+        pass
+
+    def wait(self, keys):
+        pass
+
+    def get(self, k):
+        return value(int(k.split("/")[1]))
+
+    def close(self):
+        pass
+
+
 def value(rank):
     return ("rank-%06d-" % rank).encode().ljust(64, b"x")
 
@@ -195,7 +214,7 @@ def main():
 
     rows = []
     for n in args.clients:
-        results = {}
+        results = {"(no store: the harness alone)": run(NoClient, n)}
         for name, token in (("dlpg tcp://", None), ("dlpg tcp:// + token", "bench-secret")):
             srv = ctypes.c_void_p()
             url = "tcp://127.0.0.1:0?serve=1" + ("&token=" + token if token else "")
@@ -243,6 +262,7 @@ def main():
             f.write(text)
     print(text)
     return 0 if all(r[3] == 0 for r in rows) else 1
+
 
 
 if __name__ == "__main__":

@@ -122,40 +122,45 @@ static dlpg_status_t dlpg__parse_hostport(const char *url, size_t scheme_len, co
   return DLPG_OK;
 }
 
+/* The query of a tcp:// or redis:// URL: token=SECRET, and serve=0|1 where serve is non-NULL.
+ * token has room for DLPG__AUTH_TOKEN_MAX + 1 bytes. */
+static dlpg_status_t dlpg__parse_query(const char *url, const char *rest, int *serve,
+                                       char *token) {
+  char name[16], value[DLPG__AUTH_TOKEN_MAX + 1];
+  const char *q = *rest == '?' ? rest + 1 : "";
+  const char *known = serve ? "unknown query (parameters: serve=0|1, token=SECRET)"
+                            : "unknown query (the parameter is token=SECRET)";
+  dlpg_status_t st = DLPG_OK;
+  int r = 0;
+  while (st == DLPG_OK &&
+         (r = dlpg__store_query_next(&q, name, sizeof name, value, sizeof value)) == 1) {
+    int on = !strcmp(value, "1") || !strcmp(value, "true");
+    int off = !strcmp(value, "0") || !strcmp(value, "false");
+    if (serve && strcmp(name, "serve") == 0 && (on || off)) *serve = on;
+    else if (strcmp(name, "token") == 0 && *value) memcpy(token, value, strlen(value) + 1);
+    else st = dlpg__bad_url(url, known);
+  }
+  if (st == DLPG_OK && r < 0)
+    st = dlpg__bad_url(url, "a query parameter is too long (a token has at most 1024 bytes)");
+  dlpg__auth_wipe(value, sizeof value);
+  return st;
+}
+
 /* tcp://HOST:PORT[?serve=0|1][&token=SECRET] */
 static dlpg_status_t dlpg__open_tcp(const char *url, double timeout_s, dlpg_store_t **out) {
   char *host = NULL;
   int port = 0;
   const char *rest = NULL;
   DLPG_CHECK(dlpg__parse_hostport(url, 6, "tcp://HOST:PORT", &host, &port, &rest));
-  if (*rest == '/') {
-    free(host);
-    return dlpg__bad_url(url, "the host contains '/' (expected tcp://HOST:PORT)");
-  }
-  const char *query = *rest == '?' ? rest : NULL;
-  int serve = 0;
-  char name[16], value[DLPG__AUTH_TOKEN_MAX + 1], token[DLPG__AUTH_TOKEN_MAX + 1] = "";
-  const char *q = query ? query + 1 : "";
-  int r;
-  while ((r = dlpg__store_query_next(&q, name, sizeof name, value, sizeof value)) == 1) {
-    if (strcmp(name, "serve") == 0 && (!strcmp(value, "1") || !strcmp(value, "true"))) serve = 1;
-    else if (strcmp(name, "serve") == 0 && (!strcmp(value, "0") || !strcmp(value, "false"))) serve = 0;
-    else if (strcmp(name, "token") == 0 && *value) memcpy(token, value, strlen(value) + 1);
-    else r = -2;
-    if (r == -2) break;
-  }
-  if (r == -2) {
-    free(host);
-    return dlpg__bad_url(url, "unknown query (parameters: serve=0|1, token=SECRET)");
-  }
   dlpg_status_t st = DLPG_OK;
-  if (r < 0)
-    st = dlpg__bad_url(url, "a query parameter is too long (a token has at most 1024 bytes)");
-  else if (port == 0 && !serve)
+  if (*rest == '/') st = dlpg__bad_url(url, "the host contains '/' (expected tcp://HOST:PORT)");
+  int serve = 0;
+  char token[DLPG__AUTH_TOKEN_MAX + 1] = "";
+  if (st == DLPG_OK) st = dlpg__parse_query(url, rest, &serve, token);
+  if (st == DLPG_OK && port == 0 && !serve)
     st = dlpg__bad_url(url, "port 0 is only valid with ?serve=1 (the server picks a free port)");
   if (st == DLPG_OK) st = dlpg__tcp_store_open(host, port, serve, dlpg__token(token), timeout_s, out);
   dlpg__auth_wipe(token, sizeof token);
-  dlpg__auth_wipe(value, sizeof value);
   free(host);
   return st;
 }
@@ -175,21 +180,12 @@ static dlpg_status_t dlpg__open_redis(const char *url, double timeout_s, dlpg_st
       st = dlpg__bad_url(url, "the database after '/' is not a number (redis://HOST:PORT/DB)");
     rest = end;
   }
-  char name[16], value[DLPG__AUTH_TOKEN_MAX + 1], token[DLPG__AUTH_TOKEN_MAX + 1] = "";
-  const char *q = *rest == '?' ? rest + 1 : "";
-  int r = 0;
-  while (st == DLPG_OK && (r = dlpg__store_query_next(&q, name, sizeof name, value,
-                                                      sizeof value)) == 1) {
-    if (strcmp(name, "token") == 0 && *value) memcpy(token, value, strlen(value) + 1);
-    else st = dlpg__bad_url(url, "unknown query (the parameter is token=SECRET)");
-  }
-  if (st == DLPG_OK && r < 0)
-    st = dlpg__bad_url(url, "a query parameter is too long (a token has at most 1024 bytes)");
+  char token[DLPG__AUTH_TOKEN_MAX + 1] = "";
+  if (st == DLPG_OK) st = dlpg__parse_query(url, rest, NULL, token);
   if (st == DLPG_OK && port == 0) st = dlpg__bad_url(url, "port 0 is not a redis server's port");
   if (st == DLPG_OK)
     st = dlpg__redis_store_open(host, port, (int)db, dlpg__token(token), timeout_s, out);
   dlpg__auth_wipe(token, sizeof token);
-  dlpg__auth_wipe(value, sizeof value);
   free(host);
   return st;
 }

@@ -117,13 +117,15 @@ static dlpg_status_t dlpg__tcp_get(void *impl, const char *key, double timeout_s
   double deadline = dlpg__now() + timeout_s;
   const void *d[1] = {key};
   size_t l[1] = {strlen(key)};
+  /* GET first (one round trip when the key is there, as in a rendezvous after a wait);
+   * when it is missing, WAIT for it (or for the deadline) and GET again. */
   for (;;) {
-    double left = deadline - dlpg__now();
-    DLPG_CHECK(dlpg__tcp_wait(impl, &key, 1, left > 0.001 ? left : 0.001));
     dlpg__reply_t r;
     DLPG_CHECK(dlpg__tcp_call(t, DLPG__CMD_GET, 1, d, l, dlpg__now() + t->timeout_s, &r));
-    if (r.type == DLPG__REPLY_NOT_FOUND) { /* deleted between WAIT and GET: wait again */
+    if (r.type == DLPG__REPLY_NOT_FOUND) {
       dlpg__reply_free(&r);
+      double left = deadline - dlpg__now();
+      DLPG_CHECK(dlpg__tcp_wait(impl, &key, 1, left > 0.001 ? left : 0.001));
       continue;
     }
     if (r.type != DLPG__REPLY_OK || r.n != 1) return dlpg__tcp_unexpected(t, &r, "GET");
