@@ -1,6 +1,7 @@
 // The TCP store's authentication (issue 11): with a token, nobody without it reads or writes
 // a key, a connection cannot be hijacked (every frame carries a MAC over a counter), and no
 // message shows the secret; without a token the store works as before (the other tests).
+// Also: the server binds only the address it is told (StoreBind).
 // Attackers are played on raw sockets (test_store_wire.h).
 #include "test_store_util.h"
 #include "test_store_wire.h"
@@ -16,7 +17,9 @@ struct Guarded {
   Guarded() {
     std::string url = std::string("tcp://127.0.0.1:0?serve=1&token=") + kToken;
     EXPECT_EQ(A()->store_open(url.c_str(), 10.0, &s), DLPG_OK) << A()->last_error();
-    if (s) EXPECT_EQ(A()->store_port(s, &port), DLPG_OK);
+    if (s) {
+      EXPECT_EQ(A()->store_port(s, &port), DLPG_OK);
+    }
   }
   ~Guarded() { A()->store_close(s); }
   std::string Url(const std::string &query = "") const {
@@ -202,4 +205,71 @@ TEST(StoreAuth, FramesCarryMacsSoAConnectionCannotBeHijacked) {
   ASSERT_TRUE(wire::SendAll(c.fd, ok));
   EXPECT_TRUE(ClosedByPeer(c.fd, 3.0));
   EXPECT_EQ(Get(srv.s, "k"), "original");
+}
+
+namespace {
+
+// Whether something accepts TCP connections on addr:port (addr an IPv4 literal).
+bool Accepts(const char *addr, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, addr, &a.sin_addr);
+  bool ok = connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0;
+  close(fd);
+  return ok;
+}
+
+}  // namespace
+
+// The server binds the address it is told, not every interface: 127.0.0.2 (another local
+// address of the loopback network) is not served by a store bound to 127.0.0.1.
+TEST(StoreBind, ServeBindsTheGivenHostOnly) {
+  Served srv;
+  EXPECT_TRUE(Accepts("127.0.0.1", srv.port));
+  EXPECT_FALSE(Accepts("127.0.0.2", srv.port));
+  dlpg_store_t *all = nullptr;
+  ASSERT_EQ(A()->store_open("tcp://*:0?serve=1", 5.0, &all), DLPG_OK) << A()->last_error();
+  int port = 0;
+  ASSERT_EQ(A()->store_port(all, &port), DLPG_OK);
+  EXPECT_TRUE(Accepts("127.0.0.2", port));  // '*' asks for every interface
+  A()->store_close(all);
+}
+
+// env:// rank 0 binds MASTER_ADDR's address unless DLPG_STORE_BIND says otherwise (forked,
+// so the launcher variables do not leak into other tests).
+TEST(StoreBind, EnvRankZeroBindsMasterAddr) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("RANK", "0", 1);
+    int code = 0;
+    for (int round = 0; round < 2 && !code; ++round) {
+      int port = 0;
+      {
+        sockaddr_in a{};
+        socklen_t sl = sizeof a;
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        a.sin_family = AF_INET;
+        bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+        getsockname(fd, reinterpret_cast<sockaddr *>(&a), &sl);
+        port = ntohs(a.sin_port);
+        close(fd);
+      }
+      setenv("DLPG_STORE_PORT", std::to_string(port).c_str(), 1);
+      if (round == 1) setenv("DLPG_STORE_BIND", "*", 1);
+      dlpg_store_t *s = nullptr;
+      if (A()->store_open("env://", 5, &s) != DLPG_OK) code = 10 + round;
+      else if (!Accepts("127.0.0.1", port)) code = 20 + round;
+      else if (Accepts("127.0.0.2", port) != (round == 1)) code = 30 + round;
+      A()->store_close(s);
+    }
+    _exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10/11: open failed, 20/21: not on MASTER_ADDR, "
+                                       "30: bound the wildcard, 31: DLPG_STORE_BIND=* ignored";
 }
