@@ -60,6 +60,12 @@ TEST(StoreAuth, ClientsWithTheTokenWork) {
   A()->store_close(c);
 }
 
+TEST(StoreAuth, GlooGroupRendezvousesThroughAnAuthenticatedStore) {
+  Guarded srv;
+  std::string url = srv.Url(std::string("?token=") + kToken);
+  EXPECT_EQ(AllreduceThrough(4, [&](int) { return url; }, "auth-group"), 0);
+}
+
 TEST(StoreAuth, TokenFromTheEnvironment) {
   ScopedEnv env("DLPG_STORE_TOKEN", kToken);
   dlpg_store_t *s = nullptr, *c = nullptr;

@@ -220,3 +220,10 @@ TEST(StoreRedis, ServerGoneIsAnErrorNotAHang) {
   EXPECT_LT(Now() - t0, 7.0);
   A()->store_close(s);
 }
+
+TEST(StoreRedis, GlooGroupRendezvousesThroughRedis) {
+  SKIP_WITHOUT_REDIS();
+  Redis redis;
+  std::string url = redis.Url("/1");
+  EXPECT_EQ(AllreduceThrough(4, [&](int) { return url; }, "redis-group"), 0);
+}

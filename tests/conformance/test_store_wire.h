@@ -201,3 +201,54 @@ class ScopedEnv {
   bool had_ = false;
   std::string old_;
 };
+
+// n ranks (threads) each open url_of(rank), create a group on it and allreduce 64 floats
+// (rank-dependent values) with Gloo; returns the number of ranks whose result differs from
+// the sum computed here, or that failed (the message is recorded with ADD_FAILURE).
+template <class UrlOf>
+int AllreduceThrough(int n, UrlOf url_of, const std::string &name) {
+  std::atomic<int> bad{0};
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r)
+    ts.emplace_back([&, r] {
+      dlpg_store_t *s = nullptr;
+      std::string url = url_of(r);
+      if (A()->store_open(url.c_str(), 30.0, &s) != DLPG_OK) {
+        ADD_FAILURE() << "rank " << r << ": " << A()->last_error();
+        bad++;
+        return;
+      }
+      dlpg_group_options_t o = DLPG_GROUP_OPTIONS_INIT;
+      o.timeout_s = 30;
+      o.name = name.c_str();
+      dlpg_group_t *g = nullptr;
+      std::vector<float> v(64);
+      for (int i = 0; i < 64; ++i) v[i] = static_cast<float>(r * 100 + i);
+      int64_t shape[1] = {64};
+      DLTensor t{};
+      t.data = v.data();
+      t.device = {kDLCPU, 0};
+      t.ndim = 1;
+      t.dtype = {kDLFloat, 32, 1};
+      t.shape = shape;
+      DLTensor *tp = &t;
+      if (A()->group_create(s, r, n, &o, &g) != DLPG_OK ||
+          A()->allreduce(g, &tp, nullptr, 1, DLPG_SUM, nullptr, nullptr) != DLPG_OK) {
+        ADD_FAILURE() << "rank " << r << ": " << A()->last_error();
+        bad++;
+      } else {
+        for (int i = 0; i < 64; ++i) {
+          float want = 0;
+          for (int q = 0; q < n; ++q) want += static_cast<float>(q * 100 + i);
+          if (v[i] != want) {
+            bad++;
+            break;
+          }
+        }
+      }
+      if (g) A()->group_destroy(g);
+      A()->store_close(s);
+    });
+  for (auto &t : ts) t.join();
+  return bad.load();
+}
