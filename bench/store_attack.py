@@ -147,7 +147,7 @@ def parked(lib, store, conns=16):
             socks.append(s)
     time.sleep(3.0)  # every WAIT parked (accepting 16 000 connections takes a moment)
     busy = median_get_ms()
-    print("parked: GET (dlpg get = WAIT + GET) median %.3f ms (p99 %.3f, server CPU %.3f ms "
+    print("parked: dlpg_store_get median %.3f ms (p99 %.3f, server CPU %.3f ms "
           "per GET) with no parked keys; %.3f ms (p99 %.3f, server CPU %.3f ms per GET) with "
           "16 000 parked keys on %d connections" % (quiet + busy + (conns,)))
     for s in socks:

@@ -14,7 +14,7 @@ extern "C" {
  * implementation serialises as it needs. Errors are recorded with dlpg__error. timeout_s
  * arguments are already resolved (> 0). */
 typedef struct dlpg__store_vtbl {
-  const char *kind; /* "tcp", "file", "ops" */
+  const char *kind; /* "tcp", "redis", "file", "ops" */
   dlpg_status_t (*set)(void *impl, const char *key, const void *value, size_t len);
   dlpg_status_t (*get)(void *impl, const char *key, double timeout_s, void *buf, size_t cap,
                        size_t *len);
