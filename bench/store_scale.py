@@ -29,6 +29,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_util import cpu_model  # noqa: E402
 
 TIMEOUT = 120.0
+THREADS = False  # --threads: clients are threads of one process, not forked processes
+
+
+HEADER = """# Store rendezvous: dlpg's TCP store, Redis, torch's TCPStore
+
+Written by bench/store_scale.py. Each client: open the store, set its 64-byte address
+(addr/RANK), add 1 to a counter, wait for all N addresses (one WAIT of N keys), get its
+neighbour's address (checked), close: the all-gather Gloo's full-mesh rendezvous needs.
+The time runs from the release of all clients (forked processes, or threads of one process)
+to the last one's report. The machine (2 vCPUs) is shared with other jobs, so figures move
+with its load; the harness-alone row shows how much of each is the clients' own start-up.
+"""
 
 
 def load_dlpg(path):
@@ -145,7 +157,10 @@ def client(make, rank, n, go_r, done_w):
 
 
 def run(make, n):
-    """Fork n clients, release them together, return (seconds, failures)."""
+    """Fork n clients (threads with --threads), release them together, return (seconds,
+    failures)."""
+    if THREADS:
+        return run_threads(make, n)
     go_r, go_w = os.pipe()
     done_r, done_w = os.pipe()
     pids = []
@@ -173,6 +188,44 @@ def run(make, n):
     os.close(go_w)
     os.close(done_r)
     return dt, n - got.count(b"1")
+
+
+def run_threads(make, n):
+    """The same rendezvous by n threads of this process (each with its own store client):
+    no fork or process wake-ups in the time, so the stores' own costs show. Store calls of
+    both dlpg (ctypes) and torch (pybind) release the GIL while they wait."""
+    import threading
+    go = threading.Event()
+    fails = [0]
+    done = threading.Semaphore(0)
+
+    def body(rank):
+        try:
+            go.wait()
+            c = make()
+            c.set("addr/%d" % rank, value(rank))
+            c.add("arrived", 1)
+            c.wait(["addr/%d" % i for i in range(n)])
+            if c.get("addr/%d" % ((rank + 1) % n)) != value((rank + 1) % n):
+                fails[0] += 1
+            c.close()
+        except Exception as e:  # reported as a failed client
+            sys.stderr.write("client %d: %s\n" % (rank, e))
+            fails[0] += 1
+        done.release()
+
+    threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(n)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    t0 = time.perf_counter()
+    go.set()
+    for _ in range(n):
+        done.acquire()
+    dt = time.perf_counter() - t0
+    for t in threads:
+        t.join()
+    return dt, fails[0]
 
 
 def free_port():
@@ -241,8 +294,13 @@ def main():
     ap.add_argument("--clients", type=int, nargs="+", default=[1024])
     ap.add_argument("--out", help="markdown file for the table")
     ap.add_argument("--repeat", type=int, default=3, help="rounds (the table shows the median)")
+    ap.add_argument("--append", action="store_true", help="add to --out instead of replacing it")
+    ap.add_argument("--threads", action="store_true",
+                    help="clients are threads of this process instead of forked processes")
     ap.add_argument("--lib", default=os.environ.get("DLPG_LIBRARY", "build/libdlpg.so"))
     args = ap.parse_args()
+    global THREADS
+    THREADS = args.threads
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # servers here hold N sockets
     lib = load_dlpg(args.lib)
@@ -269,20 +327,19 @@ def main():
                 rows.append((n, name, statistics.median(times[name]), min(times[name]),
                              fails[name]))
 
-    lines = ["# Store rendezvous: %s simulated clients" % " and ".join(map(str, args.clients)),
+    how = "threads of one process" if args.threads else "forked processes"
+    lines = ["## %s clients as %s" % (" and ".join(map(str, args.clients)), how),
              "",
              "Command: `DLPG_LIBRARY=%s /usr/bin/python3 bench/store_scale.py --clients %s "
-             "--repeat %d`" % (args.lib, " ".join(map(str, args.clients)), args.repeat),
+             "--repeat %d%s`" % (args.lib, " ".join(map(str, args.clients)), args.repeat,
+                                 " --threads" if args.threads else ""),
              "Date: %s. Machine: %s, %d CPUs, %s, Python %s." %
              (datetime.date.today(), cpu_model("unknown CPU"), os.cpu_count(),
               platform.platform(), platform.python_version()),
              "",
-             "Each client (a forked process): open, set its 64-byte address, add 1 to a counter, "
-             "wait for all N addresses, get its neighbour's (checked), close. Time from the "
-             "release of all clients to the last one's report (bench/store_scale.py); the "
-             "median and the best of %d rounds, the stores interleaved within each round. "
-             "The first row is the harness alone (fork, release, report), included in every "
-             "other row. The machine is shared: figures move with its other load." % args.repeat,
+             "Median and best of %d rounds, the stores interleaved within each round. The "
+             "first row is the harness alone (%s, release, report), included in every other "
+             "row." % (args.repeat, "start threads" if args.threads else "fork"),
              "",
              "| clients | store | median s | best s | failed clients (all rounds) |",
              "|---:|---|---:|---:|---:|"]
@@ -290,8 +347,11 @@ def main():
         lines.append("| %d | %s | %.3f | %.3f | %d |" % (n, name, med, best, fails))
     text = "\n".join(lines) + "\n"
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+        fresh = not args.append or not os.path.exists(args.out)
+        with open(args.out, "w" if fresh else "a") as f:
+            if fresh:
+                f.write(HEADER)
+            f.write("\n" + text)
     print(text)
     return 0 if all(r[4] == 0 for r in rows) else 1
 
