@@ -62,7 +62,7 @@ TEST(StoreLimits, UnreadRepliesAreBoundedAndOthersServed) {
   double t0 = Now();
   EXPECT_EQ(A()->store_set(c, "small", "v", 1), DLPG_OK) << A()->last_error();
   EXPECT_EQ(Get(c, "small"), "v");
-  EXPECT_LT(Now() - t0, 1.0);
+  EXPECT_LT(Now() - t0, 2.0);  // milliseconds unloaded; the margin is for a busy CI machine
   // A large GET now finds the queue full: BUSY, retried until its deadline, then a clear
   // timeout naming the limit...
   std::vector<char> buf(big.size());
