@@ -77,24 +77,26 @@ static void dlpg__format_addr(const struct sockaddr *sa, socklen_t sl, char *out
 
 /* Admit one accepted descriptor, or refuse it when a connection limit is reached. */
 static void dlpg__admit(dlpg__tcp_server_t *s, int fd, const struct sockaddr *sa, socklen_t sl) {
-  char peer[64], why[256];
+  char peer[64], buf[256];
   dlpg__format_addr(sa, sl, peer, sizeof peer);
   size_t *count = dlpg__peer_count(s, peer);
-  if (s->nconns >= s->lim.max_conns) {
-    snprintf(why, sizeof why, "the store server has %zu connections, its limit "
+  const char *why = NULL;
+  if (!count) {
+    why = "the store server is out of memory";
+  } else if (s->nconns >= s->lim.max_conns) {
+    snprintf(buf, sizeof buf, "the store server has %zu connections, its limit "
              "(DLPG_STORE_MAX_CONNS or the descriptor limit)", s->nconns);
-  } else if (count && *count >= s->lim.max_conns_per_peer) {
-    snprintf(why, sizeof why, "%zu connections from %s already, the store server's limit "
+    why = buf;
+  } else if (*count >= s->lim.max_conns_per_peer) {
+    snprintf(buf, sizeof buf, "%zu connections from %s already, the store server's limit "
              "DLPG_STORE_MAX_CONNS_PER_PEER", *count, peer);
-  } else if (count) {
-    why[0] = '\0';
-  } else {
-    snprintf(why, sizeof why, "the store server is out of memory");
+    why = buf;
   }
-  dlpg__conn_t *c = why[0] ? NULL : (dlpg__conn_t *)calloc(1, sizeof *c);
+  dlpg__conn_t *c = why ? NULL : (dlpg__conn_t *)calloc(1, sizeof *c);
   if (!c) {
-    if (!why[0]) snprintf(why, sizeof why, "the store server is out of memory");
-    DLPG_WARN(STORE, -1, "store server: refusing a connection from %s: %s", peer, why);
+    if (!why) why = "the store server is out of memory";
+    if (dlpg__srv_may_warn(s))
+      DLPG_WARN(STORE, -1, "store server: refusing a connection from %s: %s", peer, why);
     if (count && *count == 0) dlpg__kv_delete(&s->peers, peer, strlen(peer));
     dlpg__refuse(fd, why);
     return;

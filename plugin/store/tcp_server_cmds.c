@@ -227,7 +227,8 @@ int dlpg__srv_handle(dlpg__tcp_server_t *s, dlpg__conn_t *c, uint8_t type,
                             n - first_key, first_key ? "WAIT" : "CHECK", s->lim.max_wait_keys);
         return 0;
       }
-      if (dlpg__keys_over(s, c, f + first_key, n - first_key)) return 0;
+      /* (CHECK may have no keys: f is then NULL, and NULL + 0 is undefined in C.) */
+      if (n > first_key && dlpg__keys_over(s, c, f + first_key, n - first_key)) return 0;
       if (type == DLPG__CMD_WAIT) {
         dlpg__cmd_wait(s, c, f, n);
         return 0;

@@ -23,6 +23,20 @@ void dlpg__conn_kill(dlpg__tcp_server_t *s, dlpg__conn_t *c, const char *why) {
   s->dead = c;
 }
 
+int dlpg__srv_may_warn(dlpg__tcp_server_t *s) {
+  double now = dlpg__now();
+  if (now - s->last_warn < 1.0) {
+    s->warns_dropped++;
+    return 0;
+  }
+  if (s->warns_dropped)
+    DLPG_WARN(STORE, -1, "store server: %lu similar warnings in the last second not shown",
+              s->warns_dropped);
+  s->last_warn = now;
+  s->warns_dropped = 0;
+  return 1;
+}
+
 void dlpg__conn_clear_wait(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
   dlpg__widx_clear(&s->waiters, &c->wait);
   c->waiting = 0;
@@ -96,8 +110,9 @@ void dlpg__srv_reply_msg(dlpg__tcp_server_t *s, dlpg__conn_t *c, uint8_t type, c
 
 /* Refuse the connection's authentication: say why, then close it. */
 static void dlpg__conn_auth_fail(dlpg__tcp_server_t *s, dlpg__conn_t *c, const char *why) {
-  DLPG_WARN(STORE, -1, "store server: authentication failed for a client at %s: %s", c->peer,
-            why);
+  if (dlpg__srv_may_warn(s))
+    DLPG_WARN(STORE, -1, "store server: authentication failed for a client at %s: %s", c->peer,
+              why);
   dlpg__srv_reply_msg(s, c, DLPG__REPLY_AUTH_FAILED, "authentication failed: %s", why);
   dlpg__conn_kill(s, c, "authentication failed");
 }

@@ -57,6 +57,8 @@ struct dlpg__tcp_server {
   double accept_resume_at; /* 0: not paused */
   double nearest_wait;     /* a parked WAIT's deadline is no earlier (0: none parked) */
   double next_sweep;       /* next check of frame, handshake and idle timeouts */
+  double last_warn;        /* refusals and failed handshakes warn at most once a second */
+  unsigned long warns_dropped;
   pthread_t thread;
   char *token; /* NULL: no authentication */
   dlpg__store_limits_t lim;
@@ -69,6 +71,9 @@ struct dlpg__tcp_server {
   dlpg__conn_t *dead;  /* connections to close at the end of the loop iteration */
 };
 
+/* Whether a warning about a refused or failed client may be logged now (at most one a
+ * second, so a flood of them cannot flood the log; the rest are counted). */
+int dlpg__srv_may_warn(dlpg__tcp_server_t *s);
 /* Mark c for closing at the end of the loop iteration (why is logged at INFO). */
 void dlpg__conn_kill(dlpg__tcp_server_t *s, dlpg__conn_t *c, const char *why);
 /* Drop a parked WAIT's keys. */
