@@ -11,6 +11,8 @@ bash ci/check-layers.sh
 bash ci/check-install.sh
 (cd "$BUILD_DIR" && ctest --output-on-failure -j2 --timeout 900)
 bash ci/check-no-cuda.sh
+# libFuzzer on the store's frames and DLPack validation, bounded (FUZZ_SECONDS each).
+bash ci/fuzz.sh
 if [ -d tests/python ]; then
   # The C++ torch backend, against Debian's torch (its object files cached in the build dir).
   MAX_JOBS=2 DLPG_TORCH_BUILD_DIR="$PWD/$BUILD_DIR/torch-ext" PYTHONPATH="$PWD/python_shim" \

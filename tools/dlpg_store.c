@@ -3,13 +3,19 @@
  * "tcp://HOST:PORT". Runs until SIGINT or SIGTERM.
  *
  *   dlpg-store [--host HOST] [--port PORT]     (defaults: every interface, port 29501)
+ *
+ * DLPG_STORE_TOKEN, when set, is required of every client (the same variable on the ranks,
+ * or ?token= in their URL); the DLPG_STORE_* limits apply (docs/security.md). The banner
+ * prints the address actually bound.
  */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
+#include "core/params.h"
 #include "core/status.h"
 #include "store/store.h"
 
@@ -17,8 +23,9 @@ static void dlpg__usage(FILE *f) {
   fprintf(f,
           "usage: dlpg-store [--host HOST] [--port PORT]\n"
           "  Serve the dlpg TCP store until SIGINT/SIGTERM. Ranks open tcp://HOST:PORT.\n"
-          "  --host HOST  address to bind (default: every interface)\n"
-          "  --port PORT  TCP port, 0 picks a free one (default: 29501)\n");
+          "  --host HOST  address to bind, only that one (default: every interface)\n"
+          "  --port PORT  TCP port, 0 picks a free one (default: 29501)\n"
+          "  DLPG_STORE_TOKEN=SECRET in the environment: clients must hold the same secret\n");
 }
 
 static int dlpg__parse_port(const char *s, int *port) {
@@ -57,12 +64,21 @@ int main(int argc, char **argv) {
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, NULL);
 
+  /* A standalone server may hold many connections: use the whole descriptor allowance. */
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  const char *token = dlpg__param_str(DLPG__PARAM_STORE_TOKEN);
   dlpg__tcp_server_t *srv = NULL;
-  if (dlpg__tcp_server_start(host, port, &srv) != DLPG_OK) {
+  if (dlpg__tcp_server_start(host, port, token, &srv) != DLPG_OK) {
     fprintf(stderr, "dlpg-store: %s\n", dlpg__last_error());
     return 1;
   }
-  printf("dlpg-store listening on %s:%d\n", *host ? host : "0.0.0.0", dlpg__tcp_server_port(srv));
+  printf("dlpg-store listening on %s (%s)\n", dlpg__tcp_server_address(srv),
+         token && *token ? "DLPG_STORE_TOKEN required"
+                         : "no token: anyone who reaches this address may read and write it");
   fflush(stdout);
   int sig = 0;
   sigwait(&stop, &sig);

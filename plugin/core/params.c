@@ -102,6 +102,7 @@ void dlpg__params_print(FILE *f) {
     const dlpg__param_def_t *p = &dlpg__params[i];
     const char *env = dlpg__param_env((dlpg__param_id_t)i);
     const char *val = env ? env : p->def;
+    if (env && i == DLPG__PARAM_STORE_TOKEN) val = "(hidden)"; /* a secret */
     fprintf(f, "  %-24s = %-12s (default %s%s) %s\n", p->env, val ? val : "(unset)",
             p->def ? p->def : "unset", env ? "; set in the environment" : "", p->desc);
   }

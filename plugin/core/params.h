@@ -16,6 +16,20 @@ extern "C" {
   X(TIMEOUT, "DLPG_TIMEOUT", "300", 1, "seconds before any blocking step fails")             \
   X(GROUP_NAME, "DLPG_GROUP_NAME", "dlpg", 1, "default store key prefix of a group")         \
   X(STORE_PORT, "DLPG_STORE_PORT", NULL, 0, "env:// store port (default MASTER_PORT + 1)")   \
+  X(STORE_BIND, "DLPG_STORE_BIND", NULL, 0, "env:// rank 0's server address (default MASTER_ADDR's; * = every interface)") \
+  X(STORE_TOKEN, "DLPG_STORE_TOKEN", NULL, 0, "shared secret of the TCP store, server and clients (never printed)") \
+  X(STORE_MAX_CONNS, "DLPG_STORE_MAX_CONNS", "16384", 0, "store server: connections in total (also kept below RLIMIT_NOFILE)") \
+  X(STORE_MAX_CONNS_PER_PEER, "DLPG_STORE_MAX_CONNS_PER_PEER", "4096", 0, "store server: connections from one address") \
+  X(STORE_MAX_REPLY_BYTES, "DLPG_STORE_MAX_REPLY_BYTES", "1048576", 0, "store server: unread reply bytes of one connection before its requests wait") \
+  X(STORE_MAX_QUEUED_BYTES, "DLPG_STORE_MAX_QUEUED_BYTES", "268435456", 0, "store server: unread reply bytes of all connections before GETs are answered busy") \
+  X(STORE_MAX_BYTES, "DLPG_STORE_MAX_BYTES", "536870912", 0, "store server: key and value bytes stored") \
+  X(STORE_MAX_KEYS, "DLPG_STORE_MAX_KEYS", "1048576", 0, "store server: keys stored") \
+  X(STORE_MAX_KEY_BYTES, "DLPG_STORE_MAX_KEY_BYTES", "4096", 0, "store server: bytes of one key") \
+  X(STORE_MAX_VALUE_BYTES, "DLPG_STORE_MAX_VALUE_BYTES", "67108864", 0, "store server: bytes of one value") \
+  X(STORE_MAX_WAIT_KEYS, "DLPG_STORE_MAX_WAIT_KEYS", "16384", 0, "store server: keys in one WAIT or CHECK") \
+  X(STORE_MAX_WAIT_S, "DLPG_STORE_MAX_WAIT_S", "3600", 0, "store server: longest WAIT (clients wait longer in slices)") \
+  X(STORE_FRAME_TIMEOUT_S, "DLPG_STORE_FRAME_TIMEOUT_S", "30", 0, "store server: seconds to finish a frame, the handshake or a stalled reply") \
+  X(STORE_IDLE_TIMEOUT_S, "DLPG_STORE_IDLE_TIMEOUT_S", "3600", 0, "store server: idle connections are closed (clients reconnect)") \
   X(DEBUG, "DLPG_DEBUG", "WARN", 1, "log level: NONE, WARN, INFO or TRACE")                  \
   X(DEBUG_SUBSYS, "DLPG_DEBUG_SUBSYS", "ALL", 1, "comma list: INIT,STORE,COLL,P2P,GLOO,NCCL") \
   X(GLOO_HOSTNAME, "DLPG_GLOO_HOSTNAME", NULL, 1, "address Gloo binds to (default: the store host's route)") \

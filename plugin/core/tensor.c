@@ -207,6 +207,11 @@ dlpg_status_t dlpg__tensor_from_dl(const char *fn, const char *arg, int index, c
     }
   }
 
+  /* Found by fuzz/fuzz_dlpack: data + byte_offset must not wrap around the address space. */
+  if (t->data && t->byte_offset > UINTPTR_MAX - (uintptr_t)t->data)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "%s: %s has byte_offset %llu, past the end of the address space", fn,
+                       ARG_NAME, (unsigned long long)t->byte_offset);
   if (!t->data && numel > 0)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s has %lld elements but data is NULL",
                        fn, ARG_NAME, (long long)numel);

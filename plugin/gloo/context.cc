@@ -78,11 +78,11 @@ std::string route_to(const char *host) {
     *how = std::string("DLPG_GLOO_IFACE=") + iface;
     return attr;
   }
-  if (store && !is_wildcard(store->host)) {
-    std::string local = route_to(store->host);
+  if (store && !is_wildcard(dlpg__store_host(store))) {
+    std::string local = route_to(dlpg__store_host(store));
     if (!local.empty()) {
       attr.hostname = local;
-      *how = "route to store host " + std::string(store->host) + ": " + local;
+      *how = "route to store host " + std::string(dlpg__store_host(store)) + ": " + local;
       return attr;
     }
   }
@@ -118,7 +118,7 @@ extern "C" dlpg_status_t dlpg__gloo_ctx_create(dlpg_store_t *store, const char *
   if (size < 1 || rank < 0 || rank >= size)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: rank %d is outside [0, %d)", fn, rank,
                        size);
-  if (!(timeout_s > 0)) timeout_s = store->timeout_s > 0 ? store->timeout_s : 300.0;
+  if (!(timeout_s > 0)) timeout_s = dlpg__store_timeout(store);
   auto ms = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000.0 + 0.5));
   if (ms.count() < 1) ms = std::chrono::milliseconds(1);
   dlpg__gloo_ctx_t *ctx = nullptr;

@@ -263,21 +263,38 @@ void make_dirs(const std::string &path) {
 }  // namespace
 }  // namespace dlpg_gloo
 
-extern "C" dlpg_status_t dlpg__file_store_open(const char *path, double timeout_s,
-                                               dlpg_store_t **out) {
-  static const char *fn = "dlpg__file_store_open";
-  if (!out) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-  *out = nullptr;
-  if (!path || !*path) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: path is empty", fn);
-  dlpg_gloo::FileStore *s = nullptr;
+namespace dlpg_gloo {
+namespace {
+
+// Open the store over the directory path (created when missing).
+dlpg_status_t file_store_open(const char *path, double timeout_s, dlpg_store_t **out) {
+  FileStore *s = nullptr;
   try {
-    dlpg_gloo::make_dirs(path);
-    s = new dlpg_gloo::FileStore(path);
+    make_dirs(path);
+    s = new FileStore(path);
   } catch (...) {
     delete s;
     // dlpg_store_open names the URL (and so the path) in front of this message.
-    return dlpg_gloo::status_from_current_exception("file store");
+    return status_from_current_exception("file store");
   }
   // dlpg__store_new takes ownership of s, also on failure (destroy is called).
-  return dlpg__store_new(&dlpg_gloo::kFileStoreVtbl, s, timeout_s, nullptr, out);
+  return dlpg__store_new(&kFileStoreVtbl, s, timeout_s, nullptr, out);
 }
+
+// "file:///PATH": only local absolute paths (no host part).
+dlpg_status_t open_file_url(const char *url, double timeout_s, dlpg_store_t **out) {
+  const char *path = url + strlen("file://");
+  if (*path != '/')
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "expected file:///ABSOLUTE/PATH (a host part is not supported)");
+  if (strcmp(path, "/") == 0) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "the path is empty");
+  return file_store_open(path, timeout_s, out);
+}
+
+// The store resolves URL schemes through its registry; file:// joins it when the plugin is
+// loaded, so plugin/store never includes the Gloo island.
+const bool kFileSchemeRegistered =
+    dlpg__store_register_scheme("file://", open_file_url) == DLPG_OK;
+
+}  // namespace
+}  // namespace dlpg_gloo

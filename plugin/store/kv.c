@@ -6,7 +6,8 @@
 #include <string.h>
 
 /* FNV-1a, 64 bit. */
-static uint64_t dlpg__kv_hash(const uint8_t *p, size_t n) {
+uint64_t dlpg__kv_hash(const void *data, size_t n) {
+  const uint8_t *p = (const uint8_t *)data;
   uint64_t h = 1469598103934665603ull;
   for (size_t i = 0; i < n; ++i) {
     h ^= p[i];
@@ -32,7 +33,7 @@ void dlpg__kv_free(dlpg__kv_t *kv) {
 
 dlpg__kv_entry_t *dlpg__kv_find(const dlpg__kv_t *kv, const void *key, size_t klen) {
   if (!kv->nbuckets) return NULL;
-  uint64_t h = dlpg__kv_hash((const uint8_t *)key, klen);
+  uint64_t h = dlpg__kv_hash(key, klen);
   for (dlpg__kv_entry_t *e = kv->buckets[h % kv->nbuckets]; e; e = e->next)
     if (e->hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0) return e;
   return NULL;
@@ -65,6 +66,7 @@ int dlpg__kv_set(dlpg__kv_t *kv, const void *key, size_t klen, const void *value
   dlpg__kv_entry_t *e = dlpg__kv_find(kv, key, klen);
   if (e) {
     free(e->value);
+    kv->bytes = kv->bytes - e->vlen + vlen;
     e->value = v;
     e->vlen = vlen;
     return 0;
@@ -79,12 +81,13 @@ int dlpg__kv_set(dlpg__kv_t *kv, const void *key, size_t klen, const void *value
   }
   memcpy(e->key, key, klen);
   e->klen = klen;
-  e->hash = dlpg__kv_hash((const uint8_t *)key, klen);
+  e->hash = dlpg__kv_hash(key, klen);
   e->value = v;
   e->vlen = vlen;
   e->next = kv->buckets[e->hash % kv->nbuckets];
   kv->buckets[e->hash % kv->nbuckets] = e;
   kv->count++;
+  kv->bytes += klen + vlen;
   return 0;
 oom:
   free(v);
@@ -93,12 +96,13 @@ oom:
 
 int dlpg__kv_delete(dlpg__kv_t *kv, const void *key, size_t klen) {
   if (!kv->nbuckets) return 0;
-  uint64_t h = dlpg__kv_hash((const uint8_t *)key, klen);
+  uint64_t h = dlpg__kv_hash(key, klen);
   dlpg__kv_entry_t **pp = &kv->buckets[h % kv->nbuckets];
   for (; *pp; pp = &(*pp)->next) {
     dlpg__kv_entry_t *e = *pp;
     if (e->hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0) {
       *pp = e->next;
+      kv->bytes -= e->klen + e->vlen;
       free(e->key);
       free(e->value);
       free(e);

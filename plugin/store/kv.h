@@ -18,7 +18,11 @@ typedef struct dlpg__kv_entry {
 typedef struct dlpg__kv {
   dlpg__kv_entry_t **buckets;
   size_t nbuckets, count;
+  size_t bytes; /* key and value bytes held (the store's quota counts these) */
 } dlpg__kv_t;
+
+/* The table's hash (FNV-1a, 64 bit); the waiter index (wait_index.c) uses it too. */
+uint64_t dlpg__kv_hash(const void *p, size_t n);
 
 void dlpg__kv_free(dlpg__kv_t *kv);
 /* The entry of key, or NULL. */

@@ -3,6 +3,7 @@
  * the reference counting behind dlpg_store_t: the caller's handle and every group created
  * on the store each hold one reference; the implementation is destroyed with the last. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,14 @@
 #include "store/store.h"
 #include "store/store_internal.h"
 #include "store/tcp_proto.h"
+
+struct dlpg_store {
+  const dlpg__store_vtbl_t *vt;
+  void *impl;
+  double timeout_s;
+  atomic_int refs;
+  char *host; /* for TCP stores: the host clients reach (Gloo binds to the matching route) */
+};
 
 dlpg_status_t dlpg__store_new(const dlpg__store_vtbl_t *vt, void *impl, double timeout_s,
                               const char *host, dlpg_store_t **out) {
@@ -41,6 +50,12 @@ void dlpg__store_release(dlpg_store_t *s) {
   if (s->vt && s->vt->destroy) s->vt->destroy(s->impl);
   free(s->host);
   free(s);
+}
+
+const char *dlpg__store_host(const dlpg_store_t *s) { return s ? s->host : NULL; }
+
+double dlpg__store_timeout(const dlpg_store_t *s) {
+  return s && s->timeout_s > 0 ? s->timeout_s : dlpg__store_default_timeout();
 }
 
 double dlpg__store_default_timeout(void) {

@@ -1,9 +1,9 @@
 /* The store object behind dlpg_store_t: a reference-counted handle over one of several
- * implementations (TCP client [+ embedded server], Gloo FileStore, host callbacks). */
+ * implementations (TCP client [+ embedded server], host callbacks, and those registered by
+ * scheme from outside, such as Gloo's FileStore). */
 #ifndef DLPG_STORE_STORE_H_
 #define DLPG_STORE_STORE_H_
 
-#include <stdatomic.h>
 #include "dlpg/dlpg.h"
 
 #ifdef __cplusplus
@@ -14,7 +14,7 @@ extern "C" {
  * implementation serialises as it needs. Errors are recorded with dlpg__error. timeout_s
  * arguments are already resolved (> 0). */
 typedef struct dlpg__store_vtbl {
-  const char *kind; /* "tcp", "file", "ops" */
+  const char *kind; /* "tcp", "redis", "file", "ops" */
   dlpg_status_t (*set)(void *impl, const char *key, const void *value, size_t len);
   dlpg_status_t (*get)(void *impl, const char *key, double timeout_s, void *buf, size_t cap,
                        size_t *len);
@@ -26,13 +26,8 @@ typedef struct dlpg__store_vtbl {
   void (*destroy)(void *impl);
 } dlpg__store_vtbl_t;
 
-struct dlpg_store {
-  const dlpg__store_vtbl_t *vt;
-  void *impl;
-  double timeout_s;
-  atomic_int refs;
-  char *host; /* for TCP stores: the host clients reach (Gloo binds to the matching route) */
-};
+/* struct dlpg_store (dlpg_store_t) is defined in store.c only; the rest of the plugin sees
+ * it through the functions below. */
 
 /* Wrap impl (takes ownership; destroy is called when the last reference goes). */
 dlpg_status_t dlpg__store_new(const dlpg__store_vtbl_t *vt, void *impl, double timeout_s,
@@ -44,24 +39,48 @@ void dlpg__store_release(dlpg_store_t *s);
  * store adapter, the NCCL unique-id exchange) that do not know the length in advance. */
 dlpg_status_t dlpg__store_get_alloc(dlpg_store_t *s, const char *key, double timeout_s,
                                     void **value, size_t *len);
+/* Accessors for the backends. host: the address clients reach a TCP store at (Gloo binds
+ * its listening socket to the local address that routes there); NULL for other stores.
+ * timeout: the store's default timeout in seconds (> 0). */
+const char *dlpg__store_host(const dlpg_store_t *s);
+double dlpg__store_timeout(const dlpg_store_t *s);
+
+/* URL schemes served outside plugin/store (file:// by the Gloo island) register an opener
+ * here, typically from a static constructor, so the store never depends on its backends.
+ * scheme includes "://" ("file://"); open receives the whole URL and reports a malformed
+ * one as DLPG_ERR_INVALID_ARGUMENT (dlpg_store_open prefixes the URL). Registering a
+ * scheme twice replaces the opener; at most DLPG__STORE_MAX_SCHEMES are kept. */
+#define DLPG__STORE_MAX_SCHEMES 8
+typedef dlpg_status_t (*dlpg__store_opener_t)(const char *url, double timeout_s,
+                                              dlpg_store_t **out);
+dlpg_status_t dlpg__store_register_scheme(const char *scheme, dlpg__store_opener_t open);
 
 /* Implementations (each in its own file). */
-dlpg_status_t dlpg__tcp_store_open(const char *host, int port, int serve, double timeout_s,
-                                   dlpg_store_t **out);
-dlpg_status_t dlpg__file_store_open(const char *path, double timeout_s, dlpg_store_t **out); /* gloo/ */
+dlpg_status_t dlpg__tcp_store_open(const char *host, int port, int serve, const char *token,
+                                   double timeout_s, dlpg_store_t **out);
 /* The general TCP opener behind dlpg__tcp_store_open and env://: connect to
  * connect_host:port; when bind_host is non-NULL also serve on bind_host:port (port 0:
  * ephemeral, then the client uses the bound port). store_host (NULL: connect_host) is
- * recorded as the store's host, the address other machines reach. */
+ * recorded as the store's host, the address other machines reach. token (NULL or "": none)
+ * authenticates every connection (tcp_auth.h) and is required by the embedded server. */
 dlpg_status_t dlpg__tcp_store_open_ex(const char *connect_host, int port, const char *bind_host,
-                                      double timeout_s, const char *store_host,
-                                      dlpg_store_t **out);
+                                      const char *token, double timeout_s,
+                                      const char *store_host, dlpg_store_t **out);
+
+/* A store on the Redis server host:port, database db; token (NULL: none) is sent with AUTH. */
+dlpg_status_t dlpg__redis_store_open(const char *host, int port, int db, const char *token,
+                                     double timeout_s, dlpg_store_t **out);
 
 /* Standalone server (dlpg-store command, embedded server). */
 typedef struct dlpg__tcp_server dlpg__tcp_server_t;
-/* Bind host:port (port 0: ephemeral) and serve on a background thread. */
-dlpg_status_t dlpg__tcp_server_start(const char *host, int port, dlpg__tcp_server_t **out);
+/* Bind host:port (host "" or "*": every interface; port 0: ephemeral) and serve on a
+ * background thread. token (NULL or "": none) is required of every client; the server's
+ * limits come from the DLPG_STORE_* parameters. */
+dlpg_status_t dlpg__tcp_server_start(const char *host, int port, const char *token,
+                                     dlpg__tcp_server_t **out);
 int dlpg__tcp_server_port(const dlpg__tcp_server_t *s);
+/* The address actually bound: "127.0.0.1:29501", "[::]:29501". */
+const char *dlpg__tcp_server_address(const dlpg__tcp_server_t *s);
 void dlpg__tcp_server_stop(dlpg__tcp_server_t *s);
 
 #ifdef __cplusplus

@@ -1,10 +1,17 @@
 /* dlpg_store_open: parse the store URL and hand over to the implementation.
- *   tcp://HOST:PORT[?serve=1]   HOST may be a name, an IPv4 address or [an IPv6 address]
- *   file:///PATH                Gloo's FileStore (plugin/gloo/file_store.cc)
+ *   tcp://HOST:PORT[?serve=1][&token=SECRET]
+ *                               HOST may be a name, an IPv4 address or [an IPv6 address];
+ *                               with serve=1 the server binds HOST only (* = every interface)
  *   env://                      MASTER_ADDR, DLPG_STORE_PORT or MASTER_PORT + 1, RANK 0 serves
- * Every malformed URL is DLPG_ERR_INVALID_ARGUMENT naming the URL and what is wrong. The
- * launcher's variables are read through core/params.h (never getenv). */
+ *   redis://HOST:PORT[/DB][?token=SECRET]   a Redis server (redis_store.c)
+ *   other schemes               registered by their backend (dlpg__store_register_scheme):
+ *                               file:///PATH by the Gloo island's FileStore
+ * The token (tcp_auth.h) is ?token= or else DLPG_STORE_TOKEN; messages never show it (a
+ * URL is quoted with the token's value replaced by ***). Every malformed URL is
+ * DLPG_ERR_INVALID_ARGUMENT naming the URL and what is wrong. The launcher's variables are
+ * read through core/params.h (never getenv). */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,11 +20,55 @@
 #include "core/status.h"
 #include "store/store.h"
 #include "store/store_internal.h"
+#include "store/tcp_auth.h"
 
 static const char dlpg__open_fn[] = "dlpg_store_open";
 
+void dlpg__store_url_redact(const char *url, char *out, size_t cap) {
+  size_t o = 0;
+  for (const char *p = url; *p && o + 1 < cap;) {
+    if ((p == url || p[-1] == '?' || p[-1] == '&') && strncmp(p, "token=", 6) == 0) {
+      int w = snprintf(out + o, cap - o, "token=***");
+      o += w > 0 && (size_t)w < cap - o ? (size_t)w : cap - o - 1;
+      p += 6;
+      while (*p && *p != '&') ++p;
+      continue;
+    }
+    out[o++] = *p++;
+  }
+  out[o] = '\0';
+}
+
 static dlpg_status_t dlpg__bad_url(const char *url, const char *what) {
-  return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: url \"%s\": %s", dlpg__open_fn, url, what);
+  char shown[512];
+  dlpg__store_url_redact(url, shown, sizeof shown);
+  return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: url \"%s\": %s", dlpg__open_fn, shown,
+                     what);
+}
+
+/* The token: ?token= when given, else DLPG_STORE_TOKEN (NULL: none). */
+static const char *dlpg__token(const char *from_url) {
+  if (from_url && *from_url) return from_url;
+  const char *env = dlpg__param_str(DLPG__PARAM_STORE_TOKEN);
+  return env && *env ? env : NULL;
+}
+
+int dlpg__store_query_next(const char **q, char *name, size_t ncap, char *value, size_t vcap) {
+  const char *p = *q;
+  while (*p == '&') ++p;
+  if (!*p) return 0;
+  const char *end = strchr(p, '&');
+  if (!end) end = p + strlen(p);
+  const char *eq = memchr(p, '=', (size_t)(end - p));
+  const char *nend = eq ? eq : end;
+  if ((size_t)(nend - p) >= ncap || (eq && (size_t)(end - eq - 1) >= vcap)) return -1;
+  memcpy(name, p, (size_t)(nend - p));
+  name[nend - p] = '\0';
+  size_t vlen = eq ? (size_t)(end - eq - 1) : 0;
+  if (eq) memcpy(value, eq + 1, vlen);
+  value[vlen] = '\0';
+  *q = end;
+  return 1;
 }
 
 /* Parse a decimal port 0..65535 spanning exactly [p, end). */
@@ -33,12 +84,15 @@ static int dlpg__parse_port(const char *p, const char *end, int *port) {
   return 0;
 }
 
-/* tcp://HOST:PORT[?serve=0|1] */
-static dlpg_status_t dlpg__open_tcp(const char *url, double timeout_s, dlpg_store_t **out) {
-  const char *auth = url + strlen("tcp://");
-  const char *query = strchr(auth, '?');
-  const char *aend = query ? query : auth + strlen(auth);
+/* The "HOST:PORT" after the scheme of url (ending at '/', '?' or the end): HOST may be a
+ * name, an IPv4 address or [an IPv6 address]. Sets host (malloc'ed), port and *rest (what
+ * follows the port). form ("tcp://HOST:PORT") is quoted in messages. */
+static dlpg_status_t dlpg__parse_hostport(const char *url, size_t scheme_len, const char *form,
+                                          char **host, int *port, const char **rest) {
+  const char *auth = url + scheme_len;
+  const char *aend = auth + strcspn(auth, "/?");
   const char *hb, *he, *colon;
+  char what[160];
   if (*auth == '[') {
     hb = auth + 1;
     he = memchr(hb, ']', (size_t)(aend - hb));
@@ -51,41 +105,89 @@ static dlpg_status_t dlpg__open_tcp(const char *url, double timeout_s, dlpg_stor
     colon = NULL;
     for (const char *p = auth; p < aend; ++p)
       if (*p == ':') colon = p;
-    if (!colon) return dlpg__bad_url(url, "missing ':PORT' (expected tcp://HOST:PORT)");
+    snprintf(what, sizeof what, "missing ':PORT' (expected %s)", form);
+    if (!colon) return dlpg__bad_url(url, what);
     he = colon;
   }
-  if (he == hb) return dlpg__bad_url(url, "the host is empty (expected tcp://HOST:PORT)");
-  if (memchr(hb, '/', (size_t)(he - hb)))
-    return dlpg__bad_url(url, "the host contains '/' (expected tcp://HOST:PORT)");
-  int port = 0;
-  if (dlpg__parse_port(colon + 1, aend, &port) != 0)
+  snprintf(what, sizeof what, "the host is empty (expected %s)", form);
+  if (he == hb) return dlpg__bad_url(url, what);
+  if (dlpg__parse_port(colon + 1, aend, port) != 0)
     return dlpg__bad_url(url, "the port is not a decimal number in [0, 65535]");
-  int serve = 0;
-  if (query) {
-    const char *q = query + 1;
-    if (strcmp(q, "serve=1") == 0 || strcmp(q, "serve=true") == 0) serve = 1;
-    else if (strcmp(q, "serve=0") == 0 || strcmp(q, "serve=false") == 0 || !*q) serve = 0;
-    else return dlpg__bad_url(url, "unknown query (the only parameter is serve=0|1)");
-  }
-  if (port == 0 && !serve)
-    return dlpg__bad_url(url, "port 0 is only valid with ?serve=1 (the server picks a free port)");
   size_t hlen = (size_t)(he - hb);
-  char *host = (char *)malloc(hlen + 1);
-  if (!host) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", dlpg__open_fn);
-  memcpy(host, hb, hlen);
-  host[hlen] = '\0';
-  dlpg_status_t st = dlpg__tcp_store_open(host, port, serve, timeout_s, out);
+  *host = (char *)malloc(hlen + 1);
+  if (!*host) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", dlpg__open_fn);
+  memcpy(*host, hb, hlen);
+  (*host)[hlen] = '\0';
+  *rest = aend;
+  return DLPG_OK;
+}
+
+/* The query of a tcp:// or redis:// URL: token=SECRET, and serve=0|1 where serve is non-NULL.
+ * token has room for DLPG__AUTH_TOKEN_MAX + 1 bytes. */
+static dlpg_status_t dlpg__parse_query(const char *url, const char *rest, int *serve,
+                                       char *token) {
+  char name[16], value[DLPG__AUTH_TOKEN_MAX + 1];
+  const char *q = *rest == '?' ? rest + 1 : "";
+  const char *known = serve ? "unknown query (parameters: serve=0|1, token=SECRET)"
+                            : "unknown query (the parameter is token=SECRET)";
+  dlpg_status_t st = DLPG_OK;
+  int r = 0;
+  while (st == DLPG_OK &&
+         (r = dlpg__store_query_next(&q, name, sizeof name, value, sizeof value)) == 1) {
+    int on = !strcmp(value, "1") || !strcmp(value, "true");
+    int off = !strcmp(value, "0") || !strcmp(value, "false");
+    if (serve && strcmp(name, "serve") == 0 && (on || off)) *serve = on;
+    else if (strcmp(name, "token") == 0 && *value) memcpy(token, value, strlen(value) + 1);
+    else st = dlpg__bad_url(url, known);
+  }
+  if (st == DLPG_OK && r < 0)
+    st = dlpg__bad_url(url, "a query parameter is too long (a token has at most 1024 bytes)");
+  dlpg__auth_wipe(value, sizeof value);
+  return st;
+}
+
+/* tcp://HOST:PORT[?serve=0|1][&token=SECRET] */
+static dlpg_status_t dlpg__open_tcp(const char *url, double timeout_s, dlpg_store_t **out) {
+  char *host = NULL;
+  int port = 0;
+  const char *rest = NULL;
+  DLPG_CHECK(dlpg__parse_hostport(url, 6, "tcp://HOST:PORT", &host, &port, &rest));
+  dlpg_status_t st = DLPG_OK;
+  if (*rest == '/') st = dlpg__bad_url(url, "the host contains '/' (expected tcp://HOST:PORT)");
+  int serve = 0;
+  char token[DLPG__AUTH_TOKEN_MAX + 1] = "";
+  if (st == DLPG_OK) st = dlpg__parse_query(url, rest, &serve, token);
+  if (st == DLPG_OK && port == 0 && !serve)
+    st = dlpg__bad_url(url, "port 0 is only valid with ?serve=1 (the server picks a free port)");
+  if (st == DLPG_OK) st = dlpg__tcp_store_open(host, port, serve, dlpg__token(token), timeout_s, out);
+  dlpg__auth_wipe(token, sizeof token);
   free(host);
   return st;
 }
 
-/* file:///PATH: only local absolute paths (no host part). */
-static dlpg_status_t dlpg__open_file(const char *url, double timeout_s, dlpg_store_t **out) {
-  const char *path = url + strlen("file://");
-  if (*path != '/')
-    return dlpg__bad_url(url, "expected file:///ABSOLUTE/PATH (a host part is not supported)");
-  if (strcmp(path, "/") == 0) return dlpg__bad_url(url, "the path is empty");
-  return dlpg__file_store_open(path, timeout_s, out);
+/* redis://HOST:PORT[/DB][?token=SECRET] */
+static dlpg_status_t dlpg__open_redis(const char *url, double timeout_s, dlpg_store_t **out) {
+  char *host = NULL;
+  int port = 0;
+  const char *rest = NULL;
+  DLPG_CHECK(dlpg__parse_hostport(url, 8, "redis://HOST:PORT[/DB]", &host, &port, &rest));
+  long db = 0;
+  dlpg_status_t st = DLPG_OK;
+  if (*rest == '/') {
+    char *end = NULL;
+    db = strtol(rest + 1, &end, 10);
+    if (end == rest + 1 || (*end && *end != '?') || db < 0 || db > 1000000)
+      st = dlpg__bad_url(url, "the database after '/' is not a number (redis://HOST:PORT/DB)");
+    rest = end;
+  }
+  char token[DLPG__AUTH_TOKEN_MAX + 1] = "";
+  if (st == DLPG_OK) st = dlpg__parse_query(url, rest, NULL, token);
+  if (st == DLPG_OK && port == 0) st = dlpg__bad_url(url, "port 0 is not a redis server's port");
+  if (st == DLPG_OK)
+    st = dlpg__redis_store_open(host, port, (int)db, dlpg__token(token), timeout_s, out);
+  dlpg__auth_wipe(token, sizeof token);
+  free(host);
+  return st;
 }
 
 /* A launcher variable as a long within [lo, hi]; 0 = unset, 1 = set, <0 = error recorded. */
@@ -125,9 +227,12 @@ static dlpg_status_t dlpg__open_env(const char *url, double timeout_s, dlpg_stor
   int r = dlpg__env_long(DLPG__PARAM_RANK, "RANK", 0, 1L << 30, &rank);
   if (r < 0) return DLPG_ERR_INVALID_ARGUMENT;
   int serve = r == 0 || rank == 0;
-  /* Rank 0 serves on every interface (as torchrun's store does) and reaches its own server
-   * through MASTER_ADDR like everyone else. */
-  return dlpg__tcp_store_open_ex(addr, (int)port, serve ? "" : NULL, timeout_s, addr, out);
+  /* Rank 0 serves on MASTER_ADDR's address only (DLPG_STORE_BIND may say another, or * for
+   * every interface) and reaches its own server through MASTER_ADDR like everyone else. */
+  const char *bind = dlpg__param_str(DLPG__PARAM_STORE_BIND);
+  if (!bind || !*bind) bind = addr;
+  return dlpg__tcp_store_open_ex(addr, (int)port, serve ? bind : NULL, dlpg__token(NULL),
+                                 timeout_s, addr, out);
 }
 
 dlpg_status_t dlpg_store_open(const char *url, double timeout_s, dlpg_store_t **store) {
@@ -139,14 +244,24 @@ dlpg_status_t dlpg_store_open(const char *url, double timeout_s, dlpg_store_t **
   dlpg_store_t *s = NULL;
   dlpg_status_t st;
   if (strncmp(url, "tcp://", 6) == 0) st = dlpg__open_tcp(url, t, &s);
-  else if (strncmp(url, "file://", 7) == 0) st = dlpg__open_file(url, t, &s);
   else if (strncmp(url, "env://", 6) == 0) st = dlpg__open_env(url, t, &s);
-  else
-    return dlpg__bad_url(url, "unknown scheme (expected tcp://HOST:PORT[?serve=1], "
-                              "file:///PATH or env://)");
+  else if (strncmp(url, "redis://", 8) == 0) st = dlpg__open_redis(url, t, &s);
+  else {
+    char names[256];
+    dlpg__store_opener_t open = dlpg__store_find_scheme(url, names, sizeof names);
+    if (!open) {
+      char what[384];
+      snprintf(what, sizeof what,
+               "unknown scheme (expected tcp://HOST:PORT[?serve=1], env://, "
+               "redis://HOST:PORT[/DB]%s)", names);
+      return dlpg__bad_url(url, what);
+    }
+    st = open(url, t, &s);
+  }
   if (st != DLPG_OK) {
-    char prefix[512];
-    snprintf(prefix, sizeof prefix, "%s: url \"%.400s\"", dlpg__open_fn, url);
+    char prefix[512], shown[420];
+    dlpg__store_url_redact(url, shown, sizeof shown);
+    snprintf(prefix, sizeof prefix, "%s: url \"%s\"", dlpg__open_fn, shown);
     return dlpg__error_prefix(st, prefix);
   }
   *store = s;

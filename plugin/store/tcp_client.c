@@ -3,7 +3,8 @@
  * guarded by the client's mutex, so a thread blocked in a long WAIT never holds up another
  * thread's SET of the very key it waits for. Every send and receive is bounded by a
  * deadline (poll), a vanished server is DLPG_ERR_REMOTE at once, and the first connection
- * retries with exponential backoff (10 ms .. 1 s) until the open's timeout. */
+ * retries with exponential backoff (10 ms .. 1 s) until the open's timeout (a refused
+ * token fails at once). Connections and the exchange itself: tcp_client_conn.c. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -14,103 +15,14 @@
 
 #include "core/log.h"
 #include "core/status.h"
-#include "store/store.h"
-#include "store/tcp_proto.h"
+#include "store/tcp_client_internal.h"
 
-#define DLPG__TCP_POOL_MAX 8
 /* Extra time a client waits for a WAIT's answer beyond the WAIT's own timeout: the server
  * answers at the deadline, this only covers the trip back. */
 #define DLPG__TCP_WAIT_GRACE_S 2.0
-
-typedef struct dlpg__tcp_store {
-  pthread_mutex_t mu; /* guards idle/nidle */
-  int idle[DLPG__TCP_POOL_MAX];
-  int nidle;
-  char *host; /* the host clients connect to */
-  int port;
-  char peer[300]; /* "host:port" for messages */
-  double timeout_s;
-  dlpg__tcp_server_t *server; /* owned when this process serves */
-} dlpg__tcp_store_t;
-
-/* A reply: its type and fields (views into body). */
-typedef struct dlpg__reply {
-  uint8_t type;
-  size_t n;
-  dlpg__field_t *f;
-  dlpg__buf_t body;
-} dlpg__reply_t;
-
-static void dlpg__reply_free(dlpg__reply_t *r) {
-  free(r->f);
-  dlpg__buf_free(&r->body);
-}
-
-/* A pooled connection, or a new one (one attempt: a server that refuses now is gone). */
-static dlpg_status_t dlpg__tcp_take(dlpg__tcp_store_t *t, double deadline, int *fd) {
-  pthread_mutex_lock(&t->mu);
-  if (t->nidle > 0) {
-    *fd = t->idle[--t->nidle];
-    pthread_mutex_unlock(&t->mu);
-    return DLPG_OK;
-  }
-  pthread_mutex_unlock(&t->mu);
-  dlpg_status_t st = dlpg__net_connect_once(t->host, t->port, deadline, fd);
-  if (st == DLPG_ERR_SYSTEM) st = DLPG_ERR_REMOTE; /* refused or unreachable: the server left */
-  return st == DLPG_OK ? st : dlpg__error(st, "%s", dlpg__last_error());
-}
-
-static void dlpg__tcp_give(dlpg__tcp_store_t *t, int fd) {
-  pthread_mutex_lock(&t->mu);
-  if (t->nidle < DLPG__TCP_POOL_MAX) {
-    t->idle[t->nidle++] = fd;
-    fd = -1;
-  }
-  pthread_mutex_unlock(&t->mu);
-  if (fd >= 0) close(fd);
-}
-
-/* One request and its reply. A connection that failed mid-way is closed, never reused. */
-static dlpg_status_t dlpg__tcp_call(dlpg__tcp_store_t *t, uint8_t type, size_t n,
-                                    const void *const *data, const size_t *lens, double deadline,
-                                    dlpg__reply_t *r) {
-  memset(r, 0, sizeof *r);
-  dlpg__buf_t req = {0};
-  if (dlpg__frame_append(&req, type, n, data, lens) != 0) {
-    dlpg__buf_free(&req);
-    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
-                       "request of %zu fields exceeds the store protocol's limits (%u fields, "
-                       "%u bytes) or memory ran out",
-                       n, DLPG__PROTO_MAX_FIELDS, DLPG__PROTO_MAX_BODY);
-  }
-  int fd = -1;
-  dlpg_status_t st = dlpg__tcp_take(t, deadline, &fd);
-  if (st == DLPG_OK) st = dlpg__net_send_all(fd, req.data, req.len, deadline, t->peer);
-  dlpg__buf_free(&req);
-  uint8_t head[DLPG__PROTO_HEADER];
-  if (st == DLPG_OK) st = dlpg__net_recv_all(fd, head, sizeof head, deadline, t->peer);
-  uint32_t blen = 0;
-  if (st == DLPG_OK) {
-    blen = dlpg__get_u32(head);
-    if (blen < DLPG__PROTO_BODY_HEAD || blen > DLPG__PROTO_MAX_BODY)
-      st = dlpg__error(DLPG_ERR_REMOTE, "store server %s sent a reply of %u bytes", t->peer, blen);
-    else if (dlpg__buf_reserve(&r->body, blen) != 0)
-      st = dlpg__error(DLPG_ERR_SYSTEM, "out of memory for a reply of %u bytes", blen);
-  }
-  if (st == DLPG_OK) st = dlpg__net_recv_all(fd, r->body.data, blen, deadline, t->peer);
-  if (st == DLPG_OK) {
-    r->body.len = blen;
-    if (dlpg__frame_parse(r->body.data, blen, &r->type, &r->n, &r->f) != 0)
-      st = dlpg__error(DLPG_ERR_REMOTE, "store server %s sent a malformed reply", t->peer);
-  }
-  if (st != DLPG_OK) {
-    if (fd >= 0) close(fd);
-    dlpg__reply_free(r);
-    return st;
-  }
-  dlpg__tcp_give(t, fd);
-  return DLPG_OK;
-}
+/* The longest WAIT sent at once; longer waits are sent in slices (the server refuses WAITs
+ * over DLPG_STORE_MAX_WAIT_S, 3600 s by default). */
+#define DLPG__TCP_WAIT_SLICE_S 600.0
 
 static dlpg_status_t dlpg__tcp_unexpected(dlpg__tcp_store_t *t, dlpg__reply_t *r, const char *what) {
   dlpg_status_t st;
@@ -135,11 +47,12 @@ static dlpg_status_t dlpg__tcp_set(void *impl, const char *key, const void *valu
   return DLPG_OK;
 }
 
-/* Block until every key exists: the server parks the request until then or its deadline. */
-static dlpg_status_t dlpg__tcp_wait(void *impl, const char *const *keys, size_t nkeys,
-                                    double timeout_s) {
-  dlpg__tcp_store_t *t = (dlpg__tcp_store_t *)impl;
-  if (nkeys == 0) return DLPG_OK;
+/* One WAIT of at most a slice: the server parks the request until the keys exist or its
+ * deadline. *timed_out: the slice ended with keys missing (the message names them). */
+static dlpg_status_t dlpg__tcp_wait_once(dlpg__tcp_store_t *t, const char *const *keys,
+                                         size_t nkeys, double timeout_s, double total_s,
+                                         int *timed_out) {
+  *timed_out = 0;
   if (nkeys >= DLPG__PROTO_MAX_FIELDS)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%zu keys exceed the TCP store's limit of %u",
                        nkeys, DLPG__PROTO_MAX_FIELDS - 1);
@@ -169,9 +82,10 @@ static dlpg_status_t dlpg__tcp_wait(void *impl, const char *const *keys, size_t 
     return DLPG_OK;
   }
   if (r.type != DLPG__REPLY_TIMEOUT) return dlpg__tcp_unexpected(t, &r, "WAIT");
+  *timed_out = 1;
   /* Name the missing keys, as many as the message holds (it is truncated with "..."). */
   char msg[DLPG__ERROR_MAX];
-  size_t off = (size_t)snprintf(msg, sizeof msg, "timed out after %g s waiting for %s", timeout_s,
+  size_t off = (size_t)snprintf(msg, sizeof msg, "timed out after %g s waiting for %s", total_s,
                                 r.n == 1 ? "key" : "keys");
   for (size_t i = 0; i < r.n && off < sizeof msg; ++i)
     off += (size_t)snprintf(msg + off, sizeof msg - off, "%s'%.*s'", i ? ", " : " ",
@@ -181,19 +95,37 @@ static dlpg_status_t dlpg__tcp_wait(void *impl, const char *const *keys, size_t 
   return dlpg__error(DLPG_ERR_TIMEOUT, "%s", msg);
 }
 
+/* Block until every key exists, in slices of at most DLPG__TCP_WAIT_SLICE_S. */
+static dlpg_status_t dlpg__tcp_wait(void *impl, const char *const *keys, size_t nkeys,
+                                    double timeout_s) {
+  dlpg__tcp_store_t *t = (dlpg__tcp_store_t *)impl;
+  if (nkeys == 0) return DLPG_OK;
+  double deadline = dlpg__now() + timeout_s;
+  for (;;) {
+    double left = deadline - dlpg__now();
+    double slice = left < DLPG__TCP_WAIT_SLICE_S ? left : DLPG__TCP_WAIT_SLICE_S;
+    int timed_out = 0;
+    dlpg_status_t st = dlpg__tcp_wait_once(t, keys, nkeys, slice > 0.001 ? slice : 0.001,
+                                           timeout_s, &timed_out);
+    if (!timed_out || slice >= left) return st;
+  }
+}
+
 static dlpg_status_t dlpg__tcp_get(void *impl, const char *key, double timeout_s, void *buf,
                                    size_t cap, size_t *len) {
   dlpg__tcp_store_t *t = (dlpg__tcp_store_t *)impl;
   double deadline = dlpg__now() + timeout_s;
   const void *d[1] = {key};
   size_t l[1] = {strlen(key)};
+  /* GET first (one round trip when the key is there, as in a rendezvous after a wait);
+   * when it is missing, WAIT for it (or for the deadline) and GET again. */
   for (;;) {
-    double left = deadline - dlpg__now();
-    DLPG_CHECK(dlpg__tcp_wait(impl, &key, 1, left > 0.001 ? left : 0.001));
     dlpg__reply_t r;
     DLPG_CHECK(dlpg__tcp_call(t, DLPG__CMD_GET, 1, d, l, dlpg__now() + t->timeout_s, &r));
-    if (r.type == DLPG__REPLY_NOT_FOUND) { /* deleted between WAIT and GET: wait again */
+    if (r.type == DLPG__REPLY_NOT_FOUND) {
       dlpg__reply_free(&r);
+      double left = deadline - dlpg__now();
+      DLPG_CHECK(dlpg__tcp_wait(impl, &key, 1, left > 0.001 ? left : 0.001));
       continue;
     }
     if (r.type != DLPG__REPLY_OK || r.n != 1) return dlpg__tcp_unexpected(t, &r, "GET");
@@ -272,10 +204,14 @@ static int dlpg__tcp_port(void *impl) { return ((dlpg__tcp_store_t *)impl)->port
 static void dlpg__tcp_destroy(void *impl) {
   dlpg__tcp_store_t *t = (dlpg__tcp_store_t *)impl;
   if (!t) return;
-  for (int i = 0; i < t->nidle; ++i) close(t->idle[i]);
+  for (int i = 0; i < t->nidle; ++i) dlpg__tcp_close_conn(&t->idle[i]);
   if (t->server) dlpg__tcp_server_stop(t->server);
   pthread_mutex_destroy(&t->mu);
   free(t->host);
+  if (t->token) {
+    dlpg__auth_wipe(t->token, strlen(t->token));
+    free(t->token);
+  }
   free(t);
 }
 
@@ -283,16 +219,19 @@ static const dlpg__store_vtbl_t dlpg__tcp_vtbl = {
     "tcp",          dlpg__tcp_set,    dlpg__tcp_get,  dlpg__tcp_add,    dlpg__tcp_wait,
     dlpg__tcp_check, dlpg__tcp_delete, dlpg__tcp_port, dlpg__tcp_destroy};
 
-/* Connect, retrying with exponential backoff (10 ms doubling to 1 s) until deadline. */
+/* Connect, retrying with exponential backoff (10 ms doubling to 1 s) until deadline; a
+ * refused token (DLPG_ERR_INVALID_ARGUMENT) is final. */
 static dlpg_status_t dlpg__tcp_first_connect(dlpg__tcp_store_t *t, double timeout_s) {
   double deadline = dlpg__now() + timeout_s, backoff = 0.010;
   char last[DLPG__ERROR_MAX] = "";
   for (;;) {
-    int fd = -1;
-    if (dlpg__net_connect_once(t->host, t->port, deadline, &fd) == DLPG_OK) {
-      dlpg__tcp_give(t, fd);
+    dlpg__tcp_conn_t c;
+    dlpg_status_t st = dlpg__tcp_connect(t, deadline, &c);
+    if (st == DLPG_OK) {
+      dlpg__tcp_give(t, &c);
       return DLPG_OK;
     }
+    if (st == DLPG_ERR_INVALID_ARGUMENT) return st;
     snprintf(last, sizeof last, "%s", dlpg__last_error());
     double left = deadline - dlpg__now();
     if (left <= 0)
@@ -304,16 +243,20 @@ static dlpg_status_t dlpg__tcp_first_connect(dlpg__tcp_store_t *t, double timeou
 }
 
 dlpg_status_t dlpg__tcp_store_open_ex(const char *connect_host, int port, const char *bind_host,
-                                      double timeout_s, const char *store_host,
-                                      dlpg_store_t **out) {
+                                      const char *token, double timeout_s,
+                                      const char *store_host, dlpg_store_t **out) {
   dlpg__tcp_store_t *t = (dlpg__tcp_store_t *)calloc(1, sizeof *t);
   if (!t) return dlpg__error(DLPG_ERR_SYSTEM, "out of memory");
   pthread_mutex_init(&t->mu, NULL);
   t->timeout_s = timeout_s;
   t->port = port;
   dlpg_status_t st = DLPG_OK;
+  if (token && *token && !(t->token = strdup(token))) {
+    st = dlpg__error(DLPG_ERR_SYSTEM, "out of memory");
+    goto fail;
+  }
   if (bind_host) {
-    st = dlpg__tcp_server_start(bind_host, port, &t->server);
+    st = dlpg__tcp_server_start(bind_host, port, t->token, &t->server);
     if (st != DLPG_OK) goto fail;
     t->port = dlpg__tcp_server_port(t->server);
   }
@@ -324,7 +267,11 @@ dlpg_status_t dlpg__tcp_store_open_ex(const char *connect_host, int port, const 
   }
   snprintf(t->peer, sizeof t->peer, "%s:%d", connect_host, t->port);
   DLPG_CHECK_GOTO(dlpg__tcp_first_connect(t, timeout_s), st, fail);
-  DLPG_INFO(STORE, -1, "store client connected to %s%s", t->peer, t->server ? " (serving)" : "");
+  if (t->server)
+    DLPG_INFO(STORE, -1, "store client connected to %s (serving on %s, %s)", t->peer,
+              dlpg__tcp_server_address(t->server), t->token ? "token required" : "no token");
+  else
+    DLPG_INFO(STORE, -1, "store client connected to %s", t->peer);
   return dlpg__store_new(&dlpg__tcp_vtbl, t, timeout_s, store_host ? store_host : connect_host,
                          out);
 fail:
@@ -338,8 +285,8 @@ static int dlpg__is_wildcard(const char *h) {
   return !h[0] || strcmp(h, "0.0.0.0") == 0 || strcmp(h, "::") == 0 || strcmp(h, "*") == 0;
 }
 
-dlpg_status_t dlpg__tcp_store_open(const char *host, int port, int serve, double timeout_s,
-                                   dlpg_store_t **out) {
+dlpg_status_t dlpg__tcp_store_open(const char *host, int port, int serve, const char *token,
+                                   double timeout_s, dlpg_store_t **out) {
   const char *connect = host, *shown = NULL;
   char name[256];
   if (serve && dlpg__is_wildcard(host)) {
@@ -350,5 +297,5 @@ dlpg_status_t dlpg__tcp_store_open(const char *host, int port, int serve, double
       shown = name;
     }
   }
-  return dlpg__tcp_store_open_ex(connect, port, serve ? host : NULL, timeout_s, shown, out);
+  return dlpg__tcp_store_open_ex(connect, port, serve ? host : NULL, token, timeout_s, shown, out);
 }

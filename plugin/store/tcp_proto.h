@@ -20,7 +20,15 @@
  *   CHECK  key...                 -> OK u8 all_exist
  *   DELETE key                    -> OK u8 deleted
  *   WAIT   u64 timeout_ms, key... -> OK once all keys exist | TIMEOUT missing_key...
- * Keys are 1..DLPG_STORE_MAX_KEY_LEN bytes, values 0..DLPG_STORE_MAX_VALUE_LEN bytes.
+ *   HELLO  client nonce           -> OK server nonce, server proof | AUTH_FAILED message
+ *   AUTH   client proof           -> OK (authenticated) | AUTH_FAILED message
+ * Keys are 1..DLPG_STORE_MAX_KEY_LEN bytes, values 0..DLPG_STORE_MAX_VALUE_LEN bytes; the
+ * server's own limits (DLPG_STORE_MAX_*) may be lower, and a request over one is answered
+ * ERROR with a message naming the limit. BUSY (a message) asks the client to retry: the
+ * server's queued replies are at DLPG_STORE_MAX_QUEUED_BYTES.
+ *
+ * A server with a token (tcp_auth.h) takes HELLO and AUTH first, and after them every frame
+ * both ways is followed by a 32-byte MAC. Without a token, no handshake and no MACs.
  */
 #ifndef DLPG_STORE_TCP_PROTO_H_
 #define DLPG_STORE_TCP_PROTO_H_
@@ -41,14 +49,18 @@ enum {
   DLPG__CMD_ADD = 3,
   DLPG__CMD_CHECK = 4,
   DLPG__CMD_DELETE = 5,
-  DLPG__CMD_WAIT = 6
+  DLPG__CMD_WAIT = 6,
+  DLPG__CMD_HELLO = 7,
+  DLPG__CMD_AUTH = 8
 };
 
 enum {
   DLPG__REPLY_OK = 0,
   DLPG__REPLY_NOT_FOUND = 1,
   DLPG__REPLY_TIMEOUT = 2,
-  DLPG__REPLY_ERROR = 3
+  DLPG__REPLY_ERROR = 3,
+  DLPG__REPLY_AUTH_FAILED = 4,
+  DLPG__REPLY_BUSY = 5
 };
 
 #define DLPG__PROTO_HEADER 4u                       /* the u32 body_len */
@@ -58,6 +70,10 @@ enum {
  * keys add up to as much. */
 #define DLPG__PROTO_MAX_BODY \
   (DLPG__PROTO_BODY_HEAD + 2u * 4u + DLPG_STORE_MAX_KEY_LEN + DLPG_STORE_MAX_VALUE_LEN)
+
+/* The largest body before authentication (HELLO, AUTH): a stranger cannot make the server
+ * buffer more. */
+#define DLPG__PROTO_MAX_AUTH_BODY 256u
 
 /* One parsed field: a view into the frame buffer. */
 typedef struct dlpg__field {

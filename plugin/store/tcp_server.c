@@ -1,10 +1,15 @@
 /* The dlpg TCP store server: one thread, epoll, non-blocking sockets, a read and a write
- * buffer per connection (protocol in tcp_proto.h). WAIT requests are parked on their
- * connection with a deadline; every SET/ADD re-checks the parked waiters, and the epoll
- * timeout is the nearest deadline, so a WAIT is answered as soon as its keys exist or with
- * TIMEOUT at its deadline. A connection that sends a malformed or oversized frame is closed
- * alone; the server stays up for the others. */
+ * buffer per connection (protocol in tcp_proto.h, connection I/O in tcp_server_conn.c).
+ * WAIT requests are parked on their connection with a deadline and indexed by key
+ * (wait_index.h): a SET touches only its key's waiters. The epoll timeout is the nearest
+ * deadline; a once-a-second sweep closes connections that stall a frame, the handshake or
+ * their replies, or sit idle. Connections beyond DLPG_STORE_MAX_CONNS (kept below the
+ * descriptor limit) or DLPG_STORE_MAX_CONNS_PER_PEER are told so and closed at once. A
+ * connection that breaks the protocol is closed alone; the server stays up for the others. */
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -13,8 +18,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,14 +29,16 @@
 /* epoll tags for the two non-connection descriptors. */
 static char dlpg__tag_listen, dlpg__tag_wake;
 
-void dlpg__conn_clear_wait(dlpg__conn_t *c) {
-  for (size_t i = 0; i < c->nwkeys; ++i) free(c->wkeys[i]);
-  free(c->wkeys);
-  free(c->wlens);
-  c->wkeys = NULL;
-  c->wlens = NULL;
-  c->nwkeys = 0;
-  c->waiting = 0;
+/* Connections from peer: the count in s->peers (created at 0). */
+static size_t *dlpg__peer_count(dlpg__tcp_server_t *s, const char *peer) {
+  size_t len = strlen(peer);
+  dlpg__kv_entry_t *e = dlpg__kv_find(&s->peers, peer, len);
+  if (!e) {
+    size_t zero = 0;
+    if (dlpg__kv_set(&s->peers, peer, len, &zero, sizeof zero) != 0) return NULL;
+    e = dlpg__kv_find(&s->peers, peer, len);
+  }
+  return (size_t *)(void *)e->value; /* malloc'ed, so aligned for size_t */
 }
 
 static void dlpg__conn_free(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
@@ -41,171 +47,202 @@ static void dlpg__conn_free(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
   if (c->next) c->next->prev = c->prev;
   epoll_ctl(s->ep_fd, EPOLL_CTL_DEL, c->fd, NULL);
   close(c->fd);
+  s->queued -= c->counted;
+  size_t *n = dlpg__peer_count(s, c->peer);
+  if (n && --*n == 0) dlpg__kv_delete(&s->peers, c->peer, strlen(c->peer));
+  s->nconns--;
   dlpg__buf_free(&c->rbuf);
   dlpg__buf_free(&c->wbuf);
-  dlpg__conn_clear_wait(c);
+  dlpg__conn_clear_wait(s, c);
+  dlpg__auth_wipe(&c->auth, sizeof c->auth);
   free(c);
 }
 
-void dlpg__conn_kill(dlpg__conn_t *c, const char *why) {
-  if (!c->dead) DLPG_INFO(STORE, -1, "store server: closing connection fd %d: %s", c->fd, why);
-  c->dead = 1;
-}
-
-static void dlpg__conn_set_out(dlpg__tcp_server_t *s, dlpg__conn_t *c, int want) {
-  if (c->want_out == want) return;
-  struct epoll_event ev;
-  ev.events = EPOLLIN | EPOLLRDHUP | (want ? EPOLLOUT : 0);
-  ev.data.ptr = c;
-  if (epoll_ctl(s->ep_fd, EPOLL_CTL_MOD, c->fd, &ev) == 0) c->want_out = want;
-  else dlpg__conn_kill(c, "epoll_ctl failed");
-}
-
-void dlpg__conn_flush(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
-  size_t off = 0;
-  while (off < c->wbuf.len) {
-    ssize_t n = send(c->fd, c->wbuf.data + off, c->wbuf.len - off, MSG_NOSIGNAL);
-    if (n > 0) {
-      off += (size_t)n;
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      break;
-    } else {
-      dlpg__conn_kill(c, "send failed");
-      return;
-    }
+/* Tell a connection we will not serve why, in one unauthenticated ERROR frame, and close. */
+static void dlpg__refuse(int fd, const char *why) {
+  dlpg__buf_t b = {0};
+  const void *d[1] = {why};
+  size_t l[1] = {strlen(why)};
+  if (dlpg__frame_append(&b, DLPG__REPLY_ERROR, 1, d, l) == 0 &&
+      send(fd, b.data, b.len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) { /* best effort */
   }
-  dlpg__buf_consume(&c->wbuf, off);
-  dlpg__conn_set_out(s, c, c->wbuf.len > 0);
+  dlpg__buf_free(&b);
+  close(fd);
 }
 
-/* Run the complete frames buffered on c, until it parks a WAIT or has too much unsent. */
-static void dlpg__conn_process(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
-  while (!c->dead && !c->waiting && c->rbuf.len >= DLPG__PROTO_HEADER &&
-         c->wbuf.len <= DLPG__PROTO_MAX_BODY) {
-    uint32_t body = dlpg__get_u32(c->rbuf.data);
-    if (body < DLPG__PROTO_BODY_HEAD || body > DLPG__PROTO_MAX_BODY) {
-      dlpg__conn_kill(c, "frame length out of range");
-      return;
-    }
-    if (c->rbuf.len < DLPG__PROTO_HEADER + body) return;
-    uint8_t type = 0;
-    size_t n = 0;
-    dlpg__field_t *f = NULL;
-    int rc = dlpg__frame_parse(c->rbuf.data + DLPG__PROTO_HEADER, body, &type, &n, &f);
-    if (rc == 0) rc = dlpg__srv_handle(s, c, type, f, n);
-    free(f);
-    if (rc != 0) {
-      dlpg__conn_kill(c, "malformed frame");
-      return;
-    }
-    dlpg__buf_consume(&c->rbuf, DLPG__PROTO_HEADER + body);
+static void dlpg__format_addr(const struct sockaddr *sa, socklen_t sl, char *out, size_t cap) {
+  if (getnameinfo(sa, sl, out, (socklen_t)cap, NULL, 0, NI_NUMERICHOST) != 0)
+    snprintf(out, cap, "?");
+}
+
+/* Admit one accepted descriptor, or refuse it when a connection limit is reached. */
+static void dlpg__admit(dlpg__tcp_server_t *s, int fd, const struct sockaddr *sa, socklen_t sl) {
+  char peer[64], buf[256];
+  dlpg__format_addr(sa, sl, peer, sizeof peer);
+  size_t *count = dlpg__peer_count(s, peer);
+  const char *why = NULL;
+  if (!count) {
+    why = "the store server is out of memory";
+  } else if (s->nconns >= s->lim.max_conns) {
+    snprintf(buf, sizeof buf, "the store server has %zu connections, its limit "
+             "(DLPG_STORE_MAX_CONNS or the descriptor limit)", s->nconns);
+    why = buf;
+  } else if (*count >= s->lim.max_conns_per_peer) {
+    snprintf(buf, sizeof buf, "%zu connections from %s already, the store server's limit "
+             "DLPG_STORE_MAX_CONNS_PER_PEER", *count, peer);
+    why = buf;
   }
-}
-
-static void dlpg__conn_read(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
-  for (;;) {
-    /* Never buffer more than one whole frame beyond what is being processed. */
-    if (c->rbuf.len >= 2 * (DLPG__PROTO_HEADER + (size_t)DLPG__PROTO_MAX_BODY)) {
-      dlpg__conn_kill(c, "too much pipelined input");
-      return;
-    }
-    if (dlpg__buf_reserve(&c->rbuf, c->rbuf.len + 65536) != 0) {
-      dlpg__conn_kill(c, "out of memory");
-      return;
-    }
-    ssize_t n = recv(c->fd, c->rbuf.data + c->rbuf.len, c->rbuf.cap - c->rbuf.len, 0);
-    if (n > 0) {
-      c->rbuf.len += (size_t)n;
-      dlpg__conn_process(s, c);
-      if (c->dead) return;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    dlpg__conn_kill(c, n == 0 ? "peer closed" : "recv failed");
+  dlpg__conn_t *c = why ? NULL : (dlpg__conn_t *)calloc(1, sizeof *c);
+  if (!c) {
+    if (!why) why = "the store server is out of memory";
+    if (dlpg__srv_may_warn(s))
+      DLPG_WARN(STORE, -1, "store server: refusing a connection from %s: %s", peer, why);
+    if (count && *count == 0) dlpg__kv_delete(&s->peers, peer, strlen(peer));
+    dlpg__refuse(fd, why);
     return;
   }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  c->fd = fd;
+  snprintf(c->peer, sizeof c->peer, "%s", peer);
+  c->opened = c->last_in = c->last_out = dlpg__now();
+  c->auth_stage = s->token ? DLPG__AUTH_WANT_HELLO : DLPG__AUTH_DONE;
+  c->events = EPOLLIN | EPOLLRDHUP;
+  struct epoll_event ev;
+  ev.events = c->events;
+  ev.data.ptr = c;
+  if (epoll_ctl(s->ep_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    if (*count == 0) dlpg__kv_delete(&s->peers, peer, strlen(peer));
+    close(fd);
+    free(c);
+    return;
+  }
+  ++*count;
+  s->nconns++;
+  c->next = s->conns;
+  if (s->conns) s->conns->prev = c;
+  s->conns = c;
 }
 
 static void dlpg__accept_all(dlpg__tcp_server_t *s) {
   for (;;) {
-    int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        DLPG_WARN(STORE, -1, "store server: accept on port %d: %s (pausing accepts)", s->port,
-                  strerror(errno));
-        if (epoll_ctl(s->ep_fd, EPOLL_CTL_DEL, s->listen_fd, NULL) == 0)
-          s->accept_resume_at = dlpg__now() + 0.1;
-      } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        DLPG_WARN(STORE, -1, "store server: accept on port %d: %s", s->port, strerror(errno));
-      }
-      return;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    dlpg__conn_t *c = (dlpg__conn_t *)calloc(1, sizeof *c);
-    if (!c) {
-      close(fd);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int fd = accept4(s->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      dlpg__admit(s, fd, (struct sockaddr *)&ss, sl);
       continue;
     }
-    c->fd = fd;
-    struct epoll_event ev;
-    ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.ptr = c;
-    if (epoll_ctl(s->ep_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-      close(fd);
-      free(c);
-      continue;
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+      DLPG_WARN(STORE, -1, "store server: accept on %s: %s (pausing accepts)", s->address,
+                strerror(errno));
+      if (epoll_ctl(s->ep_fd, EPOLL_CTL_DEL, s->listen_fd, NULL) == 0)
+        s->accept_resume_at = dlpg__now() + 0.1;
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      DLPG_WARN(STORE, -1, "store server: accept on %s: %s", s->address, strerror(errno));
     }
-    c->next = s->conns;
-    if (s->conns) s->conns->prev = c;
-    s->conns = c;
+    return;
   }
 }
 
-/* Answer parked WAITs whose keys now exist or whose deadline has passed, and resume the
- * frames their connections buffered meanwhile. Returns the nearest remaining deadline
- * (or a negative value when nobody waits). */
-static double dlpg__service_waiters(dlpg__tcp_server_t *s) {
-  double nearest = -1;
-  int again = 1;
-  while (again) {
-    again = 0;
-    s->dirty = 0;
-    double now = dlpg__now();
-    nearest = -1;
-    for (dlpg__conn_t *c = s->conns; c; c = c->next) {
-      if (!c->waiting || c->dead) continue;
-      size_t nmiss = 0;
-      /* Keep only the keys still missing, in their order. */
-      for (size_t i = 0; i < c->nwkeys; ++i) {
-        if (dlpg__kv_find(&s->kv, c->wkeys[i], c->wlens[i])) {
-          free(c->wkeys[i]);
-          continue;
-        }
-        c->wkeys[nmiss] = c->wkeys[i];
-        c->wlens[nmiss] = c->wlens[i];
-        nmiss++;
-      }
-      c->nwkeys = nmiss;
-      if (nmiss == 0) {
-        dlpg__conn_clear_wait(c);
-        dlpg__srv_reply(s, c, DLPG__REPLY_OK, 0, NULL, NULL);
-      } else if (c->deadline <= now) {
-        dlpg__srv_reply(s, c, DLPG__REPLY_TIMEOUT, nmiss, (const void *const *)c->wkeys, c->wlens);
-        dlpg__conn_clear_wait(c);
-      } else {
-        if (nearest < 0 || c->deadline < nearest) nearest = c->deadline;
-        continue;
-      }
-      dlpg__conn_process(s, c);
-      if (s->dirty) again = 1;
+static void dlpg__make_ready(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
+  if (c->on_ready) return;
+  c->on_ready = 1;
+  c->rnext = s->ready;
+  s->ready = c;
+}
+
+/* Answer parked WAITs past their deadline (only when the nearest one has passed). */
+static void dlpg__expire_waits(dlpg__tcp_server_t *s, double now) {
+  if (!s->nearest_wait || s->nearest_wait > now) return;
+  s->nearest_wait = 0;
+  for (dlpg__conn_t *c = s->conns; c; c = c->next) {
+    if (!c->waiting || c->dead) continue;
+    if (c->deadline > now) {
+      if (!s->nearest_wait || c->deadline < s->nearest_wait) s->nearest_wait = c->deadline;
+      continue;
     }
+    /* Name the keys still missing, in request order. */
+    size_t n = 0;
+    const void **d = (const void **)malloc(c->wait.missing * sizeof *d);
+    size_t *l = (size_t *)malloc(c->wait.missing * sizeof *l);
+    if (!d || !l) {
+      free(d);
+      free(l);
+      dlpg__conn_kill(s, c, "out of memory");
+      continue;
+    }
+    for (dlpg__waiter_t *w = c->wait.first; w && n < c->wait.missing; w = w->cnext)
+      if (w->bpprev) {
+        d[n] = w->key;
+        l[n++] = w->klen;
+      }
+    dlpg__srv_reply(s, c, DLPG__REPLY_TIMEOUT, n, d, l);
+    free(d);
+    free(l);
+    dlpg__conn_clear_wait(s, c);
+    dlpg__make_ready(s, c);
   }
-  return nearest;
+}
+
+/* Once a second: close connections that stall a frame, the handshake or their replies, or
+ * sit idle past their time. */
+static void dlpg__sweep(dlpg__tcp_server_t *s, double now) {
+  if (now < s->next_sweep) return;
+  s->next_sweep = now + 1.0;
+  const dlpg__store_limits_t *l = &s->lim;
+  char why[128];
+  for (dlpg__conn_t *c = s->conns; c; c = c->next) {
+    if (c->dead) continue;
+    why[0] = '\0';
+    if (c->auth_stage != DLPG__AUTH_DONE && now - c->opened > l->frame_timeout_s)
+      snprintf(why, sizeof why, "no authentication within DLPG_STORE_FRAME_TIMEOUT_S (%g s)",
+               l->frame_timeout_s);
+    else if (c->frame_start && (c->events & EPOLLIN) && now - c->frame_start > l->frame_timeout_s)
+      snprintf(why, sizeof why, "a frame unfinished for DLPG_STORE_FRAME_TIMEOUT_S (%g s)",
+               l->frame_timeout_s);
+    else if (c->wbuf.len && now - c->last_out > l->frame_timeout_s)
+      snprintf(why, sizeof why, "replies unread for DLPG_STORE_FRAME_TIMEOUT_S (%g s)",
+               l->frame_timeout_s);
+    else if (!c->waiting && !c->rbuf.len && !c->wbuf.len &&
+             now - (c->last_in > c->last_out ? c->last_in : c->last_out) > l->idle_timeout_s)
+      snprintf(why, sizeof why, "idle for DLPG_STORE_IDLE_TIMEOUT_S (%g s)", l->idle_timeout_s);
+    if (why[0]) dlpg__conn_kill(s, c, why);
+  }
+}
+
+/* Milliseconds until the next thing the loop must do by itself (-1: nothing). */
+static int dlpg__next_timeout_ms(dlpg__tcp_server_t *s, double now) {
+  double at = s->nearest_wait;
+  if (s->conns && (!at || s->next_sweep < at)) at = s->next_sweep;
+  if (s->accept_resume_at > 0 && (!at || s->accept_resume_at < at)) at = s->accept_resume_at;
+  if (!at) return -1;
+  double left = at - now;
+  return left <= 0 ? 0 : (int)(left * 1000.0) + 1;
+}
+
+static void dlpg__resume_accepts(dlpg__tcp_server_t *s, double now) {
+  if (s->accept_resume_at <= 0 || now < s->accept_resume_at) return;
+  struct epoll_event ev;
+  ev.events = EPOLLIN;
+  ev.data.ptr = &dlpg__tag_listen;
+  if (epoll_ctl(s->ep_fd, EPOLL_CTL_ADD, s->listen_fd, &ev) == 0) s->accept_resume_at = 0;
+  else s->accept_resume_at = now + 0.1;
+}
+
+static void dlpg__on_event(dlpg__tcp_server_t *s, dlpg__conn_t *c, unsigned events) {
+  if (c->dead) return;
+  if (events & EPOLLOUT) {
+    dlpg__conn_flush(s, c);
+    dlpg__conn_process(s, c);
+  }
+  if (events & EPOLLIN) dlpg__conn_read(s, c);
+  /* Gone while its requests wait (reading paused): nothing left to serve. */
+  if (!c->dead && (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && !(c->events & EPOLLIN))
+    dlpg__conn_kill(s, c, "peer closed");
+  else if (!c->dead && (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+    dlpg__conn_read(s, c);
 }
 
 static void *dlpg__server_main(void *arg) {
@@ -227,58 +264,71 @@ static void *dlpg__server_main(void *arg) {
         if (read(s->wake_fd, &v, sizeof v) < 0) { /* nothing to do: the flag decides */
         }
       } else {
-        dlpg__conn_t *c = (dlpg__conn_t *)p;
-        if (c->dead) continue;
-        if (evs[i].events & EPOLLOUT) {
-          dlpg__conn_flush(s, c);
-          dlpg__conn_process(s, c);
-        }
-        if (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) dlpg__conn_read(s, c);
+        dlpg__on_event(s, (dlpg__conn_t *)p, evs[i].events);
       }
     }
-    double nearest = dlpg__service_waiters(s);
-    for (dlpg__conn_t *c = s->conns, *next; c; c = next) {
-      next = c->next;
-      if (c->dead) dlpg__conn_free(s, c);
+    double now = dlpg__now();
+    dlpg__expire_waits(s, now);
+    /* Connections whose WAIT was answered run the frames they sent meanwhile. */
+    while (s->ready) {
+      dlpg__conn_t *c = s->ready;
+      s->ready = c->rnext;
+      c->on_ready = 0;
+      if (!c->dead) dlpg__conn_process(s, c);
     }
-    if (nearest < 0) {
-      timeout_ms = -1;
-    } else {
-      double left = nearest - dlpg__now();
-      /* A WAIT may park for up to a year: cap the sleep so the conversion fits an int. */
-      if (left > 86400.0) left = 86400.0;
-      timeout_ms = left <= 0 ? 0 : (int)(left * 1000.0) + 1;
+    dlpg__sweep(s, now);
+    while (s->dead) {
+      dlpg__conn_t *c = s->dead;
+      s->dead = c->dnext;
+      dlpg__conn_free(s, c);
     }
-    if (s->accept_resume_at > 0) {
-      /* Accept again 100 ms after running out of descriptors. */
-      double left = s->accept_resume_at - dlpg__now();
-      if (left <= 0) {
-        struct epoll_event ev;
-        ev.events = EPOLLIN;
-        ev.data.ptr = &dlpg__tag_listen;
-        if (epoll_ctl(s->ep_fd, EPOLL_CTL_ADD, s->listen_fd, &ev) == 0) s->accept_resume_at = 0;
-        left = 0.1;
-      }
-      int ms = (int)(left * 1000.0) + 1;
-      if (timeout_ms < 0 || timeout_ms > ms) timeout_ms = ms;
-    }
+    dlpg__resume_accepts(s, now);
+    timeout_ms = dlpg__next_timeout_ms(s, dlpg__now());
   }
   return NULL;
 }
 
-dlpg_status_t dlpg__tcp_server_start(const char *host, int port, dlpg__tcp_server_t **out) {
-  if (!out) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "dlpg__tcp_server_start: out is NULL");
+/* The address actually bound, "[::]:29501" or "127.0.0.1:29501". */
+static void dlpg__bound_address(int fd, char *out, size_t cap) {
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  char host[64] = "?", port[16] = "?";
+  if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+    getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, port, sizeof port,
+                NI_NUMERICHOST | NI_NUMERICSERV);
+  snprintf(out, cap, strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port);
+}
+
+/* DLPG_STORE_MAX_CONNS, kept below the descriptor limit (with room for the server's own). */
+static size_t dlpg__conn_cap(size_t wanted) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return wanted;
+  size_t room = rl.rlim_cur > 128 ? (size_t)rl.rlim_cur - 64 : (size_t)rl.rlim_cur / 2;
+  return wanted < room ? wanted : room;
+}
+
+dlpg_status_t dlpg__tcp_server_start(const char *host, int port, const char *token,
+                                     dlpg__tcp_server_t **out) {
+  static const char fn[] = "dlpg__tcp_server_start";
+  if (!out) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
   if (port < 0 || port > 65535)
-    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
-                       "dlpg__tcp_server_start: port %d is outside [0, 65535]", port);
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: port %d is outside [0, 65535]", fn, port);
   dlpg__tcp_server_t *s = (dlpg__tcp_server_t *)calloc(1, sizeof *s);
-  if (!s) return dlpg__error(DLPG_ERR_SYSTEM, "dlpg__tcp_server_start: out of memory");
-  s->ep_fd = s->wake_fd = -1;
+  if (!s) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
+  s->ep_fd = s->wake_fd = s->listen_fd = -1;
+  dlpg__store_limits_load(&s->lim);
+  s->lim.max_conns = dlpg__conn_cap(s->lim.max_conns);
+  if (token && *token && !(s->token = strdup(token))) {
+    free(s);
+    return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
+  }
   dlpg_status_t st = dlpg__net_listen(host, port, &s->listen_fd, &s->port);
   if (st != DLPG_OK) {
+    free(s->token);
     free(s);
     return st;
   }
+  dlpg__bound_address(s->listen_fd, s->address, sizeof s->address);
   s->ep_fd = epoll_create1(EPOLL_CLOEXEC);
   s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   struct epoll_event ev;
@@ -296,7 +346,8 @@ dlpg_status_t dlpg__tcp_server_start(const char *host, int port, dlpg__tcp_serve
     int rc = pthread_create(&s->thread, NULL, dlpg__server_main, s);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc == 0) {
-      DLPG_INFO(STORE, -1, "store server listening on %s:%d", host && *host ? host : "*", s->port);
+      DLPG_INFO(STORE, -1, "store server listening on %s (%s)", s->address,
+                s->token ? "token required" : "no token: anyone who reaches it may use it");
       *out = s;
       return DLPG_OK;
     }
@@ -306,12 +357,15 @@ dlpg_status_t dlpg__tcp_server_start(const char *host, int port, dlpg__tcp_serve
   if (s->ep_fd >= 0) close(s->ep_fd);
   if (s->wake_fd >= 0) close(s->wake_fd);
   close(s->listen_fd);
+  free(s->token);
   free(s);
   return dlpg__error(DLPG_ERR_SYSTEM, "dlpg store server on %s:%d: cannot start: %s",
                      host && *host ? host : "*", port, strerror(err));
 }
 
 int dlpg__tcp_server_port(const dlpg__tcp_server_t *s) { return s ? s->port : -1; }
+
+const char *dlpg__tcp_server_address(const dlpg__tcp_server_t *s) { return s ? s->address : ""; }
 
 void dlpg__tcp_server_stop(dlpg__tcp_server_t *s) {
   if (!s) return;
@@ -320,10 +374,17 @@ void dlpg__tcp_server_stop(dlpg__tcp_server_t *s) {
   if (write(s->wake_fd, &one, sizeof one) < 0) { /* the eventfd cannot be full here */
   }
   pthread_join(s->thread, NULL);
+  s->dead = NULL; /* every connection is freed below, dead or not */
   while (s->conns) dlpg__conn_free(s, s->conns);
   dlpg__kv_free(&s->kv);
+  dlpg__kv_free(&s->peers);
+  dlpg__widx_free(&s->waiters);
   close(s->listen_fd);
   close(s->ep_fd);
   close(s->wake_fd);
+  if (s->token) {
+    dlpg__auth_wipe(s->token, strlen(s->token));
+    free(s->token);
+  }
   free(s);
 }

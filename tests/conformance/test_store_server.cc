@@ -3,37 +3,8 @@
 // through dlopen + dlpg_get_api (api_loader.h). The operations are in test_store_ops.cc;
 // both build into test_store.
 #include "test_store_util.h"
+#include "test_store_wire.h"
 
-namespace {
-
-int RawConnect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// True when the server closes fd within timeout seconds (recv returns 0 or an error).
-bool ClosedByPeer(int fd, double timeout) {
-  double end = Now() + timeout;
-  char buf[256];
-  while (Now() < end) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 50) > 0) {
-      ssize_t n = recv(fd, buf, sizeof buf, 0);
-      if (n <= 0) return true;
-    }
-  }
-  return false;
-}
-
-}  // namespace
 
 TEST(Store, ManyConcurrentClients) {
   Served srv(20.0);

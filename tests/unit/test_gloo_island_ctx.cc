@@ -70,7 +70,7 @@ TEST(GlooIsland, FileStoreAndContextOverIt) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   std::string path = std::string(dir) + "/sub/store";
   dlpg_store_t *s = nullptr;
-  ASSERT_EQ(dlpg__file_store_open(path.c_str(), 2.0, &s), DLPG_OK) << dlpg_last_error();
+  ASSERT_EQ(dlpg_store_open(("file://" + path).c_str(), 2.0, &s), DLPG_OK) << dlpg_last_error();
   const char *key = "a/b/c";
   ASSERT_EQ(dlpg_store_set(s, key, "hello", 5), DLPG_OK) << dlpg_last_error();
   ASSERT_EQ(dlpg_store_set(s, key, "world!", 6), DLPG_OK) << dlpg_last_error();  // overwrite
@@ -112,7 +112,7 @@ TEST(GlooIsland, FileStoreAndContextOverIt) {
   for (int r = 0; r < 2; r++)
     ranks.emplace_back([&, r] {
       dlpg_store_t *rs = nullptr;
-      ASSERT_EQ(dlpg__file_store_open(path.c_str(), 10.0, &rs), DLPG_OK) << dlpg_last_error();
+      ASSERT_EQ(dlpg_store_open(("file://" + path).c_str(), 10.0, &rs), DLPG_OK) << dlpg_last_error();
       dlpg__gloo_ctx_t *ctx = nullptr;
       ASSERT_EQ(dlpg__gloo_ctx_create(rs, "fs/gloo", r, 2, 10.0, &ctx), DLPG_OK) << dlpg_last_error();
       double x[3] = {1.0 + r, 2.0 * r, -3.0};

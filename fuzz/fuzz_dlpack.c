@@ -1,0 +1,66 @@
+/* libFuzzer target: DLPack validation (dlpg__tensor_from_dl, the door every tensor passes)
+ * on arbitrary tensors: ndim, shape, strides, dtype, device and offset all from the input.
+ * Shape and strides arrays hold ndim entries (the ABI's precondition); everything else is
+ * free. An accepted tensor must be consistent: numel the product of the shape, nbytes
+ * numel times the element size, ptr data plus offset (NULL for empty tensors without
+ * data). The data pointer is never read. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tensor.h"
+
+static uint64_t dlpg__take(const uint8_t **p, size_t *n, size_t bytes) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < bytes && *n; ++i, ++*p, --*n) v |= (uint64_t)**p << (8 * i);
+  return v;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static int quiet;
+  if (!quiet) {
+    setenv("DLPG_DEBUG", "NONE", 1);
+    quiet = 1;
+  }
+  const uint8_t *p = data;
+  size_t n = size;
+  DLTensor t;
+  memset(&t, 0, sizeof t);
+  int ndim = (int)(int8_t)dlpg__take(&p, &n, 1);
+  int with_strides = (int)dlpg__take(&p, &n, 1) & 1;
+  t.ndim = ndim;
+  t.dtype.code = (uint8_t)dlpg__take(&p, &n, 1);
+  t.dtype.bits = (uint8_t)dlpg__take(&p, &n, 1);
+  t.dtype.lanes = (uint16_t)dlpg__take(&p, &n, 2);
+  t.device.device_type = (DLDeviceType)(int32_t)dlpg__take(&p, &n, 1);
+  t.device.device_id = (int32_t)(int8_t)dlpg__take(&p, &n, 1);
+  t.byte_offset = dlpg__take(&p, &n, 8);
+  t.data = (dlpg__take(&p, &n, 1) & 1) ? (void *)(uintptr_t)0x100000 : NULL;
+  int count = ndim > 0 ? ndim : 0;
+  int64_t *shape = (int64_t *)calloc((size_t)count + 1, sizeof *shape);
+  int64_t *strides = (int64_t *)calloc((size_t)count + 1, sizeof *strides);
+  for (int i = 0; i < count; ++i) {
+    /* Mostly small dimensions, sometimes anything (overflow, negatives). */
+    uint8_t kind = (uint8_t)dlpg__take(&p, &n, 1);
+    shape[i] = kind & 0x80 ? (int64_t)dlpg__take(&p, &n, 8) : (int64_t)(kind & 0x0f);
+    strides[i] = (int64_t)(int16_t)dlpg__take(&p, &n, 2);
+  }
+  t.shape = count || (ndim == 0) ? shape : NULL;
+  t.strides = with_strides ? strides : NULL;
+  dlpg__tensor_t out;
+  if (dlpg__tensor_from_dl("fuzz", "tensor", -1, &t, &out) == DLPG_OK) {
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; ++i)
+      if (shape[i] == 0) numel = 0;
+    for (int i = 0; i < ndim && numel; ++i)
+      if (__builtin_mul_overflow(numel, shape[i], &numel)) abort(); /* accepted: must fit */
+    if (out.numel != numel) abort();
+    if (out.nbytes != (size_t)out.numel * dlpg__dtype_size(out.dtype)) abort();
+    if ((uintptr_t)out.ptr != (t.data ? (uintptr_t)t.data + t.byte_offset : 0)) abort();
+    dlpg__check_dtype("fuzz", out.backend, out.dtype);
+    dlpg__check_reduce("fuzz", out.backend, out.dtype, (dlpg_reduce_op_t)(size ? data[0] : 0));
+  }
+  free(shape);
+  free(strides);
+  return 0;
+}
