@@ -1,0 +1,322 @@
+/* Scoped rendezvous (rendezvous.h). A store may outlive many jobs that use one group name,
+ * so keys of an earlier creation (a stale address, a dead rank's entry) must never be read
+ * by a later one. Each creation gets a generation N from a counter under <base>/gen, and
+ * every key of the creation lives under <base>/g<N>. Rank 0 takes N; the others cannot tell
+ * rank 0's counter value of this job from one of an earlier job, so they ask for it:
+ *   rank r != 0: sets <base>/hello/<r> = "<nonce> <size>" (a fresh random nonce, re-sent
+ *                now and then) and waits for <base>/welcome/<r>/<nonce>, which only this
+ *                job's rank 0 can write, holding N (or "!message");
+ *   rank 0:      answers every hello it sees until every rank has claimed its place,
+ *                then writes <base>/g<N>/go = "ok" (or "!message") for all.
+ *   every rank:  adds 1 to <base>/g<N>/claim/<r>: 2 means two processes claim rank r.
+ * A stale hello gets an answer nobody reads; a stale welcome has a nonce nobody waits on. */
+#include "core/rendezvous.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/status.h"
+
+#define RDV_KEY_MAX (DLPG__RDV_SCOPE_MAX + 96)
+/* How often a rank re-sends its hello (another process of the same rank may have
+ * overwritten it before rank 0 read it). */
+#define RDV_RESEND_S 0.5
+/* Rank 0 keeps collecting hellos this long after a world-size mismatch, to name more ranks. */
+#define RDV_MISMATCH_GRACE_S 0.5
+/* Waiting ranks may read rank 0's verdict this long after their deadline, so that a missing
+ * rank is named rather than reported as a bare timeout (well under the 1 s allowance). */
+#define RDV_VERDICT_GRACE_S 0.5
+
+static int rdv_aborted(const atomic_int *aborted) { return aborted && atomic_load(aborted); }
+
+static uint64_t rdv_nonce(void) {
+  uint64_t n = 0;
+  if (getrandom(&n, sizeof n, GRND_NONBLOCK) != (ssize_t)sizeof n) {
+    static atomic_uint_fast64_t counter;
+    n = ((uint64_t)getpid() << 32) ^ (uint64_t)(dlpg__now() * 1e9) ^
+        (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
+  }
+  return n ? n : 1;
+}
+
+/* Read key into buf (NUL-terminated) if it exists now. 1: read; 0: absent; -1: error. */
+static int rdv_try_get(dlpg_store_t *s, const char *key, char *buf, size_t cap) {
+  int exists = 0;
+  if (dlpg_store_check(s, &key, 1, &exists) != DLPG_OK) return -1;
+  if (!exists) return 0;
+  size_t len = 0;
+  if (dlpg_store_get(s, key, 1.0, buf, cap - 1, &len) != DLPG_OK) return -1;
+  buf[len < cap - 1 ? len : cap - 1] = '\0';
+  return 1;
+}
+
+/* Poll key until it exists, the deadline passes or the group is aborted. 1: read; 0: the
+ * deadline passed; -1: store error or abort (status in *st, message recorded). */
+static int rdv_poll_get(dlpg_store_t *s, const char *key, double deadline,
+                        const atomic_int *aborted, const char *what, char *buf, size_t cap,
+                        void (*resend)(void *), void *resend_arg, dlpg_status_t *st) {
+  double sleep_s = 0.0005, next_resend = dlpg__now() + RDV_RESEND_S;
+  for (;;) {
+    if (rdv_aborted(aborted)) {
+      *st = dlpg__error(DLPG_ERR_ABORTED, "%s: the group was aborted", what);
+      return -1;
+    }
+    int r = rdv_try_get(s, key, buf, cap);
+    if (r < 0) *st = dlpg__error(DLPG_ERR_REMOTE, "%s: the store failed: %s", what, dlpg__last_error());
+    if (r != 0) return r;
+    double now = dlpg__now();
+    if (now >= deadline) return 0;
+    if (resend && now >= next_resend) {
+      resend(resend_arg);
+      next_resend = now + RDV_RESEND_S;
+    }
+    double left = deadline - now;
+    dlpg__sleep(sleep_s < left ? sleep_s : left);
+    if (sleep_s < 0.02) sleep_s *= 2;
+  }
+}
+
+struct rdv_hello {
+  dlpg_store_t *store;
+  const char *key;
+  char value[64];
+};
+
+static void rdv_send_hello(void *arg) {
+  struct rdv_hello *h = arg;
+  dlpg_store_set(h->store, h->key, h->value, strlen(h->value));
+}
+
+/* Rank r != 0: ask this job's rank 0 for the generation. */
+static dlpg_status_t rdv_join(dlpg_store_t *s, const char *base, const char *what, int rank,
+                              int size, double deadline, const atomic_int *aborted,
+                              long long *gen) {
+  const double timeout_s = deadline - dlpg__now();
+  char hello_key[RDV_KEY_MAX], welcome_key[RDV_KEY_MAX], buf[1024];
+  uint64_t nonce = rdv_nonce();
+  snprintf(hello_key, sizeof hello_key, "%s/hello/%d", base, rank);
+  snprintf(welcome_key, sizeof welcome_key, "%s/welcome/%d/%016" PRIx64, base, rank, nonce);
+  struct rdv_hello h = {s, hello_key, {0}};
+  snprintf(h.value, sizeof h.value, "%016" PRIx64 " %d", nonce, size);
+  dlpg_status_t st = dlpg_store_set(s, hello_key, h.value, strlen(h.value));
+  if (st != DLPG_OK) return dlpg__error(st, "%s: rank %d: %s", what, rank, dlpg__last_error());
+  int r = rdv_poll_get(s, welcome_key, deadline, aborted, what, buf, sizeof buf, rdv_send_hello,
+                       &h, &st);
+  if (r < 0) return st;
+  if (r == 0)
+    return dlpg__error(DLPG_ERR_TIMEOUT,
+                       "%s: rank %d of %d timed out after %.3g s: rank 0 did not admit this "
+                       "rank (rank 0 has not started this group, is stuck, or runs it with a "
+                       "world size of %d or less)",
+                       what, rank, size, timeout_s, rank);
+  dlpg_store_delete_key(s, welcome_key, NULL);
+  dlpg_store_delete_key(s, hello_key, NULL);
+  if (buf[0] == '!') return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s", what, buf + 1);
+  *gen = strtoll(buf, NULL, 10);
+  return DLPG_OK;
+}
+
+/* Rank 0's bookkeeping of the others. */
+struct rdv_admit {
+  dlpg_store_t *s;
+  const char *base;
+  int size;
+  long long gen;
+  uint64_t *answered; /* last nonce answered per rank (0: none) */
+  int *claimed_size;  /* world size in each rank's hello (0: not seen) */
+  int mismatch;
+};
+
+/* Answer rank r's hello if a new one is there (the extra rank r == size gets an error). */
+static void rdv_answer(struct rdv_admit *a, int r) {
+  char key[RDV_KEY_MAX], val[64], reply[256];
+  snprintf(key, sizeof key, "%s/hello/%d", a->base, r);
+  if (rdv_try_get(a->s, key, val, sizeof val) != 1) return;
+  uint64_t nonce = 0;
+  int sz = 0;
+  if (sscanf(val, "%" SCNx64 " %d", &nonce, &sz) != 2 || nonce == 0) return;
+  if (r < a->size && a->answered[r] == nonce) return;
+  if (r < a->size) {
+    a->answered[r] = nonce;
+    a->claimed_size[r] = sz;
+    if (sz != a->size) a->mismatch = 1;
+    snprintf(reply, sizeof reply, "%lld", a->gen);
+  } else {
+    /* Possibly a stale hello of an earlier, larger job: the answer is harmless then. */
+    snprintf(reply, sizeof reply,
+             "!rank %d claims world size %d but rank 0 has world size %d (no rank %d)", r, sz,
+             a->size, r);
+  }
+  snprintf(key, sizeof key, "%s/welcome/%d/%016" PRIx64, a->base, r, nonce);
+  dlpg_store_set(a->s, key, reply, strlen(reply));
+}
+
+/* "world sizes differ: rank 0 has 4; rank 2 has 3; ranks 1, 3 not seen" into msg. */
+static void rdv_describe_sizes(const struct rdv_admit *a, char *msg, size_t cap) {
+  size_t n = (size_t)snprintf(msg, cap, "world sizes differ: rank 0 has world size %d", a->size);
+  for (int r = 1; r < a->size && n < cap; r++)
+    if (a->claimed_size[r] && a->claimed_size[r] != a->size)
+      n += (size_t)snprintf(msg + n, cap - n, "; rank %d has %d", r, a->claimed_size[r]);
+}
+
+/* "ranks 2, 3" of those whose claim key is absent, into msg; returns how many. */
+static int rdv_missing(dlpg_store_t *s, const char *scope, int size, char *msg, size_t cap) {
+  int missing = 0;
+  size_t n = 0;
+  msg[0] = '\0';
+  for (int r = 1; r < size; r++) {
+    char key[RDV_KEY_MAX];
+    snprintf(key, sizeof key, "%s/claim/%d", scope, r);
+    const char *k = key;
+    int exists = 1;
+    dlpg_store_check(s, &k, 1, &exists);
+    if (exists) continue;
+    if (n < cap) n += (size_t)snprintf(msg + n, cap - n, "%s%d", missing ? ", " : "", r);
+    missing++;
+  }
+  return missing;
+}
+
+/* Rank 0: admit the others into generation gen under scope, then publish the verdict. */
+static dlpg_status_t rdv_lead(dlpg_store_t *s, const char *base, const char *scope,
+                              const char *what, int size, long long gen, double deadline,
+                              double timeout_s, const atomic_int *aborted) {
+  struct rdv_admit a = {s, base, size, gen, calloc((size_t)size, sizeof(uint64_t)),
+                        calloc((size_t)size, sizeof(int)), 0};
+  char go_key[RDV_KEY_MAX], verdict[1024], missing[512];
+  snprintf(go_key, sizeof go_key, "%s/go", scope);
+  dlpg_status_t st = DLPG_OK;
+  if (!a.answered || !a.claimed_size) {
+    st = dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", what);
+    goto out;
+  }
+  double sleep_s = 0.0005, mismatch_until = 0;
+  for (;;) {
+    if (rdv_aborted(aborted)) {
+      st = dlpg__error(DLPG_ERR_ABORTED, "%s: the group was aborted", what);
+      snprintf(verdict, sizeof verdict, "!rank 0 aborted the group during its creation");
+      break;
+    }
+    for (int r = 1; r <= size; r++) rdv_answer(&a, r);
+    double now = dlpg__now();
+    if (a.mismatch && mismatch_until == 0) mismatch_until = now + RDV_MISMATCH_GRACE_S;
+    if (a.mismatch && (now >= mismatch_until || now >= deadline)) {
+      rdv_describe_sizes(&a, verdict + 1, sizeof verdict - 1);
+      verdict[0] = '!';
+      st = dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s", what, verdict + 1);
+      break;
+    }
+    int n_missing = rdv_missing(s, scope, size, missing, sizeof missing);
+    if (n_missing == 0 && !a.mismatch) {
+      snprintf(verdict, sizeof verdict, "ok");
+      break;
+    }
+    if (now >= deadline) {
+      snprintf(verdict, sizeof verdict,
+               "!timed out after %.3g s: rank%s %s of %d did not join the group", timeout_s,
+               n_missing > 1 ? "s" : "", missing, size);
+      st = dlpg__error(DLPG_ERR_TIMEOUT, "%s: %s", what, verdict + 1);
+      break;
+    }
+    double left = deadline - now;
+    dlpg__sleep(sleep_s < left ? sleep_s : left);
+    if (sleep_s < 0.01) sleep_s *= 2;
+  }
+  /* Two processes that both claimed one rank: both counted, one claim key holds 2. */
+  for (int r = 1; st == DLPG_OK && r < size; r++) {
+    char key[RDV_KEY_MAX];
+    int64_t v = 0;
+    snprintf(key, sizeof key, "%s/claim/%d", scope, r);
+    if (dlpg_store_add(s, key, 0, &v) == DLPG_OK && v > 1) {
+      snprintf(verdict, sizeof verdict, "!two processes claim rank %d", r);
+      st = dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s", what, verdict + 1);
+    }
+  }
+  dlpg_store_set(s, go_key, verdict, strlen(verdict));
+out:
+  free(a.answered);
+  free(a.claimed_size);
+  return st;
+}
+
+dlpg_status_t dlpg__rendezvous_begin(dlpg_store_t *store, const char *base, const char *what,
+                                     int rank, int size, double deadline,
+                                     const atomic_int *aborted, char *scope) {
+  if (!store || !base || !scope || rank < 0 || rank >= size)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "dlpg__rendezvous_begin: bad arguments");
+  if (strlen(base) + 32 >= DLPG__RDV_SCOPE_MAX)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: key prefix \"%s\" is too long", what, base);
+  const double timeout_s = deadline - dlpg__now();
+  long long gen = 0;
+  dlpg_status_t st;
+  if (rank == 0) {
+    char key[RDV_KEY_MAX];
+    int64_t v = 0;
+    snprintf(key, sizeof key, "%s/gen", base);
+    st = dlpg_store_add(store, key, 1, &v);
+    if (st != DLPG_OK) return dlpg__error(st, "%s: rank 0: %s", what, dlpg__last_error());
+    gen = (long long)v;
+  } else {
+    st = rdv_join(store, base, what, rank, size, deadline, aborted, &gen);
+    if (st != DLPG_OK) return st;
+  }
+  snprintf(scope, DLPG__RDV_SCOPE_MAX, "%s/g%lld", base, gen);
+  DLPG_INFO(STORE, rank, "%s: generation %lld (keys under %s)", what, gen, scope);
+  if (size == 1) return DLPG_OK;
+  char key[RDV_KEY_MAX], buf[1024];
+  int64_t claims = 0;
+  snprintf(key, sizeof key, "%s/claim/%d", scope, rank);
+  st = dlpg_store_add(store, key, 1, &claims);
+  if (st != DLPG_OK) return dlpg__error(st, "%s: rank %d: %s", what, rank, dlpg__last_error());
+  if (claims > 1)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "%s: two processes claim rank %d of %d (this one came second)", what,
+                       rank, size);
+  if (rank == 0)
+    return rdv_lead(store, base, scope, what, size, gen, deadline, timeout_s, aborted);
+  snprintf(key, sizeof key, "%s/go", scope);
+  int r = rdv_poll_get(store, key, deadline + RDV_VERDICT_GRACE_S, aborted, what, buf,
+                       sizeof buf, NULL, NULL, &st);
+  if (r < 0) return st;
+  if (r == 0)
+    return dlpg__error(DLPG_ERR_TIMEOUT,
+                       "%s: rank %d of %d timed out after %.3g s: rank 0 admitted this rank "
+                       "but did not start the group (it stopped or left)",
+                       what, rank, size, timeout_s);
+  if (buf[0] == '!')
+    return dlpg__error(strncmp(buf, "!timed out", 10) == 0 ? DLPG_ERR_TIMEOUT : DLPG_ERR_INVALID_ARGUMENT,
+                       "%s: %s", what, buf + 1);
+  return DLPG_OK;
+}
+
+void dlpg__rendezvous_end(dlpg_store_t *store, const char *scope, int rank, int size,
+                          const char *const *keys, size_t nkeys) {
+  char key[RDV_KEY_MAX];
+  int64_t out = 0;
+  (void)rank;
+  snprintf(key, sizeof key, "%s/out", scope);
+  if (dlpg_store_add(store, key, 1, &out) != DLPG_OK || out != size) return;
+  /* The last rank out: nobody reads the scope any more. */
+  for (int r = 0; r < size; r++) {
+    snprintf(key, sizeof key, "%s/claim/%d", scope, r);
+    dlpg_store_delete_key(store, key, NULL);
+    for (size_t i = 0; i < nkeys; i++) {
+      char name[128];
+      snprintf(name, sizeof name, keys[i], r);
+      snprintf(key, sizeof key, "%s/%s", scope, name);
+      dlpg_store_delete_key(store, key, NULL);
+    }
+  }
+  snprintf(key, sizeof key, "%s/go", scope);
+  dlpg_store_delete_key(store, key, NULL);
+  snprintf(key, sizeof key, "%s/out", scope);
+  dlpg_store_delete_key(store, key, NULL);
+}
