@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/status.h"
 #include "core/work_impl.h"
+#include "gloo/create.h"
 #include "gloo/gloo.h"
 
 /* After an abort at shutdown, how long the thread gets to leave Gloo before it is
@@ -99,7 +100,8 @@ static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
     dlpg__gloo_ctx_t *ctx = NULL;
     dlpg__clear_error();
     pthread_once(&dlpg__sigpipe_once, dlpg__sigpipe_default_ignore);
-    dlpg_status_t st = dlpg__gloo_ctx_create(g->store, prefix, g->rank, g->size, g->timeout_s, &ctx);
+    dlpg_status_t st = dlpg__gloo_ctx_create_abortable(g->store, prefix, g->rank, g->size,
+                                                       g->timeout_s, &g->aborted, &ctx);
     pthread_mutex_lock(&w->mu);
     if (st == DLPG_OK && ctx) {
       g->gloo = ctx;

@@ -15,8 +15,10 @@
 #include "gloo/c_headers.h"  // before core/rendezvous.h (atomic_int)
 #include "core/clock.h"
 #include "core/rendezvous.h"
+#include "gloo/create.h"
 #include "gloo/ctx.h"
 #include "gloo/errors.h"
+#include "gloo/peers.h"
 #include "gloo/store_adapter.h"
 
 // Gloo 0.5 keeps tcp::Context::signalException protected, and Debian's libgloo-dev lacks
@@ -114,6 +116,13 @@ using dlpg_gloo::status_from_current_exception;
 extern "C" dlpg_status_t dlpg__gloo_ctx_create(dlpg_store_t *store, const char *prefix, int rank,
                                                int size, double timeout_s,
                                                dlpg__gloo_ctx_t **out) {
+  return dlpg__gloo_ctx_create_abortable(store, prefix, rank, size, timeout_s, nullptr, out);
+}
+
+extern "C" dlpg_status_t dlpg__gloo_ctx_create_abortable(dlpg_store_t *store, const char *prefix,
+                                                         int rank, int size, double timeout_s,
+                                                         const atomic_int *aborted,
+                                                         dlpg__gloo_ctx_t **out) {
   static const char *fn = "dlpg__gloo_ctx_create";
   if (!out) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
   *out = nullptr;
@@ -133,7 +142,7 @@ extern "C" dlpg_status_t dlpg__gloo_ctx_create(dlpg_store_t *store, const char *
   char scope[DLPG__RDV_SCOPE_MAX];
   const char *base = prefix && *prefix ? prefix : "dlpg/gloo";
   dlpg_status_t rst =
-      dlpg__rendezvous_begin(store, base, "Gloo rendezvous", rank, size, deadline, nullptr, scope);
+      dlpg__rendezvous_begin(store, base, "Gloo rendezvous", rank, size, deadline, aborted, scope);
   if (rst != DLPG_OK) return rst;
   dlpg__gloo_ctx_t *ctx = nullptr;
   std::string peer_key;
@@ -166,6 +175,9 @@ extern "C" dlpg_status_t dlpg__gloo_ctx_create(dlpg_store_t *store, const char *
       }
     }
     ctx->gloo->setTimeout(ms);
+    ctx->peers = dlpg_gloo::peer_addresses(*ctx->gloo);
+    for (const auto &p : ctx->peers)
+      DLPG_INFO(GLOO, rank, "Gloo peer rank %d at %s", p.second, p.first.c_str());
     DLPG_INFO(GLOO, rank, "Gloo full mesh of %d ranks connected (keys under %s)", size, scope);
     static const char *const kGlooKeys[] = {"rank_%d", "%d"};
     dlpg__rendezvous_end(store, scope, rank, size, kGlooKeys, 2);
@@ -180,7 +192,12 @@ extern "C" dlpg_status_t dlpg__gloo_ctx_create(dlpg_store_t *store, const char *
     if (slash != std::string::npos && peer_key.compare(0, slash, scope) == 0 &&
         slash + 1 < peer_key.size() &&
         peer_key.find_first_not_of("0123456789", slash + 1) == std::string::npos)
-      peer = "could not connect to rank " + peer_key.substr(slash + 1) + " ";
+      peer = "could not reach rank " + peer_key.substr(slash + 1) + " ";
+    if (aborted && aborted->load()) {
+      delete ctx;
+      return dlpg__error(DLPG_ERR_ABORTED, "Gloo rendezvous: the group was aborted (%s)",
+                         text.c_str());
+    }
     if (st == DLPG_ERR_TIMEOUT || dlpg__now() >= deadline)
       st = dlpg__error(DLPG_ERR_TIMEOUT,
                        "Gloo rendezvous: rank %d of %d %swithin the group's timeout of %s s "

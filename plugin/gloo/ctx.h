@@ -7,6 +7,8 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <gloo/rendezvous/context.h>
@@ -39,6 +41,8 @@ struct dlpg__gloo_ctx {
   // incremented per collective gives matching tags everywhere (as torch's nextTag()).
   uint32_t next_tag = 0;
   std::atomic<bool> aborted{false};
+  // Each peer's address as Gloo's messages print it, with its rank (gloo/peers.h).
+  std::vector<std::pair<std::string, int>> peers;
   // The unbound buffers of send/recv now being waited on, so that abort can wake them.
   std::mutex live_mu;
   std::set<::gloo::transport::UnboundBuffer *> live;

@@ -42,11 +42,13 @@ extern "C" dlpg_status_t dlpg__gloo_run(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const
       dlpg_gloo::run_p2p(ctx, ops, n);
     } catch (const dlpg_gloo::StatusError &e) {
       if (e.status() != DLPG_ERR_INVALID_ARGUMENT || ctx->aborted.load())
-        return dlpg_gloo::status_from_current_exception(op_name(first_p2p), ctx->aborted.load());
+        return dlpg_gloo::status_from_current_exception(op_name(first_p2p), ctx->aborted.load(),
+                                                        &ctx->peers);
       deferred = e.status();
       deferred_msg = e.what();
     } catch (...) {
-      return dlpg_gloo::status_from_current_exception(op_name(first_p2p), ctx->aborted.load());
+      return dlpg_gloo::status_from_current_exception(op_name(first_p2p), ctx->aborted.load(),
+                                                        &ctx->peers);
     }
   }
   for (int i = 0; i < n; i++) {
@@ -54,7 +56,8 @@ extern "C" dlpg_status_t dlpg__gloo_run(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const
     try {
       dlpg_gloo::run_collective(ctx, *ops[i]);
     } catch (...) {
-      return dlpg_gloo::status_from_current_exception(op_name(ops[i]), ctx->aborted.load());
+      return dlpg_gloo::status_from_current_exception(op_name(ops[i]), ctx->aborted.load(),
+                                                      &ctx->peers);
     }
   }
   if (deferred != DLPG_OK)

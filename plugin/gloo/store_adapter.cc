@@ -13,9 +13,10 @@ StoreAdapter::StoreAdapter(dlpg_store_t *store, double timeout_s, double deadlin
 
 double StoreAdapter::bound(double timeout_s) const {
   if (deadline_ <= 0) return timeout_s;
+  // Gloo passes its context timeout, which the caller may have shortened for its own
+  // reasons (context.cc): the deadline alone decides.
   double left = deadline_ - dlpg__now();
-  if (left < 1e-3) left = 1e-3;
-  return timeout_s > 0 && timeout_s < left ? timeout_s : left;
+  return left < 1e-3 ? 1e-3 : left;
 }
 
 StoreAdapter::~StoreAdapter() { dlpg__store_release(store_); }
@@ -55,6 +56,7 @@ void StoreAdapter::wait(const std::vector<std::string> &keys) {
 void StoreAdapter::wait(const std::vector<std::string> &keys,
                         const std::chrono::milliseconds &timeout) {
   if (keys.empty()) return;
+  last_get_ = keys.back();
   std::vector<const char *> ptrs;
   ptrs.reserve(keys.size());
   for (const auto &k : keys) ptrs.push_back(k.c_str());

@@ -28,8 +28,8 @@ class StoreAdapter : public ::gloo::rendezvous::Store {
   void wait(const std::vector<std::string> &keys) override;
   void wait(const std::vector<std::string> &keys,
             const std::chrono::milliseconds &timeout) override;
-  // The key of the last get (Gloo's full-mesh rendezvous reads rank i's addresses under
-  // "<prefix>/<i>" just before connecting to it, so a failure names the peer).
+  // The key of the last get or wait (Gloo's full-mesh rendezvous waits for and reads rank
+  // i's addresses under "<prefix>/<i>" just before connecting to it: a failure names i).
   const std::string &last_get() const { return last_get_; }
 
  private:
