@@ -175,7 +175,8 @@ extern "C" dlpg_status_t dlpg__gloo_ctx_create_abortable(dlpg_store_t *store, co
       }
     }
     ctx->gloo->setTimeout(ms);
-    ctx->peers = dlpg_gloo::peer_addresses(*ctx->gloo);
+    ctx->peers = dlpg_gloo::peer_addresses(*ctx->gloo, &ctx->sockets);
+    dlpg_gloo::start_watchdog(ctx);
     for (const auto &p : ctx->peers)
       DLPG_INFO(GLOO, rank, "Gloo peer rank %d at %s", p.second, p.first.c_str());
     DLPG_INFO(GLOO, rank, "Gloo full mesh of %d ranks connected (keys under %s)", size, scope);

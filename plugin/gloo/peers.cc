@@ -13,6 +13,7 @@
 #include <gloo/transport/tcp/address.h>
 
 #include "gloo/ctx.h"
+#include "gloo/errors.h"
 
 namespace dlpg_gloo {
 namespace {
@@ -52,20 +53,29 @@ bool same_addr(const struct sockaddr_storage &a, const struct sockaddr_storage &
   return false;
 }
 
-// The connected sockets of this process: (local address, peer address).
-std::vector<std::pair<sockaddr_storage, sockaddr_storage>> connected_sockets() {
-  std::vector<std::pair<sockaddr_storage, sockaddr_storage>> out;
+struct Addrs {
+  sockaddr_storage self, peer;
+};
+
+// The socket's local and peer addresses; false when fd is not a connected socket.
+bool socket_addrs(int fd, Addrs *a) {
+  socklen_t sl = sizeof a->self, pl = sizeof a->peer;
+  memset(a, 0, sizeof *a);
+  return getsockname(fd, reinterpret_cast<sockaddr *>(&a->self), &sl) == 0 &&
+         getpeername(fd, reinterpret_cast<sockaddr *>(&a->peer), &pl) == 0;
+}
+
+// The connected sockets of this process: (addresses, descriptor).
+std::vector<std::pair<Addrs, int>> connected_sockets() {
+  std::vector<std::pair<Addrs, int>> out;
   DIR *d = opendir("/proc/self/fd");
   if (!d) return out;
   while (struct dirent *e = readdir(d)) {
     char *end = nullptr;
     long fd = strtol(e->d_name, &end, 10);
     if (!end || *end || fd < 0 || fd == dirfd(d)) continue;
-    sockaddr_storage self{}, peer{};
-    socklen_t sl = sizeof self, pl = sizeof peer;
-    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr *>(&self), &sl) != 0) continue;
-    if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr *>(&peer), &pl) != 0) continue;
-    out.emplace_back(self, peer);
+    Addrs a;
+    if (socket_addrs(static_cast<int>(fd), &a)) out.emplace_back(a, static_cast<int>(fd));
   }
   closedir(d);
   return out;
@@ -82,7 +92,8 @@ bool contains_token(const std::string &text, const std::string &addr) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, int>> peer_addresses(MeshContext &ctx) {
+std::vector<std::pair<std::string, int>> peer_addresses(MeshContext &ctx,
+                                                        std::vector<PeerSocket> *sockets) {
   std::vector<std::pair<std::string, int>> out;
   auto socks = connected_sockets();
   for (int i = 0; i < ctx.size; i++) {
@@ -92,9 +103,10 @@ std::vector<std::pair<std::string, int>> peer_addresses(MeshContext &ctx) {
     // A pair's local address: the listening socket's for the side that accepted (the
     // accepted socket shares it), the connecting socket's own for the other side.
     for (const auto &s : socks)
-      if (same_addr(s.first, addr->getSockaddr())) {
-        out.emplace_back(format_addr(s.second, true), i);
-        out.emplace_back(format_addr(s.second, false), i);
+      if (same_addr(s.first.self, addr->getSockaddr())) {
+        if (sockets) sockets->push_back({i, s.second, s.first.self, s.first.peer});
+        out.emplace_back(format_addr(s.first.peer, true), i);
+        out.emplace_back(format_addr(s.first.peer, false), i);
         break;
       }
   }
@@ -115,6 +127,83 @@ std::string name_peer(const std::vector<std::pair<std::string, int>> &peers,
              "failed) [Gloo: " + text + "]";
   return "lost the connection to a peer (its process ended or was killed, or the network "
          "failed) [Gloo: " + text + "]";
+}
+
+}  // namespace dlpg_gloo
+
+namespace dlpg_gloo {
+
+int first_lost_peer(const std::vector<PeerSocket> &sockets) {
+  for (const auto &p : sockets) {
+    Addrs a;
+    // Gone, or the descriptor now belongs to another socket: Gloo closed the pair's.
+    if (!socket_addrs(p.fd, &a) || !same_addr(a.self, p.self) || !same_addr(a.peer, p.peer))
+      return p.rank;
+  }
+  return -1;
+}
+
+void start_watchdog(dlpg__gloo_ctx *ctx) {
+  if (ctx->sockets.empty()) return;
+  ctx->lost.assign(static_cast<size_t>(ctx->size), 0);
+  ctx->watchdog = std::thread([ctx] {
+    std::unique_lock<std::mutex> lk(ctx->wd_mu);
+    while (!ctx->wd_stop) {
+      ctx->wd_cv.wait_for(lk, std::chrono::milliseconds(250));
+      if (ctx->wd_stop) break;
+      // Only while send/receive buffers are waited on: collectives see Gloo's own errors.
+      {
+        std::lock_guard<std::mutex> live(ctx->live_mu);
+        if (ctx->live.empty()) continue;
+      }
+      bool fresh = false;
+      for (const auto &p : ctx->sockets) {
+        if (ctx->lost[static_cast<size_t>(p.rank)]) continue;
+        std::vector<PeerSocket> one{p};
+        if (first_lost_peer(one) < 0) continue;
+        ctx->lost[static_cast<size_t>(p.rank)] = 1;
+        int none = -1;
+        ctx->lost_peer.compare_exchange_strong(none, p.rank);
+        fresh = true;
+      }
+      if (!fresh) continue;
+      // Wake the waiters; those whose peer is still there wait again (peer_lost).
+      std::lock_guard<std::mutex> live(ctx->live_mu);
+      for (auto *b : ctx->live) {
+        b->abortWaitRecv();
+        b->abortWaitSend();
+      }
+    }
+  });
+}
+
+bool peer_lost(dlpg__gloo_ctx *ctx, int rank) {
+  std::lock_guard<std::mutex> lk(ctx->wd_mu);
+  return rank >= 0 && static_cast<size_t>(rank) < ctx->lost.size() &&
+         ctx->lost[static_cast<size_t>(rank)];
+}
+
+void stop_watchdog(dlpg__gloo_ctx *ctx) {
+  if (!ctx->watchdog.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lk(ctx->wd_mu);
+    ctx->wd_stop = true;
+  }
+  ctx->wd_cv.notify_all();
+  ctx->watchdog.join();
+}
+
+dlpg_status_t run_failure_status(dlpg__gloo_ctx *ctx, const char *fn) {
+  std::string text;
+  dlpg_status_t st = classify_current_exception(&text);
+  int lost = ctx->lost_peer.load();
+  // A wait the watchdog woke ends as ABORTED (the group itself was not aborted).
+  if (!ctx->aborted.load() && lost >= 0 && st == DLPG_ERR_ABORTED)
+    return dlpg__error(DLPG_ERR_REMOTE,
+                       "%s: lost the connection to rank %d (its process ended, it gave up after "
+                       "a failure of its own, or the network failed)",
+                       fn, lost);
+  return status_from_current_exception(fn, ctx->aborted.load(), &ctx->peers);
 }
 
 }  // namespace dlpg_gloo

@@ -120,7 +120,7 @@ void KillMidAllreduce(int trial, bool strict) {
   RecordOutcome("kill-mid-allreduce", trial, t, {0, 1}, "op");
   EXPECT_EQ(t.out[2].signal, SIGKILL);
   if (strict) ExpectSurvived(t, {0, 1}, "op", {"rank 2"}, 1.5);
-  else ExpectSurvived(t, {0, 1}, "op", {"rank "});
+  else ExpectSurvived(t, {0, 1}, "op", {"lost the connection to rank "});
 }
 
 TEST(Faults, PeerKilledMidAllreduce) {
@@ -157,16 +157,18 @@ TEST(Faults, PeerKilledDuringLazyCreation) {
   for (int i = 0; i < TrialCount(2); i++) KillDuringCreation(i, 0.002 * (i + 1));
 }
 
-// A 64 MiB send whose sender (or receiver) is killed in the middle.
-void KillMidSend(int trial, int victim, bool strict) {
+// A 256 MiB send (about 0.1 s on loopback) whose sender (or receiver) is killed 10 ms in:
+// the survivor fails naming it (Gloo itself does not wake a receive whose data was arriving:
+// the island's watchdog, gloo/peers.h, does).
+void KillMidSend(int trial, int victim) {
   Trial t;
   RunTrial(2, UniqueName(), 40, [victim](FaultRank &c) {
     dlpg_group_t *g = Join(c);
     if (!g) return;
     TimedAllreduce(c, g, 1000, "warm");
-    HostTensor x(DT::F32, {kBig});
+    HostTensor x(DT::F32, {4 * kBig});
     DLTensor *xp = x.dl();
-    if (c.rank == victim) SignalSelfAfter(SIGKILL, 0.03);
+    if (c.rank == victim) SignalSelfAfter(SIGKILL, 0.01);
     double t0 = NowSeconds();
     dlpg_status_t s = c.rank == 0 ? c.api->send(g, xp, 1, 7, nullptr, nullptr)
                                   : c.api->recv(g, xp, 0, 7, nullptr, nullptr);
@@ -181,20 +183,14 @@ void KillMidSend(int trial, int victim, bool strict) {
   RecordOutcome(victim == 0 ? "kill-sender-mid-send" : "kill-receiver-mid-send", trial, t,
                 {survivor}, "op");
   EXPECT_EQ(t.out[victim].signal, SIGKILL);
-  ExpectSurvived(t, {survivor}, "op", {strict ? "rank " + std::to_string(victim) : "rank "});
+  ExpectSurvived(t, {survivor}, "op", {"lost the connection to rank " + std::to_string(victim)});
 }
 
 TEST(Faults, SenderKilledMidSend) {
-  for (int i = 0; i < TrialCount(2); i++) KillMidSend(i, 0, false);
+  for (int i = 0; i < TrialCount(2); i++) KillMidSend(i, 0);
 }
 TEST(Faults, ReceiverKilledMidSend) {
-  for (int i = 0; i < TrialCount(2); i++) KillMidSend(i, 1, false);
-}
-TEST(Faults, KilledPeerNamedMidSend_Propagation) {
-  for (int i = 0; i < TrialCount(2); i++) {
-    KillMidSend(i, 0, true);
-    KillMidSend(i, 1, true);
-  }
+  for (int i = 0; i < TrialCount(2); i++) KillMidSend(i, 1);
 }
 
 // ---------------------------------------------------------------- SIGSTOP, skip, late
