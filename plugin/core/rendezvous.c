@@ -9,7 +9,9 @@
  *   rank 0:      answers every hello it sees until every rank has claimed its place,
  *                then writes <base>/g<N>/go = "ok" (or "!message") for all.
  *   every rank:  adds 1 to <base>/g<N>/claim/<r>: 2 means two processes claim rank r.
- * A stale hello gets an answer nobody reads; a stale welcome has a nonce nobody waits on. */
+ * A stale hello gets an answer nobody reads; a stale welcome has a nonce nobody waits on.
+ * What stays on the store per base: the counter and <base>/last (the last generation
+ * started, for naming a second process of one rank). */
 #include "core/rendezvous.h"
 
 #include <errno.h>
@@ -88,11 +90,34 @@ struct rdv_hello {
   dlpg_store_t *store;
   const char *key;
   char value[64];
+  int other; /* another process changed or removed this rank's hello while it waited */
 };
 
+/* Re-send the hello. Only a live process changes a hello (stale ones never change), and
+ * rank r removes its own only after its welcome: a hello not as this process left it
+ * means another process claims the same rank. */
 static void rdv_send_hello(void *arg) {
   struct rdv_hello *h = arg;
+  char now[64];
+  if (rdv_try_get(h->store, h->key, now, sizeof now) != 1 || strcmp(now, h->value) != 0)
+    h->other = 1;
   dlpg_store_set(h->store, h->key, h->value, strlen(h->value));
+}
+
+/* The generation counter under base now (0 when absent or unreadable). */
+static long long rdv_generation(dlpg_store_t *s, const char *base) {
+  char key[RDV_KEY_MAX];
+  int64_t gen = 0;
+  snprintf(key, sizeof key, "%s/gen", base);
+  if (dlpg_store_add(s, key, 0, &gen) != DLPG_OK) return 0;
+  return (long long)gen;
+}
+
+/* The last generation rank 0 started (<base>/last, one key per base), or -1. */
+static long long rdv_last_started(dlpg_store_t *s, const char *base) {
+  char key[RDV_KEY_MAX], buf[32];
+  snprintf(key, sizeof key, "%s/last", base);
+  return rdv_try_get(s, key, buf, sizeof buf) == 1 ? strtoll(buf, NULL, 10) : -1;
 }
 
 /* Rank r != 0: ask this job's rank 0 for the generation. */
@@ -104,19 +129,30 @@ static dlpg_status_t rdv_join(dlpg_store_t *s, const char *base, const char *wha
   uint64_t nonce = rdv_nonce();
   snprintf(hello_key, sizeof hello_key, "%s/hello/%d", base, rank);
   snprintf(welcome_key, sizeof welcome_key, "%s/welcome/%d/%016" PRIx64, base, rank, nonce);
-  struct rdv_hello h = {s, hello_key, {0}};
+  const long long gen_at_start = rdv_generation(s, base);
+  struct rdv_hello h = {s, hello_key, {0}, 0};
   snprintf(h.value, sizeof h.value, "%016" PRIx64 " %d", nonce, size);
   dlpg_status_t st = dlpg_store_set(s, hello_key, h.value, strlen(h.value));
   if (st != DLPG_OK) return dlpg__error(st, "%s: rank %d: %s", what, rank, dlpg__last_error());
   int r = rdv_poll_get(s, welcome_key, deadline, aborted, what, buf, sizeof buf, rdv_send_hello,
                        &h, &st);
   if (r < 0) return st;
+  /* Rank 0 took a generation while this rank waited but never answered it: it admitted
+   * another process as this rank (whose hello overwrote this one's). */
+  if (r == 0 && (h.other || rdv_generation(s, base) > gen_at_start ||
+                 rdv_last_started(s, base) >= gen_at_start))
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "%s: rank %d of %d: rank 0 started the group without this process "
+                       "within %.3g s: another process claims rank %d (or, if this job's rank "
+                       "0 never came, an earlier job on this store did)",
+                       what, rank, size, timeout_s, rank);
   if (r == 0)
     return dlpg__error(DLPG_ERR_TIMEOUT,
                        "%s: rank %d of %d timed out after %.3g s: rank 0 did not admit this "
-                       "rank (rank 0 has not started this group, is stuck, or runs it with a "
-                       "world size of %d or less)",
-                       what, rank, size, timeout_s, rank);
+                       "rank (rank 0 has not started this group, is stuck, runs it with a "
+                       "world size of %d or less, or admitted another process that claims "
+                       "rank %d)",
+                       what, rank, size, timeout_s, rank, rank);
   dlpg_store_delete_key(s, welcome_key, NULL);
   dlpg_store_delete_key(s, hello_key, NULL);
   if (buf[0] == '!') return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s", what, buf + 1);
@@ -133,6 +169,7 @@ struct rdv_admit {
   uint64_t *answered; /* last nonce answered per rank (0: none) */
   int *claimed_size;  /* world size in each rank's hello (0: not seen) */
   int mismatch;
+  int duplicate; /* a rank claimed by two processes, or -1 */
 };
 
 /* Answer rank r's hello if a new one is there (the extra rank r == size gets an error). */
@@ -144,7 +181,15 @@ static void rdv_answer(struct rdv_admit *a, int r) {
   int sz = 0;
   if (sscanf(val, "%" SCNx64 " %d", &nonce, &sz) != 2 || nonce == 0) return;
   if (r < a->size && a->answered[r] == nonce) return;
-  if (r < a->size) {
+  snprintf(key, sizeof key, "%s/g%lld/claim/%d", a->base, a->gen, r);
+  const char *ck = key;
+  int claimed = 0;
+  if (r < a->size && dlpg_store_check(a->s, &ck, 1, &claimed) == DLPG_OK && claimed) {
+    /* Rank r deletes its hello before it claims: a hello after the claim is another
+     * process's. */
+    a->duplicate = r;
+    snprintf(reply, sizeof reply, "!two processes claim rank %d", r);
+  } else if (r < a->size) {
     a->answered[r] = nonce;
     a->claimed_size[r] = sz;
     if (sz != a->size) a->mismatch = 1;
@@ -190,7 +235,7 @@ static dlpg_status_t rdv_lead(dlpg_store_t *s, const char *base, const char *sco
                               const char *what, int size, long long gen, double deadline,
                               double timeout_s, const atomic_int *aborted) {
   struct rdv_admit a = {s, base, size, gen, calloc((size_t)size, sizeof(uint64_t)),
-                        calloc((size_t)size, sizeof(int)), 0};
+                        calloc((size_t)size, sizeof(int)), 0, -1};
   char go_key[RDV_KEY_MAX], verdict[1024], missing[512];
   snprintf(go_key, sizeof go_key, "%s/go", scope);
   dlpg_status_t st = DLPG_OK;
@@ -216,6 +261,8 @@ static dlpg_status_t rdv_lead(dlpg_store_t *s, const char *base, const char *sco
     }
     int n_missing = rdv_missing(s, scope, size, missing, sizeof missing);
     if (n_missing == 0 && !a.mismatch) {
+      /* One more round of answers: a second process of a claimed rank shows up there. */
+      for (int r = 1; r < size; r++) rdv_answer(&a, r);
       snprintf(verdict, sizeof verdict, "ok");
       break;
     }
@@ -230,6 +277,10 @@ static dlpg_status_t rdv_lead(dlpg_store_t *s, const char *base, const char *sco
     dlpg__sleep(sleep_s < left ? sleep_s : left);
     if (sleep_s < 0.01) sleep_s *= 2;
   }
+  if (st == DLPG_OK && a.duplicate >= 0) {
+    snprintf(verdict, sizeof verdict, "!two processes claim rank %d", a.duplicate);
+    st = dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s", what, verdict + 1);
+  }
   /* Two processes that both claimed one rank: both counted, one claim key holds 2. */
   for (int r = 1; st == DLPG_OK && r < size; r++) {
     char key[RDV_KEY_MAX];
@@ -241,6 +292,13 @@ static dlpg_status_t rdv_lead(dlpg_store_t *s, const char *base, const char *sco
     }
   }
   dlpg_store_set(s, go_key, verdict, strlen(verdict));
+  if (st == DLPG_OK) {
+    /* For a process of a rank already admitted that asks later (rdv_join's message). */
+    char key[RDV_KEY_MAX], g[32];
+    snprintf(key, sizeof key, "%s/last", base);
+    snprintf(g, sizeof g, "%lld", gen);
+    dlpg_store_set(s, key, g, strlen(g));
+  }
 out:
   free(a.answered);
   free(a.claimed_size);
