@@ -3,7 +3,8 @@
 # not Debian packages: they are used from /usr/local/cuda when present (optional).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libgloo-dev libdlpack-dev libgtest-dev
-      python3-torch python3-numpy python3-pytest python3-setuptools python3-pip)
+      python3-torch python3-numpy python3-pytest python3-setuptools python3-pip
+      iproute2)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
