@@ -1,8 +1,6 @@
 // Translation of Gloo and island exceptions into dlpg statuses and messages.
 #include "gloo/errors.h"
 
-#include "gloo/peers.h"
-
 #include <exception>
 #include <new>
 
@@ -57,11 +55,9 @@ dlpg_status_t classify_current_exception(std::string *text) {
   }
 }
 
-dlpg_status_t status_from_current_exception(
-    const char *fn, bool aborted, const std::vector<std::pair<std::string, int>> *peers) {
+dlpg_status_t status_from_current_exception(const char *fn, bool aborted) {
   std::string text;
   dlpg_status_t st = classify_current_exception(&text);
-  if (peers && !aborted) text = name_peer(*peers, text);
   if (aborted)
     return dlpg__error(DLPG_ERR_ABORTED, "%s: the group was aborted (%s)", fn, text.c_str());
   return dlpg__error(st, "%s: %s", fn, text.c_str());

@@ -4,8 +4,6 @@
 
 #include <stdexcept>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "gloo/c_headers.h"
 
@@ -35,10 +33,7 @@ dlpg_status_t classify_gloo_message(const std::string &msg);
 dlpg_status_t classify_current_exception(std::string *text);
 
 // Turn the exception being handled (call only inside a catch block) into a status and a
-// dlpg__error message "fn: <text>". aborted turns any failure into DLPG_ERR_ABORTED. With
-// peers (the context's, gloo/peers.h), a lost connection names the peer's rank.
-dlpg_status_t status_from_current_exception(
-    const char *fn, bool aborted = false,
-    const std::vector<std::pair<std::string, int>> *peers = nullptr);
+// dlpg__error message "fn: <text>". aborted turns any failure into DLPG_ERR_ABORTED.
+dlpg_status_t status_from_current_exception(const char *fn, bool aborted = false);
 
 }  // namespace dlpg_gloo

@@ -203,7 +203,15 @@ dlpg_status_t run_failure_status(dlpg__gloo_ctx *ctx, const char *fn) {
                        "%s: lost the connection to rank %d (its process ended, it gave up after "
                        "a failure of its own, or the network failed)",
                        fn, lost);
-  return status_from_current_exception(fn, ctx->aborted.load(), &ctx->peers);
+  if (ctx->aborted.load()) return status_from_current_exception(fn, true);
+  text = name_peer(ctx->peers, text);
+  // An address Gloo printed that the table lacks: the pair whose socket Gloo has closed.
+  const std::string unknown = "lost the connection to a peer";
+  if (text.compare(0, unknown.size(), unknown) == 0) {
+    int gone = first_lost_peer(ctx->sockets);
+    if (gone >= 0) text = "lost the connection to rank " + std::to_string(gone) + text.substr(unknown.size());
+  }
+  return dlpg__error(st, "%s: %s", fn, text.c_str());
 }
 
 }  // namespace dlpg_gloo

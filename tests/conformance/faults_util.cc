@@ -266,6 +266,43 @@ void RecordOutcome(const std::string &fault, int trial, const Trial &t,
   fflush(stdout);
 }
 
+dlpg_group_t *JoinTrialGroup(FaultRank &c, double timeout_s, const std::string &name) {
+  dlpg_store_t *s = nullptr;
+  dlpg_status_t st = c.api->store_open(c.url.c_str(), 30.0, &s);
+  if (st != DLPG_OK) {
+    c.Put("join", std::string("store_open: ") + c.api->last_error());
+    return nullptr;
+  }
+  dlpg_group_options_t o = DLPG_GROUP_OPTIONS_INIT;
+  o.timeout_s = timeout_s;
+  std::string n = name.empty() ? c.name : name;
+  o.name = n.c_str();
+  dlpg_group_t *g = nullptr;
+  st = c.api->group_create(s, c.rank, c.size, &o, &g);
+  c.api->store_close(s);
+  if (st != DLPG_OK) {
+    c.Put("join", std::string("group_create: ") + c.api->last_error());
+    return nullptr;
+  }
+  c.Put("join", "ok");
+  return g;
+}
+
+void WaitKey(FaultRank &c, const std::string &key, double timeout_s) {
+  dlpg_store_t *s = nullptr;
+  if (c.api->store_open(c.url.c_str(), 30.0, &s) != DLPG_OK) return;
+  const char *k = key.c_str();
+  c.api->store_wait(s, &k, 1, timeout_s);
+  c.api->store_close(s);
+}
+
+void SetKey(FaultRank &c, const std::string &key) {
+  dlpg_store_t *s = nullptr;
+  if (c.api->store_open(c.url.c_str(), 30.0, &s) != DLPG_OK) return;
+  c.api->store_set(s, key.c_str(), "1", 1);
+  c.api->store_close(s);
+}
+
 int TrialCount(int def) {
   const char *e = getenv("DLPG_FAULT_TRIALS");
   int n = e ? atoi(e) : 0;

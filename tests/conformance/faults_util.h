@@ -61,6 +61,12 @@ void RunTrial(int n, const std::string &name, double deadline_s,
               const std::function<void(Trial &)> &control, Trial *trial);
 
 // Helpers for rank functions.
+// Open the trial's store and create its group (name: the trial's, or name); NULL on
+// failure, reported under "join" (else "join" = "ok").
+dlpg_group_t *JoinTrialGroup(FaultRank &c, double timeout_s, const std::string &name = "");
+// Block until key exists on the trial's store (a rank that stays alive but idle).
+void WaitKey(FaultRank &c, const std::string &key, double timeout_s);
+void SetKey(FaultRank &c, const std::string &key);
 // A 1-element-per-rank float32 allreduce of `count` elements; returns the status, stores
 // the elapsed seconds and the message under prefix_st/_secs/_msg, and checks the sum.
 dlpg_status_t TimedAllreduce(FaultRank &c, dlpg_group_t *g, int64_t count, const std::string &prefix);

@@ -23,51 +23,12 @@ constexpr double kTimeout = 3.0;   // the groups' timeout
 constexpr double kSlack = 2.0;     // the allowance after it
 constexpr int64_t kBig = 1 << 24;  // elements of float32 (64 MiB): an allreduce that lasts
 
-// Open the store and create the trial's group (timeout kTimeout); NULL on failure (reported).
-dlpg_group_t *Join(FaultRank &c, double timeout_s = kTimeout, const std::string &name = "") {
-  dlpg_store_t *s = nullptr;
-  dlpg_status_t st = c.api->store_open(c.url.c_str(), 30.0, &s);
-  if (st != DLPG_OK) {
-    c.Put("join", std::string("store_open: ") + c.api->last_error());
-    return nullptr;
-  }
-  dlpg_group_options_t o = DLPG_GROUP_OPTIONS_INIT;
-  o.timeout_s = timeout_s;
-  std::string n = name.empty() ? c.name : name;
-  o.name = n.c_str();
-  dlpg_group_t *g = nullptr;
-  st = c.api->group_create(s, c.rank, c.size, &o, &g);
-  c.api->store_close(s);
-  if (st != DLPG_OK) {
-    c.Put("join", std::string("group_create: ") + c.api->last_error());
-    return nullptr;
-  }
-  c.Put("join", "ok");
-  return g;
-}
-
 // The victim: after delay_s in another thread, send sig to this process.
 void SignalSelfAfter(int sig, double delay_s) {
   std::thread([sig, delay_s] {
     usleep(static_cast<useconds_t>(delay_s * 1e6));
     raise(sig);
   }).detach();
-}
-
-// Block until key exists on the trial's store (a rank that stays alive but idle).
-void WaitKey(FaultRank &c, const std::string &key, double timeout_s) {
-  dlpg_store_t *s = nullptr;
-  if (c.api->store_open(c.url.c_str(), 30.0, &s) != DLPG_OK) return;
-  const char *k = key.c_str();
-  c.api->store_wait(s, &k, 1, timeout_s);
-  c.api->store_close(s);
-}
-
-void SetKey(FaultRank &c, const std::string &key) {
-  dlpg_store_t *s = nullptr;
-  if (c.api->store_open(c.url.c_str(), 30.0, &s) != DLPG_OK) return;
-  c.api->store_set(s, key.c_str(), "1", 1);
-  c.api->store_close(s);
 }
 
 // What every survivor does after its failed operation: destroy, then a fresh group of the
@@ -110,7 +71,7 @@ void ExpectSurvived(const Trial &t, const std::vector<int> &survivors, const std
 void KillMidAllreduce(int trial, bool strict) {
   Trial t;
   RunTrial(3, UniqueName(), 40, [](FaultRank &c) {
-    dlpg_group_t *g = Join(c);
+    dlpg_group_t *g = JoinTrialGroup(c, kTimeout);
     if (!g) return;
     TimedAllreduce(c, g, 1000, "warm");
     if (c.rank == 2) SignalSelfAfter(SIGKILL, 0.05);
@@ -135,7 +96,7 @@ TEST(Faults, PeerKilledMidAllreduce_Propagation) {
 void KillDuringCreation(int trial, double delay_s) {
   Trial t;
   RunTrial(3, UniqueName(), 40, [delay_s](FaultRank &c) {
-    dlpg_group_t *g = Join(c);
+    dlpg_group_t *g = JoinTrialGroup(c, kTimeout);
     if (!g) return;
     if (c.rank == 2) {
       if (delay_s <= 0) raise(SIGKILL);
@@ -163,7 +124,7 @@ TEST(Faults, PeerKilledDuringLazyCreation) {
 void KillMidSend(int trial, int victim) {
   Trial t;
   RunTrial(2, UniqueName(), 40, [victim](FaultRank &c) {
-    dlpg_group_t *g = Join(c);
+    dlpg_group_t *g = JoinTrialGroup(c, kTimeout);
     if (!g) return;
     TimedAllreduce(c, g, 1000, "warm");
     HostTensor x(DT::F32, {4 * kBig});
@@ -201,7 +162,7 @@ TEST(Faults, PeerStoppedMidAllreduce) {
   for (int i = 0; i < TrialCount(2); i++) {
     Trial t;
     RunTrial(3, UniqueName(), 40, [](FaultRank &c) {
-      dlpg_group_t *g = Join(c);
+      dlpg_group_t *g = JoinTrialGroup(c, kTimeout);
       if (!g) return;
       TimedAllreduce(c, g, 1000, "warm");
       if (c.rank == 2) SignalSelfAfter(SIGSTOP, 0.03);
@@ -223,7 +184,7 @@ TEST(Faults, PeerStoppedMidAllreduce) {
 void SkipCollective(int trial, bool strict) {
   Trial t;
   RunTrial(3, UniqueName(), 40, [](FaultRank &c) {
-    dlpg_group_t *g = Join(c);
+    dlpg_group_t *g = JoinTrialGroup(c, kTimeout);
     if (!g) return;
     TimedAllreduce(c, g, 1000, "warm");
     if (c.rank == 2) {
@@ -254,7 +215,7 @@ TEST(Faults, RankZeroLate) {
     Trial t;
     RunTrial(3, UniqueName(), 40, [late](FaultRank &c) {
       if (c.rank == 0) usleep(static_cast<useconds_t>(late * 1e6));
-      dlpg_group_t *g = Join(c);
+      dlpg_group_t *g = JoinTrialGroup(c, kTimeout);
       if (!g) return;
       TimedAllreduce(c, g, 1000, "op");
       c.api->group_destroy(g);

@@ -15,29 +15,13 @@ namespace {
 constexpr double kTimeout = 3.0;
 constexpr double kSlack = 2.0;
 
-dlpg_group_t *JoinGroup(FaultRank &c) {
-  dlpg_store_t *s = nullptr;
-  if (c.api->store_open(c.url.c_str(), 30.0, &s) != DLPG_OK) {
-    c.Put("join", std::string("store_open: ") + c.api->last_error());
-    return nullptr;
-  }
-  dlpg_group_options_t o = DLPG_GROUP_OPTIONS_INIT;
-  o.timeout_s = kTimeout;
-  o.name = c.name.c_str();
-  dlpg_group_t *g = nullptr;
-  dlpg_status_t st = c.api->group_create(s, c.rank, c.size, &o, &g);
-  c.api->store_close(s);
-  c.Put("join", st == DLPG_OK ? "ok" : std::string("group_create: ") + c.api->last_error());
-  return st == DLPG_OK ? g : nullptr;
-}
-
 // The store process is killed after the groups are created, before the first operation
 // (which needs the store for the rendezvous): every rank fails within the bound naming the
 // store. Killed after the rendezvous: operations go on (they do not use the store).
 void StoreGone(int trial, bool before) {
   Trial t;
   RunTrial(2, UniqueName(), 40, [before](FaultRank &c) {
-    dlpg_group_t *g = JoinGroup(c);
+    dlpg_group_t *g = JoinTrialGroup(c, kTimeout);
     if (!g) return;
     if (!before) TimedAllreduce(c, g, 1000, "warm");
     c.Mark("ready");
@@ -84,17 +68,11 @@ TEST(FaultsStore, StoreGoneAfterRendezvous) {
 void AbortBlocked(int trial, bool warm) {
   Trial t;
   RunTrial(2, UniqueName(), 40, [warm](FaultRank &c) {
-    dlpg_group_t *g = JoinGroup(c);
+    dlpg_group_t *g = JoinTrialGroup(c, kTimeout);
     if (!g) return;
     if (warm) TimedAllreduce(c, g, 1000, "warm");
     if (c.rank == 1) {
-      dlpg_store_t *s = nullptr;
-      if (c.api->store_open(c.url.c_str(), 30.0, &s) == DLPG_OK) {
-        std::string k = c.name + "/test/done";
-        const char *kp = k.c_str();
-        c.api->store_wait(s, &kp, 1, 30);
-        c.api->store_close(s);
-      }
+      WaitKey(c, c.name + "/test/done", 30);
       c.api->group_destroy(g);
       return;
     }
@@ -125,12 +103,7 @@ void AbortBlocked(int trial, bool warm) {
     c.Put("work_error", c.api->work_error(w));
     c.api->work_free(w);
     TimedDestroy(c, g, "destroy_secs");
-    dlpg_store_t *st = nullptr;
-    if (c.api->store_open(c.url.c_str(), 30.0, &st) == DLPG_OK) {
-      std::string k = c.name + "/test/done";
-      c.api->store_set(st, k.c_str(), "1", 1);
-      c.api->store_close(st);
-    }
+    SetKey(c, c.name + "/test/done");
   }, nullptr, &t);
   RecordOutcome(warm ? "abort-during-blocked-op" : "abort-during-creation", trial, t, {0}, "op");
   const RankOutcome &o = t.out[0];
