@@ -61,8 +61,7 @@ void wait_buf(dlpg__gloo_ctx_t *ctx, ::gloo::transport::UnboundBuffer *b, bool r
     if (peer_lost(ctx, op.peer))
       throw StatusError(DLPG_ERR_REMOTE,
                         who(op) + ": lost the connection to rank " + std::to_string(op.peer) +
-                            " (its process ended, it gave up after a failure of its own, or "
-                            "the network failed)");
+                            kLostWhy);
   }
 }
 

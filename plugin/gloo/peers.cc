@@ -122,11 +122,9 @@ std::string name_peer(const std::vector<std::pair<std::string, int>> &peers,
   if (!lost) return text;
   for (const auto &p : peers)
     if (!p.first.empty() && contains_token(text, p.first))
-      return "lost the connection to rank " + std::to_string(p.second) +
-             " (its process ended, it gave up after a failure of its own, or the network "
-             "failed) [Gloo: " + text + "]";
-  return "lost the connection to a peer (its process ended or was killed, or the network "
-         "failed) [Gloo: " + text + "]";
+      return "lost the connection to rank " + std::to_string(p.second) + kLostWhy + " [Gloo: " +
+             text + "]";
+  return std::string("lost the connection to a peer") + kLostWhy + " [Gloo: " + text + "]";
 }
 
 }  // namespace dlpg_gloo
@@ -199,10 +197,7 @@ dlpg_status_t run_failure_status(dlpg__gloo_ctx *ctx, const char *fn) {
   int lost = ctx->lost_peer.load();
   // A wait the watchdog woke ends as ABORTED (the group itself was not aborted).
   if (!ctx->aborted.load() && lost >= 0 && st == DLPG_ERR_ABORTED)
-    return dlpg__error(DLPG_ERR_REMOTE,
-                       "%s: lost the connection to rank %d (its process ended, it gave up after "
-                       "a failure of its own, or the network failed)",
-                       fn, lost);
+    return dlpg__error(DLPG_ERR_REMOTE, "%s: lost the connection to rank %d%s", fn, lost, kLostWhy);
   if (ctx->aborted.load()) return status_from_current_exception(fn, true);
   text = name_peer(ctx->peers, text);
   // An address Gloo printed that the table lacks: the pair whose socket Gloo has closed.
