@@ -10,8 +10,9 @@
  *                then writes <base>/g<N>/go = "ok" (or "!message") for all.
  *   every rank:  adds 1 to <base>/g<N>/claim/<r>: 2 means two processes claim rank r.
  * A stale hello gets an answer nobody reads; a stale welcome has a nonce nobody waits on.
- * What stays on the store per base: the counter and <base>/last (the last generation
- * started, for naming a second process of one rank). */
+ * What stays on the store per base: the counter, <base>/last (the last generation started,
+ * for naming a second process of one rank) and each rank's latest hello (a reader may be
+ * between a hello's counter and its value, so hellos are overwritten, never deleted). */
 #include "core/rendezvous.h"
 
 #include <errno.h>
@@ -49,16 +50,34 @@ static uint64_t rdv_nonce(void) {
   return n ? n : 1;
 }
 
-/* How long a probe of a key waits for it (store_check is not used: hosts' stores, such as
- * torch's PrefixStore, may lack it). */
-#define RDV_PROBE_S 0.001
+/* Values are "posted": <key>/v holds the value, then the counter <key> is incremented, and
+ * readers probe the counter (add 0, never blocking) before they get the value, which then
+ * exists. Neither store_check (torch's PrefixStore lacks it) nor a get or wait that may time
+ * out (after one, torch's TCPStore client reads the server's late answer as the reply to its
+ * next request) is used on a key that may be absent. */
+static void rdv_post(dlpg_store_t *s, const char *key, const char *value) {
+  char vkey[RDV_KEY_MAX + 4];
+  snprintf(vkey, sizeof vkey, "%s/v", key);
+  if (dlpg_store_set(s, vkey, value, strlen(value)) == DLPG_OK) dlpg_store_add(s, key, 1, NULL);
+}
 
-/* Read key into buf (NUL-terminated) if it exists now. 1: read; 0: absent; -1: error. */
+static void rdv_unpost(dlpg_store_t *s, const char *key) {
+  char vkey[RDV_KEY_MAX + 4];
+  snprintf(vkey, sizeof vkey, "%s/v", key);
+  dlpg_store_delete_key(s, key, NULL);
+  dlpg_store_delete_key(s, vkey, NULL);
+}
+
+/* Read the value posted under key into buf (NUL-terminated). 1: read; 0: not posted;
+ * -1: error. */
 static int rdv_try_get(dlpg_store_t *s, const char *key, char *buf, size_t cap) {
+  int64_t n = 0;
+  if (dlpg_store_add(s, key, 0, &n) != DLPG_OK) return -1;
+  if (n <= 0) return 0;
+  char vkey[RDV_KEY_MAX + 4];
+  snprintf(vkey, sizeof vkey, "%s/v", key);
   size_t len = 0;
-  dlpg_status_t st = dlpg_store_get(s, key, RDV_PROBE_S, buf, cap - 1, &len);
-  if (st == DLPG_ERR_TIMEOUT) return 0;
-  if (st != DLPG_OK) return -1;
+  if (dlpg_store_get(s, vkey, 5.0, buf, cap - 1, &len) != DLPG_OK) return -1;
   buf[len < cap - 1 ? len : cap - 1] = '\0';
   return 1;
 }
@@ -103,14 +122,14 @@ struct rdv_hello {
 };
 
 /* Re-send the hello. Only a live process changes a hello (stale ones never change), and
- * rank r removes its own only after its welcome: a hello not as this process left it
+ * hellos are never deleted: a hello not as this process left it
  * means another process claims the same rank. */
 static void rdv_send_hello(void *arg) {
   struct rdv_hello *h = arg;
   char now[64];
   if (rdv_try_get(h->store, h->key, now, sizeof now) != 1 || strcmp(now, h->value) != 0)
     h->other = 1;
-  dlpg_store_set(h->store, h->key, h->value, strlen(h->value));
+  rdv_post(h->store, h->key, h->value);
 }
 
 /* The generation counter under base now (0 when absent or unreadable). */
@@ -141,8 +160,9 @@ static dlpg_status_t rdv_join(dlpg_store_t *s, const char *base, const char *wha
   const long long gen_at_start = rdv_generation(s, base);
   struct rdv_hello h = {s, hello_key, {0}, 0};
   snprintf(h.value, sizeof h.value, "%016" PRIx64 " %d", nonce, size);
-  dlpg_status_t st = dlpg_store_set(s, hello_key, h.value, strlen(h.value));
+  dlpg_status_t st = dlpg_store_add(s, hello_key, 0, NULL); /* reaches the store? */
   if (st != DLPG_OK) return dlpg__error(st, "%s: rank %d: %s", what, rank, dlpg__last_error());
+  rdv_post(s, hello_key, h.value);
   int r = rdv_poll_get(s, welcome_key, deadline, aborted, what, buf, sizeof buf, rdv_send_hello,
                        &h, &st);
   if (r < 0) return st;
@@ -162,8 +182,7 @@ static dlpg_status_t rdv_join(dlpg_store_t *s, const char *base, const char *wha
                        "world size of %d or less, or admitted another process that claims "
                        "rank %d)",
                        what, rank, size, timeout_s, rank, rank);
-  dlpg_store_delete_key(s, welcome_key, NULL);
-  dlpg_store_delete_key(s, hello_key, NULL);
+  rdv_unpost(s, welcome_key);
   if (buf[0] == '!') return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s", what, buf + 1);
   *gen = strtoll(buf, NULL, 10);
   return DLPG_OK;
@@ -192,8 +211,8 @@ static void rdv_answer(struct rdv_admit *a, int r) {
   if (r < a->size && a->answered[r] == nonce) return;
   snprintf(key, sizeof key, "%s/g%lld/claim/%d", a->base, a->gen, r);
   if (r < a->size && rdv_count(a->s, key) > 0) {
-    /* Rank r deletes its hello before it claims: a hello after the claim is another
-     * process's. */
+    /* Rank r stops re-sending its hello once admitted: a new nonce after its claim is
+     * another process's. */
     a->duplicate = r;
     snprintf(reply, sizeof reply, "!two processes claim rank %d", r);
   } else if (r < a->size) {
@@ -208,7 +227,7 @@ static void rdv_answer(struct rdv_admit *a, int r) {
              a->size, r);
   }
   snprintf(key, sizeof key, "%s/welcome/%d/%016" PRIx64, a->base, r, nonce);
-  dlpg_store_set(a->s, key, reply, strlen(reply));
+  rdv_post(a->s, key, reply);
 }
 
 /* "world sizes differ: rank 0 has 4; rank 2 has 3; ranks 1, 3 not seen" into msg. */
@@ -295,13 +314,13 @@ static dlpg_status_t rdv_lead(dlpg_store_t *s, const char *base, const char *sco
       st = dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s", what, verdict + 1);
     }
   }
-  dlpg_store_set(s, go_key, verdict, strlen(verdict));
+  rdv_post(s, go_key, verdict);
   if (st == DLPG_OK) {
     /* For a process of a rank already admitted that asks later (rdv_join's message). */
     char key[RDV_KEY_MAX], g[32];
     snprintf(key, sizeof key, "%s/last", base);
     snprintf(g, sizeof g, "%lld", gen);
-    dlpg_store_set(s, key, g, strlen(g));
+    rdv_post(s, key, g);
   }
 out:
   free(a.answered);
@@ -378,7 +397,7 @@ void dlpg__rendezvous_end(dlpg_store_t *store, const char *scope, int rank, int 
     }
   }
   snprintf(key, sizeof key, "%s/go", scope);
-  dlpg_store_delete_key(store, key, NULL);
+  rdv_unpost(store, key);
   snprintf(key, sizeof key, "%s/out", scope);
   dlpg_store_delete_key(store, key, NULL);
 }

@@ -94,12 +94,14 @@ TEST(Rendezvous, EachCreationHasItsOwnScopeAndLeavesNoKeys) {
       EXPECT_EQ(x.scope, r[0].scope);
     }
     EXPECT_EQ(r[0].scope, "job/gloo/g" + std::to_string(job + 1));
-    // Nothing of the creation is left but the generation counter.
+    // Nothing of the creation is left; per group name only the generation counter, the
+    // last generation and each rank's latest hello stay (overwritten by the next job).
     for (int k = 0; k < 3; k++) {
       EXPECT_FALSE(s.Exists(r[0].scope + "/claim/" + std::to_string(k)));
-      EXPECT_FALSE(s.Exists("job/gloo/hello/" + std::to_string(k)));
+      EXPECT_FALSE(s.Exists(r[0].scope + "/" + std::to_string(k)));
     }
     EXPECT_FALSE(s.Exists(r[0].scope + "/go"));
+    EXPECT_FALSE(s.Exists(r[0].scope + "/go/v"));
     EXPECT_FALSE(s.Exists(r[0].scope + "/out"));
     EXPECT_TRUE(s.Exists("job/gloo/gen"));
   }
