@@ -195,7 +195,7 @@ struct rdv_admit {
   int size;
   long long gen;
   uint64_t *answered; /* last nonce answered per rank (0: none) */
-  int *claimed_size;  /* world size in each rank's hello (0: not seen) */
+  int *claimed_size;  /* world size each claimed rank posted in this generation (0: unread) */
   int mismatch;
   int duplicate; /* a rank claimed by two processes, or -1 */
 };
@@ -217,8 +217,6 @@ static void rdv_answer(struct rdv_admit *a, int r) {
     snprintf(reply, sizeof reply, "!two processes claim rank %d", r);
   } else if (r < a->size) {
     a->answered[r] = nonce;
-    a->claimed_size[r] = sz;
-    if (sz != a->size) a->mismatch = 1;
     snprintf(reply, sizeof reply, "%lld", a->gen);
   } else {
     /* Possibly a stale hello of an earlier, larger job: the answer is harmless then. */
@@ -228,6 +226,19 @@ static void rdv_answer(struct rdv_admit *a, int r) {
   }
   snprintf(key, sizeof key, "%s/welcome/%d/%016" PRIx64, a->base, r, nonce);
   rdv_post(a->s, key, reply);
+}
+
+/* The world size each rank posted under scope before claiming (a hello's size may be an
+ * earlier job's: hellos are never deleted). */
+static void rdv_read_sizes(struct rdv_admit *a, const char *scope) {
+  for (int r = 1; r < a->size; r++) {
+    if (a->claimed_size[r]) continue;
+    char key[RDV_KEY_MAX], val[32];
+    snprintf(key, sizeof key, "%s/size/%d", scope, r);
+    if (rdv_try_get(a->s, key, val, sizeof val) != 1) continue;
+    a->claimed_size[r] = atoi(val);
+    if (a->claimed_size[r] != a->size) a->mismatch = 1;
+  }
 }
 
 /* "world sizes differ: rank 0 has 4; rank 2 has 3; ranks 1, 3 not seen" into msg. */
@@ -274,6 +285,7 @@ static dlpg_status_t rdv_lead(dlpg_store_t *s, const char *base, const char *sco
       break;
     }
     for (int r = 1; r <= size; r++) rdv_answer(&a, r);
+    rdv_read_sizes(&a, scope);
     double now = dlpg__now();
     if (a.mismatch && mismatch_until == 0) mismatch_until = now + RDV_MISMATCH_GRACE_S;
     if (a.mismatch && (now >= mismatch_until || now >= deadline)) {
@@ -283,7 +295,9 @@ static dlpg_status_t rdv_lead(dlpg_store_t *s, const char *base, const char *sco
       break;
     }
     int n_missing = rdv_missing(s, scope, size, missing, sizeof missing);
-    if (n_missing == 0 && !a.mismatch) {
+    if (n_missing == 0) rdv_read_sizes(&a, scope); /* of ranks that claimed just now */
+    if (n_missing == 0 && a.mismatch) continue;    /* reported after the grace */
+    if (n_missing == 0) {
       /* One more round of answers: a second process of a claimed rank shows up there. */
       for (int r = 1; r < size; r++) rdv_answer(&a, r);
       snprintf(verdict, sizeof verdict, "ok");
@@ -354,6 +368,12 @@ dlpg_status_t dlpg__rendezvous_begin(dlpg_store_t *store, const char *base, cons
   if (size == 1) return DLPG_OK;
   char key[RDV_KEY_MAX], buf[1024];
   int64_t claims = 0;
+  if (rank != 0) {
+    char sz[16];
+    snprintf(key, sizeof key, "%s/size/%d", scope, rank);
+    snprintf(sz, sizeof sz, "%d", size);
+    rdv_post(store, key, sz);
+  }
   snprintf(key, sizeof key, "%s/claim/%d", scope, rank);
   st = dlpg_store_add(store, key, 1, &claims);
   if (st != DLPG_OK) return dlpg__error(st, "%s: rank %d: %s", what, rank, dlpg__last_error());
@@ -389,6 +409,8 @@ void dlpg__rendezvous_end(dlpg_store_t *store, const char *scope, int rank, int 
   for (int r = 0; r < size; r++) {
     snprintf(key, sizeof key, "%s/claim/%d", scope, r);
     dlpg_store_delete_key(store, key, NULL);
+    snprintf(key, sizeof key, "%s/size/%d", scope, r);
+    rdv_unpost(store, key);
     for (size_t i = 0; i < nkeys; i++) {
       char name[128];
       snprintf(name, sizeof name, keys[i], r);
