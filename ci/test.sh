@@ -20,3 +20,7 @@ if [ -d tests/python ]; then
   DLPG_LIBRARY="$PWD/$BUILD_DIR/libdlpg.so" PYTHONPATH="$PWD/python_shim" \
     /usr/bin/python3 -m pytest -q tests/python
 fi
+# Four ranks in network namespaces with a link cut mid-operation (needs root, as in CI).
+bash ci/netns-test.sh
+# The CPU unit and conformance suites again under ASan + UBSan (build-asan/).
+bash ci/sanitize.sh

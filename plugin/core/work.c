@@ -115,19 +115,39 @@ static dlpg_status_t dlpg__work_result(struct dlpg_work *w) {
   return st;
 }
 
+/* A wait that ends without the executor's result (timeout, abort) records its own outcome
+ * in the work, so dlpg_work_test then says done and dlpg_work_error gives the same message
+ * (the executor's later completion is ignored: the first result stays). */
+static dlpg_status_t dlpg__work_end_wait(struct dlpg_work *w, dlpg_status_t st) {
+  char msg[DLPG__ERROR_MAX];
+  snprintf(msg, sizeof msg, "%s", dlpg__last_error());
+  pthread_mutex_lock(&w->mu);
+  dlpg__work_finish_locked(w, st, msg);
+  st = dlpg__work_result(w);
+  pthread_mutex_unlock(&w->mu);
+  return st;
+}
+
+/* Called without w->mu held (the abort takes other locks). The timeout is recorded before
+ * the abort, whose completion of the work by the executor must not replace it. */
 static dlpg_status_t dlpg__work_timed_out(struct dlpg_work *w, double timeout_s) {
   struct dlpg_group *g = w->group;
   DLPG_WARN(COLL, g ? g->rank : -1, "%s did not complete within %g s; aborting the group",
             w->op_name, timeout_s);
+  dlpg__error(DLPG_ERR_TIMEOUT,
+              "dlpg_work_wait: %s did not complete within %g s; the group%s%s%s was aborted",
+              w->op_name, timeout_s, g ? " \"" : "", g ? g->name : "", g ? "\"" : "");
+  dlpg__work_end_wait(w, DLPG_ERR_TIMEOUT);
   if (g) dlpg_group_abort(g);
-  return dlpg__error(DLPG_ERR_TIMEOUT,
-                     "dlpg_work_wait: %s did not complete within %g s; the group%s%s%s was "
-                     "aborted",
-                     w->op_name, timeout_s, g ? " \"" : "", g ? g->name : "", g ? "\"" : "");
+  pthread_mutex_lock(&w->mu);
+  dlpg_status_t st = dlpg__work_result(w);
+  pthread_mutex_unlock(&w->mu);
+  return st;
 }
 
 static dlpg_status_t dlpg__work_aborted(struct dlpg_work *w) {
-  return dlpg__error(DLPG_ERR_ABORTED, "%s: group aborted", w->op_name);
+  dlpg__error(DLPG_ERR_ABORTED, "%s: group aborted", w->op_name);
+  return dlpg__work_end_wait(w, DLPG_ERR_ABORTED);
 }
 
 dlpg_status_t dlpg_work_wait(dlpg_work_t *w, double timeout_s) {

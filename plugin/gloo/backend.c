@@ -8,6 +8,7 @@
 #include "core/group.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "gloo/create.h"
 #include "gloo/gloo.h"
 
 #define R_(op) (1u << (op))
@@ -75,7 +76,10 @@ static dlpg_status_t dlpg__gloo_state_create(struct dlpg_group *g, void **state)
             g->size);
   pthread_once(&dlpg__sigpipe_once, dlpg__sigpipe_default_ignore);
   dlpg__gloo_ctx_t *ctx = NULL;
-  dlpg_status_t st = dlpg__gloo_ctx_create(g->store, prefix, g->rank, g->size, g->timeout_s, &ctx);
+  /* Polls the group's abort flag during the rendezvous, so an abort (and the destroy after it)
+   * does not wait for the deadline. */
+  dlpg_status_t st = dlpg__gloo_ctx_create_abortable(g->store, prefix, g->rank, g->size,
+                                                     g->timeout_s, &g->aborted, &ctx);
   *state = ctx;
   return st;
 }

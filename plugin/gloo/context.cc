@@ -12,8 +12,13 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "gloo/c_headers.h"  // before core/rendezvous.h (atomic_int)
+#include "core/clock.h"
+#include "core/rendezvous.h"
+#include "gloo/create.h"
 #include "gloo/ctx.h"
 #include "gloo/errors.h"
+#include "gloo/peers.h"
 #include "gloo/store_adapter.h"
 
 // Gloo 0.5 keeps tcp::Context::signalException protected, and Debian's libgloo-dev lacks
@@ -111,6 +116,13 @@ using dlpg_gloo::status_from_current_exception;
 extern "C" dlpg_status_t dlpg__gloo_ctx_create(dlpg_store_t *store, const char *prefix, int rank,
                                                int size, double timeout_s,
                                                dlpg__gloo_ctx_t **out) {
+  return dlpg__gloo_ctx_create_abortable(store, prefix, rank, size, timeout_s, nullptr, out);
+}
+
+extern "C" dlpg_status_t dlpg__gloo_ctx_create_abortable(dlpg_store_t *store, const char *prefix,
+                                                         int rank, int size, double timeout_s,
+                                                         const atomic_int *aborted,
+                                                         dlpg__gloo_ctx_t **out) {
   static const char *fn = "dlpg__gloo_ctx_create";
   if (!out) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
   *out = nullptr;
@@ -121,10 +133,20 @@ extern "C" dlpg_status_t dlpg__gloo_ctx_create(dlpg_store_t *store, const char *
   if (!(timeout_s > 0)) timeout_s = dlpg__store_timeout(store);
   auto ms = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000.0 + 0.5));
   if (ms.count() < 1) ms = std::chrono::milliseconds(1);
+  const double deadline = dlpg__now() + timeout_s;
+  char secs[32];
+  snprintf(secs, sizeof secs, "%g", timeout_s);
+  // Every key of this creation lives under a scope of its own (core/rendezvous.h), so an
+  // earlier job's keys under the same group name are never read; the handshake also names
+  // a missing rank, a rank claimed twice and differing world sizes.
+  char scope[DLPG__RDV_SCOPE_MAX];
+  const char *base = prefix && *prefix ? prefix : "dlpg/gloo";
+  dlpg_status_t rst =
+      dlpg__rendezvous_begin(store, base, "Gloo rendezvous", rank, size, deadline, aborted, scope);
+  if (rst != DLPG_OK) return rst;
   dlpg__gloo_ctx_t *ctx = nullptr;
+  std::string peer_key;
   try {
-    // Inside the try: even a std::string may throw (bad_alloc), and nothing may escape.
-    const std::string pfx = prefix && *prefix ? prefix : "dlpg/gloo";
     ctx = new dlpg__gloo_ctx();
     ctx->rank = rank;
     ctx->size = size;
@@ -134,22 +156,59 @@ extern "C" dlpg_status_t dlpg__gloo_ctx_create(dlpg_store_t *store, const char *
     DLPG_INFO(GLOO, rank, "Gloo device: %s", how.c_str());
     auto dev = ::gloo::transport::tcp::CreateDevice(attr);
     ctx->gloo = std::make_shared<dlpg_gloo::MeshContext>(rank, size);
+    // Gloo waits up to 5x its timeout for a pair to connect: give it a fifth of what is left,
+    // so that a peer that published its address and vanished ends within the group's
+    // deadline (the store calls are cut to the deadline by the adapter). Operations pass
+    // their own timeouts, so the group's is restored afterwards.
+    double left = deadline - dlpg__now();
+    auto connect_ms = std::chrono::milliseconds(static_cast<long long>(left * 1000.0 / 5.0));
+    if (connect_ms.count() < 1) connect_ms = std::chrono::milliseconds(1);
+    ctx->gloo->setTimeout(connect_ms);
+    {
+      dlpg_gloo::StoreAdapter adapter(store, timeout_s, deadline);
+      ::gloo::rendezvous::PrefixStore pstore(scope, adapter);
+      try {
+        ctx->gloo->connectFullMesh(pstore, dev);
+      } catch (...) {
+        peer_key = adapter.last_get();
+        throw;
+      }
+    }
     ctx->gloo->setTimeout(ms);
-    dlpg_gloo::StoreAdapter adapter(store, timeout_s);
-    ::gloo::rendezvous::PrefixStore pstore(pfx, adapter);
-    ctx->gloo->connectFullMesh(pstore, dev);
-    DLPG_INFO(GLOO, rank, "Gloo full mesh of %d ranks connected (prefix %s)", size,
-              pfx.c_str());
+    ctx->peers = dlpg_gloo::peer_addresses(*ctx->gloo, &ctx->sockets);
+    dlpg_gloo::start_watchdog(ctx);
+    for (const auto &p : ctx->peers)
+      DLPG_INFO(GLOO, rank, "Gloo peer rank %d at %s", p.second, p.first.c_str());
+    DLPG_INFO(GLOO, rank, "Gloo full mesh of %d ranks connected (keys under %s)", size, scope);
+    static const char *const kGlooKeys[] = {"rank_%d", "%d"};
+    dlpg__rendezvous_end(store, scope, rank, size, kGlooKeys, 2);
     *out = ctx;
     return DLPG_OK;
   } catch (...) {
     std::string text;
     dlpg_status_t st = dlpg_gloo::classify_current_exception(&text);
-    char secs[32];
-    snprintf(secs, sizeof secs, "%g", timeout_s);
-    if (st == DLPG_ERR_TIMEOUT)
-      st = dlpg__error(st, "Gloo rendezvous: rank %d of %d timed out after %s s waiting for peers (%s)",
-                       rank, size, secs, text.c_str());
+    // Gloo reads "<scope>/<i>" just before connecting to rank i: name that rank.
+    std::string peer;
+    size_t slash = peer_key.rfind('/');
+    if (slash != std::string::npos && peer_key.compare(0, slash, scope) == 0 &&
+        slash + 1 < peer_key.size() &&
+        peer_key.find_first_not_of("0123456789", slash + 1) == std::string::npos)
+      peer = "could not reach rank " + peer_key.substr(slash + 1) + " ";
+    if (aborted && aborted->load()) {
+      delete ctx;
+      return dlpg__error(DLPG_ERR_ABORTED, "Gloo rendezvous: the group was aborted (%s)",
+                         text.c_str());
+    }
+    if (st == DLPG_ERR_TIMEOUT || dlpg__now() >= deadline)
+      st = dlpg__error(DLPG_ERR_TIMEOUT,
+                       "Gloo rendezvous: rank %d of %d %swithin the group's timeout of %s s "
+                       "(%s)",
+                       rank, size, peer.empty() ? "timed out waiting for peers " : peer.c_str(),
+                       secs, text.c_str());
+    else if (!peer.empty())
+      st = dlpg__error(st == DLPG_ERR_SYSTEM ? DLPG_ERR_REMOTE : st,
+                       "Gloo rendezvous: rank %d of %d %s(it left or is unreachable): %s", rank,
+                       size, peer.c_str(), text.c_str());
     else
       st = dlpg__error(st, "Gloo rendezvous: rank %d of %d failed: %s", rank, size, text.c_str());
     delete ctx;

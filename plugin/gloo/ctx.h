@@ -2,17 +2,22 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <thread>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/unbound_buffer.h>
 
 #include "gloo/c_headers.h"
+#include "gloo/peers.h"
 
 namespace dlpg_gloo {
 
@@ -39,6 +44,16 @@ struct dlpg__gloo_ctx {
   // incremented per collective gives matching tags everywhere (as torch's nextTag()).
   uint32_t next_tag = 0;
   std::atomic<bool> aborted{false};
+  // Each peer's address as Gloo's messages print it, with its rank, and each pair's socket
+  // (gloo/peers.h); the watchdog that notices a lost connection Gloo does not report.
+  std::vector<std::pair<std::string, int>> peers;
+  std::vector<dlpg_gloo::PeerSocket> sockets;
+  std::atomic<int> lost_peer{-1};
+  std::vector<char> lost;  // per rank, under wd_mu
+  std::thread watchdog;
+  std::mutex wd_mu;
+  std::condition_variable wd_cv;
+  bool wd_stop = false;
   // The unbound buffers of send/recv now being waited on, so that abort can wake them.
   std::mutex live_mu;
   std::set<::gloo::transport::UnboundBuffer *> live;
@@ -53,4 +68,6 @@ struct dlpg__gloo_ctx {
   // -1. Posting the next collective's receives as soon as coll_recv is free lets a peer's
   // first message go out as data at once instead of after a ready-to-receive round trip.
   int64_t coll_posted_tag = -1;
+
+  ~dlpg__gloo_ctx() { dlpg_gloo::stop_watchdog(this); }
 };

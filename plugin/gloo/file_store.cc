@@ -156,7 +156,7 @@ dlpg_status_t fs_get(void *impl, const char *key, double timeout_s, void *buf, s
     if (s->gloo.read(key, &v)) break;
   }
   if (len) *len = v.size();
-  if (buf && cap) memcpy(buf, v.data(), v.size() < cap ? v.size() : cap);
+  if (buf && cap && !v.empty()) memcpy(buf, v.data(), v.size() < cap ? v.size() : cap);
   return DLPG_OK;
   DLPG_FS_CATCH("get")
 }

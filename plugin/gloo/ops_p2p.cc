@@ -19,6 +19,7 @@
 #include <gloo/types.h>
 
 #include "gloo/ops_internal.h"
+#include "gloo/peers.h"
 
 namespace dlpg_gloo {
 
@@ -49,16 +50,29 @@ std::string who(const dlpg__op_t &op) {
          ", tag " + std::to_string(op.tag);
 }
 
-void wait_recv(::gloo::transport::UnboundBuffer *b, const dlpg__op_t &op,
-               std::chrono::steady_clock::time_point deadline) {
-  if (!b->waitRecv(time_left(deadline)))
-    throw StatusError(DLPG_ERR_ABORTED, who(op) + ": the group was aborted");
+// Wait for b's receive (recv) or send. A wake-up by the watchdog (gloo/peers.h) for another
+// peer's lost connection waits again; one for op's peer fails with DLPG_ERR_REMOTE.
+void wait_buf(dlpg__gloo_ctx_t *ctx, ::gloo::transport::UnboundBuffer *b, bool recv,
+              const dlpg__op_t &op, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    if (recv ? b->waitRecv(time_left(deadline)) : b->waitSend(time_left(deadline))) return;
+    if (ctx->aborted.load() || ctx->lost_peer.load() < 0)
+      throw StatusError(DLPG_ERR_ABORTED, who(op) + ": the group was aborted");
+    if (peer_lost(ctx, op.peer))
+      throw StatusError(DLPG_ERR_REMOTE,
+                        who(op) + ": lost the connection to rank " + std::to_string(op.peer) +
+                            kLostWhy);
+  }
 }
 
-void wait_send(::gloo::transport::UnboundBuffer *b, const dlpg__op_t &op,
+void wait_recv(dlpg__gloo_ctx_t *ctx, ::gloo::transport::UnboundBuffer *b, const dlpg__op_t &op,
                std::chrono::steady_clock::time_point deadline) {
-  if (!b->waitSend(time_left(deadline)))
-    throw StatusError(DLPG_ERR_ABORTED, who(op) + ": the group was aborted");
+  wait_buf(ctx, b, true, op, deadline);
+}
+
+void wait_send(dlpg__gloo_ctx_t *ctx, ::gloo::transport::UnboundBuffer *b, const dlpg__op_t &op,
+               std::chrono::steady_clock::time_point deadline) {
+  wait_buf(ctx, b, false, op, deadline);
 }
 
 // Post the first message of a send (and the receive of its answer), or the first receive.
@@ -164,26 +178,26 @@ void run_p2p(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const *ops, int n) {
   // first messages were posted in their phase 1, so these waits depend on no answer.
   for (auto &p : ps)
     if (p.op->kind == DLPG__OP_RECV) {
-      wait_recv(p.first_buf.get(), *p.op, deadline);
+      wait_recv(ctx, p.first_buf.get(), *p.op, deadline);
       answer_first(ctx, p, live);
     }
   // Phase 3: senders see their first message taken and, for a large one, the answer.
   for (auto &p : ps)
     if (p.op->kind == DLPG__OP_SEND) {
-      wait_send(p.first_buf.get(), *p.op, deadline);
+      wait_send(ctx, p.first_buf.get(), *p.op, deadline);
       if (!p.large) continue;
-      wait_recv(p.ack_buf.get(), *p.op, deadline);
+      wait_recv(ctx, p.ack_buf.get(), *p.op, deadline);
       send_payload(ctx, p, live);
     }
   // Phase 4: the answers and payloads.
   for (auto &p : ps) {
     const bool send = p.op->kind == DLPG__OP_SEND;
-    if (!send && p.ack_buf) wait_send(p.ack_buf.get(), *p.op, deadline);
+    if (!send && p.ack_buf) wait_send(ctx, p.ack_buf.get(), *p.op, deadline);
     if (p.data_buf) {
       if (send)
-        wait_send(p.data_buf.get(), *p.op, deadline);
+        wait_send(ctx, p.data_buf.get(), *p.op, deadline);
       else
-        wait_recv(p.data_buf.get(), *p.op, deadline);
+        wait_recv(ctx, p.data_buf.get(), *p.op, deadline);
     }
   }
   for (auto &p : ps)

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gloo/ops_internal.h"
+#include "gloo/peers.h"
 
 namespace {
 
@@ -42,11 +43,11 @@ extern "C" dlpg_status_t dlpg__gloo_run(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const
       dlpg_gloo::run_p2p(ctx, ops, n);
     } catch (const dlpg_gloo::StatusError &e) {
       if (e.status() != DLPG_ERR_INVALID_ARGUMENT || ctx->aborted.load())
-        return dlpg_gloo::status_from_current_exception(op_name(first_p2p), ctx->aborted.load());
+        return dlpg_gloo::run_failure_status(ctx, op_name(first_p2p));
       deferred = e.status();
       deferred_msg = e.what();
     } catch (...) {
-      return dlpg_gloo::status_from_current_exception(op_name(first_p2p), ctx->aborted.load());
+      return dlpg_gloo::run_failure_status(ctx, op_name(first_p2p));
     }
   }
   for (int i = 0; i < n; i++) {
@@ -54,7 +55,7 @@ extern "C" dlpg_status_t dlpg__gloo_run(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const
     try {
       dlpg_gloo::run_collective(ctx, *ops[i]);
     } catch (...) {
-      return dlpg_gloo::status_from_current_exception(op_name(ops[i]), ctx->aborted.load());
+      return dlpg_gloo::run_failure_status(ctx, op_name(ops[i]));
     }
   }
   if (deferred != DLPG_OK)

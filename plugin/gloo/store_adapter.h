@@ -17,7 +17,8 @@ namespace dlpg_gloo {
 class StoreAdapter : public ::gloo::rendezvous::Store {
  public:
   // timeout_s bounds get and the one-argument wait (Gloo passes its own to the other).
-  StoreAdapter(dlpg_store_t *store, double timeout_s);
+  // A deadline (dlpg__now() seconds, > 0) bounds every call, whatever timeout Gloo passes.
+  StoreAdapter(dlpg_store_t *store, double timeout_s, double deadline = 0);
   ~StoreAdapter() override;
   StoreAdapter(const StoreAdapter &) = delete;
   StoreAdapter &operator=(const StoreAdapter &) = delete;
@@ -27,10 +28,16 @@ class StoreAdapter : public ::gloo::rendezvous::Store {
   void wait(const std::vector<std::string> &keys) override;
   void wait(const std::vector<std::string> &keys,
             const std::chrono::milliseconds &timeout) override;
+  // The key of the last get or wait (Gloo's full-mesh rendezvous waits for and reads rank
+  // i's addresses under "<prefix>/<i>" just before connecting to it: a failure names i).
+  const std::string &last_get() const { return last_get_; }
 
  private:
+  double bound(double timeout_s) const;  // timeout_s cut to the deadline (>= 1 ms)
   dlpg_store_t *store_;
   double timeout_s_;
+  double deadline_;
+  std::string last_get_;
 };
 
 }  // namespace dlpg_gloo
