@@ -87,11 +87,10 @@ static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
     w->ctx_tried[slot] = 1;
     void *state = NULL;
     dlpg__clear_error();
-    dlpg_status_t st = be->state_create(g, &state);
+    /* Under the group's lock: a p2p_direct backend's caller threads may create it too. */
+    dlpg_status_t st = dlpg__backend_state(g, slot, &state);
     pthread_mutex_lock(&w->mu);
-    if (st == DLPG_OK && state) {
-      __atomic_store_n(&g->be_state[slot], state, __ATOMIC_RELEASE);
-    } else {
+    if (st != DLPG_OK || !state) {
       w->ctx_status[slot] = st == DLPG_OK ? DLPG_ERR_INTERNAL : st;
       w->ctx_msg[slot] = strdup(dlpg__last_error()[0] ? dlpg__last_error()
                                                        : "the backend's state could not be created");
