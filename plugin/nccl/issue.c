@@ -14,7 +14,10 @@
  *
  * Layout rules (ABI.md): NCCL rank of local device i of group rank r is r * ndev + i, so
  * allgather and reduce_scatter blocks are rank-major then device, roots are root * ndev,
- * and point-to-point peers are peer * ndev (+ i). Movement operations move bytes. */
+ * and point-to-point peers are peer * ndev (+ i). Sends and receives run on the pairwise
+ * communicator of this rank and the peer (2 * ndev NCCL ranks, the lower group rank's
+ * devices first; dlpg__nccl_peer_rank), or on this rank's own one for a peer that is this
+ * rank. Movement operations move bytes. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,11 +87,11 @@ static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__op_t *op, dlpg__n
       }
       case DLPG__OP_SEND:
         what = "ncclSend";
-        r = ncclSend(in->ptr, in->nbytes, ncclUint8, op->peer * nd + i, comm, s);
+        r = ncclSend(in->ptr, in->nbytes, ncclUint8, dlpg__nccl_peer_rank(c, op, i), comm, s);
         break;
       case DLPG__OP_RECV:
         what = "ncclRecv";
-        r = ncclRecv(in->ptr, in->nbytes, ncclUint8, op->peer * nd + i, comm, s);
+        r = ncclRecv(in->ptr, in->nbytes, ncclUint8, dlpg__nccl_peer_rank(c, op, i), comm, s);
         break;
       default:
         return dlpg__error(DLPG_ERR_INTERNAL, "%s: operation kind %d is not an NCCL operation",
@@ -158,7 +161,7 @@ static int dlpg__p2p_warm(const dlpg__op_t *op, const dlpg__nccl_comm_t *c) {
   }
   int bit = op->kind == DLPG__OP_SEND ? 1 : 2;
   for (int i = 0; i < op->ntensors; i++) {
-    int peer = op->peer * c->ndev + i;
+    int peer = dlpg__nccl_peer_rank(c, op, i);
     if (peer < 0 || peer >= c->nranks || !(c->p2p_warm[peer] & bit)) return 0;
   }
   return 1;
@@ -180,7 +183,7 @@ static void dlpg__mark_p2p_warm(const dlpg__op_t *op, dlpg__nccl_comm_t *c) {
   }
   int bit = op->kind == DLPG__OP_SEND ? 1 : 2;
   for (int i = 0; i < op->ntensors; i++) {
-    int peer = op->peer * c->ndev + i;
+    int peer = dlpg__nccl_peer_rank(c, op, i);
     if (peer >= 0 && peer < c->nranks) c->p2p_warm[peer] |= (unsigned char)bit;
   }
 }
@@ -242,7 +245,7 @@ static dlpg_status_t dlpg__warm_p2p(const char *fn, dlpg__op_t *const *ops, int 
         if (s != DLPG_OK) break;
         *curdev = c->devs[i];
       }
-      int lo = op->kind == DLPG__OP_ALLTOALL ? 0 : op->peer * c->ndev + i;
+      int lo = op->kind == DLPG__OP_ALLTOALL ? 0 : dlpg__nccl_peer_rank(c, op, i);
       int hi = op->kind == DLPG__OP_ALLTOALL ? c->nranks : lo + 1;
       for (int p = lo; p < hi && s == DLPG_OK; p++) {
         if (op->kind != DLPG__OP_RECV) {
