@@ -337,8 +337,13 @@ void dlpg__nccl_destroy(dlpg__nccl_t *st) {
   pthread_mutex_unlock(&st->mu);
   dlpg__nccl_unlock();
   for (dlpg__nccl_comm_t *c = list; c; c = c->next)
-    for (int i = 0; i < c->ndev; i++)
+    for (int i = 0; i < c->ndev; i++) {
       if (c->scratch[i]) cudaSetDevice(c->devs[i]), cudaFree(c->scratch[i]), c->scratch[i] = NULL;
+      /* Work still queued on a stream keeps it until done (cudaStreamDestroy returns at once). */
+      if (c->own_streams[i])
+        cudaSetDevice(c->devs[i]), cudaStreamDestroy(c->own_streams[i]), c->own_streams[i] = NULL;
+      if (c->fork_ev[i]) cudaEventDestroy(c->fork_ev[i]), c->fork_ev[i] = NULL;
+    }
   if (cur >= 0) cudaSetDevice(cur);
 
   while (list) {

@@ -83,6 +83,11 @@ typedef struct dlpg__nccl_comm {
   /* Split mode: 2 bytes of device memory per local device for the 1-byte send/recv that
    * connects a point-to-point peer through the parent (cudaFree'd by destroy). */
   void *scratch[DLPG__MAX_LOCAL_DEVICES];
+  /* Pairwise entries, under issue_mu: the internal stream per local device on which sends
+   * and receives with a work handle run (created at the first such op, destroyed by
+   * destroy), and the event that orders it after the caller's stream. */
+  cudaStream_t own_streams[DLPG__MAX_LOCAL_DEVICES];
+  cudaEvent_t fork_ev[DLPG__MAX_LOCAL_DEVICES];
   int nranks;                   /* ndev * nmembers */
   int seq;                      /* creation index among the group's (or the pair's) */
   int state;                    /* dlpg__nccl_comm_state_t, under st->mu */
