@@ -1,8 +1,8 @@
 /* The per-group CPU executor (worker.h). One thread per group runs tasks in FIFO order, so
  * operations issued from several threads execute in submission order, which every rank
- * must agree on. The thread owns the creation of its backends' state (the Gloo context:
- * lazy, at its first task); the state itself is freed with the group, after the thread is
- * gone. */
+ * must agree on. The thread asks for its backends' state at its first task (created under
+ * the group's lock: a p2p_direct backend's sends and receives, which bypass the worker, may
+ * create it first); the state itself is freed with the group, after the thread is gone. */
 #include "core/worker.h"
 
 #include <errno.h>
