@@ -15,6 +15,7 @@ extern "C" dlpg_status_t dlpg__gloo_group_create(dlpg_store_t *store, const char
     auto *gg = new dlpg__gloo_group();
     gg->p2p = std::make_shared<dlpg_gloo::PairSet>();
     gg->p2p->store = store;
+    dlpg__store_retain(store);  // a pool thread may still connect after the group is gone
     gg->p2p->name = name;
     gg->p2p->rank = rank;
     gg->p2p->size = size;

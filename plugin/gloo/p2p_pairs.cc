@@ -245,6 +245,8 @@ PairSet::~PairSet() {
   for (auto *m : {&self_sends, &self_recvs})
     for (auto &kv : *m)
       for (dlpg__op_t *op : kv.second) free(op);
+  pairs.clear();  // the contexts first: they were connected through the store
+  if (store) dlpg__store_release(store);
 }
 
 }  // namespace dlpg_gloo

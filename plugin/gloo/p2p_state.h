@@ -47,7 +47,7 @@ struct Transfer {
 // transfer in flight, so the contexts outlive the group's release while a pool thread still
 // holds them.
 struct PairSet {
-  dlpg_store_t *store = nullptr;  // the group's (alive while any of its work is pending)
+  dlpg_store_t *store = nullptr;  // the group's, retained until the last transfer is gone
   std::string name;               // the group's key prefix
   int rank = 0, size = 0;
   double timeout_s = 0;
