@@ -283,7 +283,10 @@ extern "C" void dlpg__gloo_group_abort(dlpg__gloo_group_t *gg) {
       for (dlpg_gloo::Transfer *t : ps.in_flight)
         if (dlpg_gloo::claim(*t, dlpg_gloo::Transfer::kClaimed))
           dlpg_gloo::complete(t->op, DLPG_ERR_ABORTED,
-                              std::string(dlpg__op_name(t->op->kind)) + ": group aborted");
+                              std::string(dlpg__op_name(t->op->kind)) +
+                                  ": group aborted while rank " + std::to_string(ps.rank) +
+                                  " waited for its connection to rank " +
+                                  std::to_string(t->op->peer));
     }
     for (auto &kv : pairs) {
       dlpg_gloo::Pair &p = *kv.second;

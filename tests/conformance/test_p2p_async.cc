@@ -301,6 +301,40 @@ TEST_P(P2PAsync, AbortWakesConnectedReceive) {
   });
 }
 
+// A peer that never takes part: the transfer ends within the group's timeout with a message
+// naming the missing rank (the pair's connection waits for that rank alone).
+TEST_P(P2PAsync, MissingPeerTimesOut) {
+  RankParam p = GetParam();
+  if (p.n != 2) GTEST_SKIP() << "two ranks";
+  RunOptions o;
+  o.group_timeout_s = 2;
+  RunRanks(p.mode, p.n, [&](RankCtx &c) {
+    std::string key = c.name + "/sender-done";
+    if (c.rank == 1) {  // idle until the sender has given up
+      size_t len = 0;
+      c.api->store_get(c.store, key.c_str(), 30, nullptr, 0, &len);
+      return;
+    }
+    HostTensor t(DT::F32, {10});
+    dlpg_work_t *w = nullptr;
+    double t0 = NowSeconds();
+    DLPG_ASSERT_OK(c.api, c.api->send(c.group, t.dl(), 1, 0, nullptr, &w));
+    dlpg_status_t s = c.api->work_wait(w, 0);
+    double el = NowSeconds() - t0;
+    EXPECT_EQ(s, DLPG_ERR_TIMEOUT) << c.api->status_name(s) << ": " << c.api->last_error();
+    EXPECT_LT(el, 10.0);
+    // The work itself ends too (its transfer gave up at the same deadline, or the wait's
+    // abort completed it), naming the rank it waited for.
+    int done = 0;
+    while (!done && NowSeconds() - t0 < 10) c.api->work_test(w, &done);
+    EXPECT_EQ(done, 1);
+    std::string m = c.api->work_error(w);
+    EXPECT_NE(m.find("rank 1"), std::string::npos) << m;
+    c.api->work_free(w);
+    c.api->store_set(c.store, key.c_str(), "1", 1);
+  }, o);
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, P2PAsync, ::testing::ValuesIn(StandardRankParams()), RankParamName);
 
 }  // namespace
