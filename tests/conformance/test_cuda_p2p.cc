@@ -126,7 +126,9 @@ TEST(CudaP2p, ReceiveDoesNotHoldCallerStream) {
 
 // Every rank posts recv(prev) then send(next) with work handles, no batch (3+ ranks, one GPU
 // each: with 2 ranks prev == next share one pairwise stream, which orders the send after the
-// receive, as in torch's NCCL backend).
+// receive, as in torch's NCCL backend). The pairs' communicators are made by a batched ring
+// first: a pair's first transfer creates its communicator on the calling thread, so first
+// transfers that wait on each other in a cycle must be in one batch (README).
 TEST(CudaP2p, RingReceiveFirstWithoutBatch) {
   NEED_GPUS(3);
   const int world = Gpus().count < 4 ? Gpus().count : 4;
@@ -134,6 +136,14 @@ TEST(CudaP2p, RingReceiveFirstWithoutBatch) {
     CT_CUDA(cudaSetDevice(e.rank));
     dlpg_group_t *g = MakeGroup(e.api, e.store, e.rank, world, "ring", 30);
     const int next = (e.rank + 1) % world, prev = (e.rank + world - 1) % world;
+    {
+      DevTensor s(e.rank, DT::U8, 16), r(e.rank, DT::U8, 16);
+      CT_OK(e.api, e.api->group_start(g));
+      CT_OK(e.api, e.api->recv(g, r.dl(), prev, 0, nullptr, nullptr));
+      CT_OK(e.api, e.api->send(g, s.dl(), next, 0, nullptr, nullptr));
+      CT_OK(e.api, e.api->group_end(g));
+      CT_CUDA(cudaDeviceSynchronize());
+    }
     for (int64_t n : {int64_t(7), int64_t(1) << 20}) {
       DevTensor s(e.rank, DT::F32, n), r(e.rank, DT::F32, n);
       s.Upload(Data(DT::F32, DLPG_SUM, 100 + n, e.rank, n));
