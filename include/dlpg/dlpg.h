@@ -262,7 +262,9 @@ dlpg_status_t dlpg_alltoall(dlpg_group_t *g, DLTensor *input, DLTensor *output, 
  * the n-th send to a peer with a tag meets that peer's n-th receive from this rank with that
  * tag; on NCCL it only orders (messages between a pair arrive in issue order).
  * Pairwise: a transfer involves its two ranks only (a connection of the pair, created lazily
- * by those two at their first transfer), never the rest of the group.
+ * by those two at their first transfer), never the rest of the group. CUDA: that first
+ * transfer creates the pair's communicator on the calling thread, so first transfers that
+ * wait on each other in a cycle (a ring's first step) must be issued in one batch.
  * Progress: with a work handle the call returns at once and the transfer progresses on its
  * own, so a receive issued before its send never keeps that send (or any later operation)
  * from starting; CPU: on a thread of dlpg's, not behind the group's queued collectives;
