@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/clock.h"
 #include "core/work.h"
 #include "gloo/ops_internal.h"
 #include "gloo/p2p.h"
@@ -25,16 +26,17 @@ void complete(dlpg__op_t *op, dlpg_status_t st, const std::string &msg) {
   dlpg__work_complete(op->work, st, st == DLPG_OK ? nullptr : msg.c_str());
 }
 
-// Announce this rank under prefix and wait, in slices that notice an abort, until peer has
-// announced itself too: Gloo's rendezvous then finds the peer at once instead of blocking,
-// deaf to an abort, until the deadline.
+// Announce this rank under prefix and poll (dlpg_store_add(0), which never blocks, and
+// notices an abort) until peer has announced itself too: Gloo's rendezvous then finds the
+// peer at once instead of waiting, deaf to an abort, until the deadline. (No timed store
+// waits: store_adapter.cc says why.)
 dlpg_status_t await_peer(PairSet &ps, const std::string &prefix, int peer,
                          Clock::time_point deadline, const char *fn) {
   const std::string mine = prefix + "/here/" + std::to_string(ps.rank);
   const std::string theirs = prefix + "/here/" + std::to_string(peer);
-  dlpg_status_t st = dlpg_store_set(ps.store, mine.c_str(), "1", 1);
+  dlpg_status_t st = dlpg_store_add(ps.store, mine.c_str(), 1, nullptr);
   if (st != DLPG_OK) return dlpg__error_prefix(st, fn);
-  const char *keys[] = {theirs.c_str()};
+  double nap = 200e-6;
   for (;;) {
     if (ps.aborted.load())
       return dlpg__error(DLPG_ERR_ABORTED, "%s: the group was aborted while rank %d waited for "
@@ -45,9 +47,12 @@ dlpg_status_t await_peer(PairSet &ps, const std::string &prefix, int peer,
                          "%s: rank %d timed out after %g s waiting for rank %d to take part in a "
                          "send/recv with it (store key '%s'); did rank %d issue the matching "
                          "operation?", fn, ps.rank, ps.timeout_s, peer, theirs.c_str(), peer);
-    st = dlpg_store_wait(ps.store, keys, 1, left < 0.2 ? left : 0.2);
-    if (st == DLPG_OK) return DLPG_OK;
-    if (st != DLPG_ERR_TIMEOUT) return dlpg__error_prefix(st, fn);
+    int64_t present = 0;
+    st = dlpg_store_add(ps.store, theirs.c_str(), 0, &present);
+    if (st != DLPG_OK) return dlpg__error_prefix(st, fn);
+    if (present > 0) return DLPG_OK;
+    dlpg__sleep(nap < left ? nap : left);
+    if (nap < 0.02) nap *= 2;
   }
 }
 
