@@ -77,6 +77,9 @@ static dlpg_status_t dlpg__gloo_state_create(struct dlpg_group *g, void **state)
   pthread_once(&dlpg__sigpipe_once, dlpg__sigpipe_default_ignore);
   dlpg__gloo_group_t *gg = NULL;
   dlpg_status_t st = dlpg__gloo_group_create(g->store, g->name, g->rank, g->size, g->timeout_s, &gg);
+  /* dlpg_group_abort sets the flag before it aborts the states present under the group's
+   * lock, which is held here: a state made after that is aborted at birth. */
+  if (st == DLPG_OK && atomic_load(&g->aborted)) dlpg__gloo_group_abort(gg);
   *state = gg;
   return st;
 }
