@@ -258,8 +258,22 @@ dlpg_status_t dlpg_reduce_scatter(dlpg_group_t *g, DLTensor *const *inputs,
 dlpg_status_t dlpg_alltoall(dlpg_group_t *g, DLTensor *input, DLTensor *output, void *stream,
                             dlpg_work_t **work);
 
-/* Point-to-point to/from group rank peer (not self). On Gloo, tag (>= 0) matches sends to
- * receives; on NCCL it only orders (messages between a pair arrive in issue order). */
+/* Point-to-point to/from group rank peer. On Gloo, tag (>= 0) matches sends to receives:
+ * the n-th send to a peer with a tag meets that peer's n-th receive from this rank with that
+ * tag; on NCCL it only orders (messages between a pair arrive in issue order).
+ * Pairwise: a transfer involves its two ranks only (a connection of the pair, created lazily
+ * by those two at their first transfer), never the rest of the group. CUDA: that first
+ * transfer creates the pair's communicator on the calling thread, so first transfers that
+ * wait on each other in a cycle (a ring's first step) must be issued in one batch.
+ * Progress: with a work handle the call returns at once and the transfer progresses on its
+ * own, so a receive issued before its send never keeps that send (or any later operation)
+ * from starting; CPU: on a thread of dlpg's, not behind the group's queued collectives;
+ * CUDA (outside graph capture): on an internal stream of the pair, ordered after the work
+ * already enqueued on stream but not before stream's later work, so wait for the work
+ * (dlpg_work_wait/test) before using a received tensor or reusing a sent one. With
+ * work == NULL the call is blocking as for every operation (CPU: returns when done; CUDA:
+ * enqueued on stream). peer == this rank (to self) only inside a dlpg_group_start/end
+ * batch that also holds the matching receive (else DLPG_ERR_INVALID_ARGUMENT). */
 dlpg_status_t dlpg_send(dlpg_group_t *g, DLTensor *tensor, int peer, int tag, void *stream,
                         dlpg_work_t **work);
 dlpg_status_t dlpg_recv(dlpg_group_t *g, DLTensor *tensor, int peer, int tag, void *stream,
@@ -271,7 +285,8 @@ dlpg_status_t dlpg_barrier(dlpg_group_t *g, dlpg_work_t **work);
 
 /* Batch the operations issued by the calling thread until the matching dlpg_group_end into
  * one NCCL group (batched send/recv, coalesced collectives); on Gloo, sends and receives of
- * a batch are posted together so pairs of them cannot deadlock. Calls may nest. As with
+ * a batch are posted together (each progresses on its own) so pairs of them cannot
+ * deadlock. Calls may nest. As with
  * ncclGroupStart, the batch belongs to the thread and spans every group the thread issues
  * to until the outermost dlpg_group_end, so one thread can drive several ranks (a send on
  * one group and the matching recv on another). g is the group the call is made for; the

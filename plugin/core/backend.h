@@ -34,6 +34,12 @@ typedef struct dlpg__backend_vtbl {
   int max_tensors;       /* most tensors (local devices) per call */
   int on_worker;         /* 1: ops run on the group's worker thread, in submission order;
                             0: issued on the caller's thread (completion by work pollers) */
+  int p2p_direct;        /* on_worker backends: 1 when SEND/RECV bypass the worker: issue is
+                            called on the caller's thread with only SEND/RECV ops (state made
+                            by state_create under the group's lock, which must not block), must
+                            return promptly, and completes each op's work itself later (from
+                            its own threads), so a receive posted before its send cannot block
+                            the send nor later operations */
   /* Whether the backend can run op (validated by core: kind, tensors, devices, dtype, and a
    * reduce op inside the enum). OK or DLPG_ERR_UNSUPPORTED with a message naming fn, the
    * dtype, the op and the backend. Called at every operation. */
@@ -95,7 +101,7 @@ typedef struct dlpg__host {
 
 /* Bumped whenever dlpg__host_t, dlpg__backend_vtbl_t, dlpg__op_t or struct dlpg_group change
  * in a way a module built from other sources would misread. */
-#define DLPG__HOST_ABI 1
+#define DLPG__HOST_ABI 2
 
 /* A module's entry point: check host->abi, keep host, and return the module's table, or
  * return non-OK with a message (through host->verror). */

@@ -181,7 +181,7 @@ dlpg_status_t dlpg_group_abort(dlpg_group_t *g) {
   pthread_mutex_lock(&g->be_mu);
   for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++) {
     const dlpg__backend_vtbl_t *be = g->be_state[i] ? dlpg__backend_loaded(i) : NULL;
-    if (be && !be->on_worker) be->abort(g->be_state[i]);
+    if (be && (!be->on_worker || be->p2p_direct)) be->abort(g->be_state[i]);
   }
   pthread_mutex_unlock(&g->be_mu);
   return DLPG_OK;

@@ -50,6 +50,14 @@ static void dlpg__fail_unclaimed(dlpg__op_t *const *ops, int n, dlpg_status_t st
   dlpg__error(st, "%s", msg);
 }
 
+/* Whether op is issued on the caller's thread: every op of a caller-thread backend, and the
+ * sends and receives of an on_worker backend with p2p_direct (they must not wait behind the
+ * group's queue, nor hold it while they wait for a peer). */
+static int dlpg__on_caller(const dlpg__backend_vtbl_t *be, const dlpg__op_t *op) {
+  return !be->on_worker ||
+         (be->p2p_direct && (op->kind == DLPG__OP_SEND || op->kind == DLPG__OP_RECV));
+}
+
 /* Issue ops of one caller-thread backend (one backend batch when n > 1); ops stay owned by
  * the caller. Each op's group gets the backend's state at its first operation. */
 static dlpg_status_t dlpg__issue_direct(const dlpg__backend_vtbl_t *be, dlpg__op_t *const *ops,
@@ -69,8 +77,9 @@ static dlpg_status_t dlpg__issue_direct(const dlpg__backend_vtbl_t *be, dlpg__op
     return st;
   }
   /* A backend that returned OK must have attached a poller (or completed the work);
-   * anything else would leave a waiter hanging until its deadline. */
-  for (int i = 0; i < n; i++)
+   * anything else would leave a waiter hanging until its deadline. (An on_worker backend's
+   * direct sends and receives are completed later by the backend's own threads.) */
+  for (int i = 0; i < n && !be->on_worker; i++)
     if (ops[i]->work && dlpg__work_is_unclaimed(ops[i]->work)) {
       char m[160];
       snprintf(m, sizeof m, "the %s backend returned without attaching the work's poller",
@@ -120,6 +129,18 @@ dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
     free(op);
     return dlpg__error(DLPG_ERR_INTERNAL, "dlpg: an operation reached dispatch unvalidated");
   }
+  dlpg__batch_t *b = &dlpg__tls_batch;
+  if ((op->kind == DLPG__OP_SEND || op->kind == DLPG__OP_RECV) &&
+      op->peer == op->group->rank && b->depth == 0) {
+    /* Its match can only come from this thread, later: only a batch pairs them (NCCL). */
+    int send = op->kind == DLPG__OP_SEND, self = op->group->rank;
+    free(op);
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "%s: peer is %d, this rank itself: a %s to self must be issued inside a "
+                       "dlpg_group_start/end batch together with its matching %s",
+                       send ? "dlpg_send" : "dlpg_recv", self,
+                       send ? "send" : "receive", send ? "receive" : "send");
+  }
   if (work || be->on_worker) {
     st = dlpg__work_new(op->group, &w);
     if (st != DLPG_OK) {
@@ -130,7 +151,6 @@ dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
   }
   op->work = w;
 
-  dlpg__batch_t *b = &dlpg__tls_batch;
   if (b->depth > 0) {
     if (b->n == b->cap) {
       int cap = b->cap ? b->cap * 2 : 16;
@@ -153,8 +173,7 @@ dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
     return DLPG_OK;
   }
 
-  int cpu = be->on_worker;
-  if (cpu) {
+  if (!dlpg__on_caller(be, op)) {
     st = dlpg__issue_worker(op->group, &op, 1, work == NULL); /* op now belongs to the worker */
   } else {
     st = dlpg__issue_direct(be, &op, 1);
@@ -171,7 +190,7 @@ dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
     *work = w;
     return DLPG_OK;
   }
-  return w ? dlpg__finish_internal(w, cpu) : DLPG_OK;
+  return w ? dlpg__finish_internal(w, be->on_worker) : DLPG_OK;
 }
 
 dlpg_status_t dlpg_group_start(dlpg_group_t *g) {
@@ -200,10 +219,10 @@ static dlpg_status_t dlpg__batch_flush(dlpg__batch_entry_t *v, int n) {
 
   for (int slot = 0; slot < dlpg__backend_count; slot++) {
     const dlpg__backend_vtbl_t *be = dlpg__backend_loaded(slot);
-    if (!be || be->on_worker) continue;
+    if (!be || (be->on_worker && !be->p2p_direct)) continue;
     int nn = 0;
     for (int i = 0; i < n; i++)
-      if (v[i].op && v[i].op->backend == slot) {
+      if (v[i].op && v[i].op->backend == slot && dlpg__on_caller(be, v[i].op)) {
         tmp[nn++] = v[i].op;
         v[i].op = NULL; /* freed below, once issued */
       }

@@ -230,8 +230,7 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
     DLPG_ARG_CHECK(a->peer >= 0 && a->peer < g->size,
                    "%s: peer is %d but world_size is %d (peer must be in [0, %d))", fn, a->peer,
                    g->size, g->size);
-    DLPG_ARG_CHECK(a->peer != g->rank, "%s: peer is %d, this rank itself (%s to self)", fn,
-                   a->peer, a->kind == DLPG__OP_SEND ? "send" : "receive");
+    /* peer == rank (to self) is allowed inside a batch only: dispatch checks that. */
     DLPG_ARG_CHECK(a->tag >= 0, "%s: tag is %d (must be >= 0)", fn, a->tag);
   }
   if (dlpg__is_reduction(a->kind) && ((int)a->rop < (int)DLPG_SUM || (int)a->rop > (int)DLPG_BXOR))

@@ -1,8 +1,8 @@
 /* The per-group CPU executor (worker.h). One thread per group runs tasks in FIFO order, so
  * operations issued from several threads execute in submission order, which every rank
- * must agree on. The thread owns the creation of its backends' state (the Gloo context:
- * lazy, at its first task); the state itself is freed with the group, after the thread is
- * gone. */
+ * must agree on. The thread asks for its backends' state at its first task (created under
+ * the group's lock: a p2p_direct backend's sends and receives, which bypass the worker, may
+ * create it first); the state itself is freed with the group, after the thread is gone. */
 #include "core/worker.h"
 
 #include <errno.h>
@@ -87,11 +87,10 @@ static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
     w->ctx_tried[slot] = 1;
     void *state = NULL;
     dlpg__clear_error();
-    dlpg_status_t st = be->state_create(g, &state);
+    /* Under the group's lock: a p2p_direct backend's caller threads may create it too. */
+    dlpg_status_t st = dlpg__backend_state(g, slot, &state);
     pthread_mutex_lock(&w->mu);
-    if (st == DLPG_OK && state) {
-      __atomic_store_n(&g->be_state[slot], state, __ATOMIC_RELEASE);
-    } else {
+    if (st != DLPG_OK || !state) {
       w->ctx_status[slot] = st == DLPG_OK ? DLPG_ERR_INTERNAL : st;
       w->ctx_msg[slot] = strdup(dlpg__last_error()[0] ? dlpg__last_error()
                                                        : "the backend's state could not be created");

@@ -1,5 +1,6 @@
 /* The Gloo backend's table (core/backend.h): host memory (cpu, cuda_host), one tensor per
- * call, run on the group's worker thread, and the dtype/reduce-op rules of the Gloo path,
+ * call, collectives run on the group's worker thread, sends and receives issued on the
+ * caller's thread to pairwise contexts (p2p.h), and the dtype/reduce-op rules of the Gloo path,
  * written once here. */
 #include <signal.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include "core/status.h"
 #include "gloo/create.h"
 #include "gloo/gloo.h"
+#include "gloo/p2p.h"
 
 #define R_(op) (1u << (op))
 #define ARITH (R_(DLPG_SUM) | R_(DLPG_PROD) | R_(DLPG_MIN) | R_(DLPG_MAX))
@@ -68,28 +70,33 @@ static void dlpg__sigpipe_default_ignore(void) {
   }
 }
 
-/* On the worker thread, at the group's first CPU operation: the full-mesh rendezvous. */
+/* At the group's first CPU operation (on the worker, or on a caller's thread for a send or
+ * receive, under the group's lock): an empty state, which connects nothing yet. The mesh is
+ * rendezvoused by the worker at the first collective, each pairwise context by the first
+ * transfer with that peer (p2p.h). */
 static dlpg_status_t dlpg__gloo_state_create(struct dlpg_group *g, void **state) {
-  char prefix[600]; /* a group name of up to 512 bytes, and "/gloo" */
-  snprintf(prefix, sizeof prefix, "%s/gloo", g->name);
-  DLPG_INFO(GLOO, g->rank, "creating the Gloo context of group \"%s\" (%d ranks)", g->name,
-            g->size);
   pthread_once(&dlpg__sigpipe_once, dlpg__sigpipe_default_ignore);
-  dlpg__gloo_ctx_t *ctx = NULL;
-  /* Polls the group's abort flag during the rendezvous, so an abort (and the destroy after it)
-   * does not wait for the deadline. */
-  dlpg_status_t st = dlpg__gloo_ctx_create_abortable(g->store, prefix, g->rank, g->size,
-                                                     g->timeout_s, &g->aborted, &ctx);
-  *state = ctx;
+  dlpg__gloo_group_t *gg = NULL;
+  dlpg_status_t st = dlpg__gloo_group_create(g->store, g->name, g->rank, g->size, g->timeout_s, &gg);
+  /* dlpg_group_abort sets the flag before it aborts the states present under the group's
+   * lock, which is held here: a state made after that is aborted at birth. */
+  if (st == DLPG_OK && atomic_load(&g->aborted)) dlpg__gloo_group_abort(gg);
+  *state = gg;
   return st;
 }
 
+/* Sends and receives arrive here on the caller's thread (p2p_direct) and go to the pairwise
+ * path; everything else arrives on the worker and runs on the mesh. */
 static dlpg_status_t dlpg__gloo_issue(dlpg__op_t *const *ops, int n) {
-  return dlpg__gloo_run((dlpg__gloo_ctx_t *)ops[0]->state, ops, n);
+  if (ops[0]->kind == DLPG__OP_SEND || ops[0]->kind == DLPG__OP_RECV)
+    return dlpg__gloo_p2p_issue(ops, n);
+  dlpg__gloo_ctx_t *mesh = NULL;
+  DLPG_CHECK(dlpg__gloo_group_mesh((dlpg__gloo_group_t *)ops[0]->state, &mesh));
+  return dlpg__gloo_run(mesh, ops, n);
 }
 
-static void dlpg__gloo_abort(void *state) { dlpg__gloo_ctx_abort((dlpg__gloo_ctx_t *)state); }
-static void dlpg__gloo_destroy(void *state) { dlpg__gloo_ctx_destroy((dlpg__gloo_ctx_t *)state); }
+static void dlpg__gloo_abort(void *state) { dlpg__gloo_group_abort((dlpg__gloo_group_t *)state); }
+static void dlpg__gloo_destroy(void *state) { dlpg__gloo_group_destroy((dlpg__gloo_group_t *)state); }
 
 static char dlpg__gloo_info[64];
 static pthread_once_t dlpg__gloo_info_once = PTHREAD_ONCE_INIT;
@@ -106,6 +113,7 @@ const dlpg__backend_vtbl_t dlpg__gloo_backend = {
     .devices = DLPG__DEV_BIT(kDLCPU) | DLPG__DEV_BIT(kDLCUDAHost),
     .max_tensors = 1,
     .on_worker = 1,
+    .p2p_direct = 1,
     .check = dlpg__gloo_check,
     .state_create = dlpg__gloo_state_create,
     .issue = dlpg__gloo_issue,

@@ -49,6 +49,9 @@ struct dlpg__gloo_ctx {
   std::vector<std::pair<std::string, int>> peers;
   std::vector<dlpg_gloo::PeerSocket> sockets;
   std::atomic<int> lost_peer{-1};
+  // The group rank of each rank of this context, for messages (a point-to-point pair's 2-rank
+  // context: {lo, hi}); empty when they are the same (the group's mesh).
+  std::vector<int> group_ranks;
   std::vector<char> lost;  // per rank, under wd_mu
   std::thread watchdog;
   std::mutex wd_mu;

@@ -69,6 +69,21 @@ void run_small(dlpg__gloo_ctx_t *ctx, const dlpg__op_t &op);
 // within one deadline of ctx's timeout. Throws on the first failure.
 void run_p2p(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const *ops, int n);
 
+// Where one transfer runs: ctx (a pairwise context, or the group's mesh), this rank's group
+// rank (the one its headers carry), the peer's rank within ctx, and the transfer's number
+// among those of its direction with that peer and tag (its slots; 0 on the mesh).
+struct P2pLink {
+  dlpg__gloo_ctx_t *ctx;
+  int self;
+  int peer;
+  uint32_t seq;
+};
+
+// Run one send or receive to completion (first message, answer, payload) before deadline;
+// throws on failure (INVALID_ARGUMENT for a size mismatch, which leaves ctx usable).
+void run_p2p_one(const P2pLink &link, const dlpg__op_t &op,
+                 std::chrono::steady_clock::time_point deadline);
+
 // Registers unbound buffers with the context while they are waited on, so that
 // dlpg__gloo_ctx_abort can wake them; unregisters them all on every exit path.
 class LiveGuard {
@@ -99,14 +114,10 @@ inline std::chrono::milliseconds time_left(std::chrono::steady_clock::time_point
 }
 
 // Slot prefixes of the island's own traffic: beyond Gloo's collective prefixes (0x01..0x08).
-constexpr uint8_t kP2pHeaderSlotPrefix = 0x10;  // a send's first message (p2p_slot)
+constexpr uint8_t kP2pHeaderSlotPrefix = 0x10;  // a send's first message
 constexpr uint8_t kReduceScatterSlotPrefix = 0x11;
 constexpr uint8_t kCollFirstSlotPrefix = 0x12;  // a collective's first message
 constexpr uint8_t kP2pAckSlotPrefix = 0x13;     // a receiver's answer to a large send
 constexpr uint8_t kP2pDataSlotPrefix = 0x14;    // a large send's payload
-
-// Slot of a send/recv with user tag: prefix 0x10 is beyond Gloo's collective prefixes
-// (0x01..0x08), so a user tag can never match a collective's traffic.
-uint64_t p2p_slot(int tag);
 
 }  // namespace dlpg_gloo

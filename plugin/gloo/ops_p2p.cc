@@ -10,7 +10,10 @@
 //    NACK, after which both sides fail with INVALID_ARGUMENT naming both sizes.
 // A batch posts every first message and receive before waiting on any, and waits phase by
 // phase (first messages, answers, payloads), so a batch that exchanges with several peers
-// (a ring step, an alltoallv) cannot deadlock.
+// (a ring step, an alltoallv) cannot deadlock. On a pairwise context (p2p_pairs.cc) every
+// message of a transfer has its own slots, made of the tag and the transfer's sequence
+// number among the (peer, tag) transfers of its direction, so transfers run by different
+// threads in any order can never take each other's messages.
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -23,21 +26,21 @@
 
 namespace dlpg_gloo {
 
-uint64_t p2p_slot(int tag) {
-  return ::gloo::Slot::build(kP2pHeaderSlotPrefix, static_cast<uint32_t>(tag));
-}
-
 namespace {
 
 using UBuf = std::unique_ptr<::gloo::transport::UnboundBuffer>;
 
-uint64_t slot_of(uint8_t prefix, int tag) {
-  return ::gloo::Slot::build(prefix, static_cast<uint32_t>(tag));
+// Gloo's Slot::build(prefix, tag) with the sequence number in bits 32..55 (0 on the mesh,
+// where the transfers of a batch are matched by post order).
+uint64_t slot_of(uint8_t prefix, int tag, uint32_t seq) {
+  return ::gloo::Slot::build(prefix, static_cast<uint32_t>(tag)) |
+         (static_cast<uint64_t>(seq & 0xffffffu) << 32);
 }
 
 // One send or receive of a batch and the buffers of its messages.
 struct P2p {
   const dlpg__op_t *op = nullptr;
+  P2pLink link{};
   std::vector<char> first;  // SEND: header + inline payload; RECV: kBlockBytes landing
   WireHeader ack{};         // SEND: the receiver's answer; RECV: this rank's answer
   UBuf first_buf, ack_buf, data_buf;
@@ -50,37 +53,44 @@ std::string who(const dlpg__op_t &op) {
          ", tag " + std::to_string(op.tag);
 }
 
-// Wait for b's receive (recv) or send. A wake-up by the watchdog (gloo/peers.h) for another
-// peer's lost connection waits again; one for op's peer fails with DLPG_ERR_REMOTE.
-void wait_buf(dlpg__gloo_ctx_t *ctx, ::gloo::transport::UnboundBuffer *b, bool recv,
-              const dlpg__op_t &op, std::chrono::steady_clock::time_point deadline) {
+// Wait for b's receive (recv) or send of transfer p. A wake-up by the watchdog (gloo/peers.h)
+// for another peer's lost connection waits again; one for p's peer fails with
+// DLPG_ERR_REMOTE naming the peer's group rank (p.link.peer is its rank in p's context: the
+// mesh or the pair's own 2-rank context).
+void wait_buf(const P2p &p, ::gloo::transport::UnboundBuffer *b, bool recv,
+              std::chrono::steady_clock::time_point deadline) {
+  dlpg__gloo_ctx_t *ctx = p.link.ctx;
+  const dlpg__op_t &op = *p.op;
   for (;;) {
     if (recv ? b->waitRecv(time_left(deadline)) : b->waitSend(time_left(deadline))) return;
     if (ctx->aborted.load() || ctx->lost_peer.load() < 0)
       throw StatusError(DLPG_ERR_ABORTED, who(op) + ": the group was aborted");
-    if (peer_lost(ctx, op.peer))
+    if (peer_lost(ctx, p.link.peer))
       throw StatusError(DLPG_ERR_REMOTE,
                         who(op) + ": lost the connection to rank " + std::to_string(op.peer) +
                             kLostWhy);
   }
 }
 
-void wait_recv(dlpg__gloo_ctx_t *ctx, ::gloo::transport::UnboundBuffer *b, const dlpg__op_t &op,
+void wait_recv(const P2p &p, ::gloo::transport::UnboundBuffer *b,
                std::chrono::steady_clock::time_point deadline) {
-  wait_buf(ctx, b, true, op, deadline);
+  wait_buf(p, b, true, deadline);
 }
 
-void wait_send(dlpg__gloo_ctx_t *ctx, ::gloo::transport::UnboundBuffer *b, const dlpg__op_t &op,
+void wait_send(const P2p &p, ::gloo::transport::UnboundBuffer *b,
                std::chrono::steady_clock::time_point deadline) {
-  wait_buf(ctx, b, false, op, deadline);
+  wait_buf(p, b, false, deadline);
 }
 
 // Post the first message of a send (and the receive of its answer), or the first receive.
-void post_first(dlpg__gloo_ctx_t *ctx, P2p &p, LiveGuard &live) {
+void post_first(P2p &p, LiveGuard &live) {
   const dlpg__op_t &op = *p.op;
+  dlpg__gloo_ctx_t *ctx = p.link.ctx;
+  const int peer = p.link.peer;
+  const uint32_t seq = p.link.seq;
   if (op.kind == DLPG__OP_SEND) {
     const dlpg__tensor_t &t = op.in[0];
-    WireHeader h = make_header(op, ctx->rank, static_cast<uint64_t>(op.tag));
+    WireHeader h = make_header(op, p.link.self, static_cast<uint64_t>(op.tag));
     p.large = t.nbytes > kSmallBytes;
     const size_t inline_bytes = p.large ? 0 : t.nbytes;
     if (!p.large) h.flags |= kFlagInline;
@@ -91,26 +101,27 @@ void post_first(dlpg__gloo_ctx_t *ctx, P2p &p, LiveGuard &live) {
     if (p.large) {
       p.ack_buf = ctx->gloo->createUnboundBuffer(&p.ack, sizeof p.ack);
       live.add(p.ack_buf.get());
-      p.ack_buf->recv(op.peer, slot_of(kP2pAckSlotPrefix, op.tag), 0, sizeof p.ack);
+      p.ack_buf->recv(peer, slot_of(kP2pAckSlotPrefix, op.tag, seq), 0, sizeof p.ack);
     }
     p.first_buf = ctx->gloo->createUnboundBuffer(p.first.data(), p.first.size());
     live.add(p.first_buf.get());
-    p.first_buf->send(op.peer, p2p_slot(op.tag));
+    p.first_buf->send(peer, slot_of(kP2pHeaderSlotPrefix, op.tag, seq));
   } else {
     p.first.assign(kBlockBytes, 0);
     p.first_buf = ctx->gloo->createUnboundBuffer(p.first.data(), p.first.size());
     live.add(p.first_buf.get());
-    p.first_buf->recv(op.peer, p2p_slot(op.tag), 0, kBlockBytes);
+    p.first_buf->recv(peer, slot_of(kP2pHeaderSlotPrefix, op.tag, seq), 0, kBlockBytes);
   }
 }
 
 // A receive whose first message arrived: check it, take an inline payload, or answer a
 // large sender (and post the payload's receive when the sizes agree).
-void answer_first(dlpg__gloo_ctx_t *ctx, P2p &p, LiveGuard &live) {
+void answer_first(P2p &p, LiveGuard &live) {
   const dlpg__op_t &op = *p.op;
+  dlpg__gloo_ctx_t *ctx = p.link.ctx;
   WireHeader h;
   memcpy(&h, p.first.data(), sizeof h);
-  p.error = compare_p2p_recv(op, ctx->rank, h);
+  p.error = compare_p2p_recv(op, p.link.self, h);
   const bool malformed = h.magic != kMagic || h.kind != DLPG__OP_SEND;
   p.large = !malformed && !(h.flags & kFlagInline);
   if (!p.large) {
@@ -118,38 +129,93 @@ void answer_first(dlpg__gloo_ctx_t *ctx, P2p &p, LiveGuard &live) {
       memcpy(op.out[0].ptr, p.first.data() + kHeaderBytes, op.out[0].nbytes);
     return;
   }
-  p.ack = make_header(op, ctx->rank, static_cast<uint64_t>(op.tag));
+  p.ack = make_header(op, p.link.self, static_cast<uint64_t>(op.tag));
   p.ack.kind = kKindAck;
   if (!p.error.empty()) p.ack.flags |= kFlagNack;
   if (p.error.empty()) {
     // Post the payload's receive before the ACK leaves, so the payload always finds it.
     p.data_buf = ctx->gloo->createUnboundBuffer(op.out[0].ptr, op.out[0].nbytes);
     live.add(p.data_buf.get());
-    p.data_buf->recv(op.peer, slot_of(kP2pDataSlotPrefix, op.tag), 0, op.out[0].nbytes);
+    p.data_buf->recv(p.link.peer, slot_of(kP2pDataSlotPrefix, op.tag, p.link.seq), 0,
+                     op.out[0].nbytes);
   }
   p.ack_buf = ctx->gloo->createUnboundBuffer(&p.ack, sizeof p.ack);
   live.add(p.ack_buf.get());
-  p.ack_buf->send(op.peer, slot_of(kP2pAckSlotPrefix, op.tag), 0, sizeof p.ack);
+  p.ack_buf->send(p.link.peer, slot_of(kP2pAckSlotPrefix, op.tag, p.link.seq), 0, sizeof p.ack);
 }
 
 // A large send whose answer arrived: send the payload after an ACK, fail after a NACK.
-void send_payload(dlpg__gloo_ctx_t *ctx, P2p &p, LiveGuard &live) {
+void send_payload(P2p &p, LiveGuard &live) {
   const dlpg__op_t &op = *p.op;
+  dlpg__gloo_ctx_t *ctx = p.link.ctx;
   if (p.ack.magic != kMagic || p.ack.kind != kKindAck || p.ack.rank != op.peer) {
     p.error = "rank " + std::to_string(op.peer) + " answered " + who(op) +
               " with a malformed acknowledgement";
     return;
   }
   if (p.ack.flags & kFlagNack) {
-    p.error = describe_p2p_nack(op, ctx->rank, p.ack);
+    p.error = describe_p2p_nack(op, p.link.self, p.ack);
     return;
   }
   p.data_buf = ctx->gloo->createUnboundBuffer(op.in[0].ptr, op.in[0].nbytes);
   live.add(p.data_buf.get());
-  p.data_buf->send(op.peer, slot_of(kP2pDataSlotPrefix, op.tag), 0, op.in[0].nbytes);
+  p.data_buf->send(p.link.peer, slot_of(kP2pDataSlotPrefix, op.tag, p.link.seq), 0,
+                   op.in[0].nbytes);
+}
+
+// Post, then wait phase by phase, within one deadline; throws the first mismatch found
+// (INVALID_ARGUMENT) once every wait has ended. Every buffer is registered with live (of
+// the context the transfers share).
+void run_phases(std::vector<P2p> &ps, LiveGuard &live,
+                std::chrono::steady_clock::time_point deadline) {
+  // Phase 1: every receive's first message and every send's first message (and the
+  // receive of its answer) are posted before anything is waited on.
+  for (auto &p : ps)
+    if (p.op->kind == DLPG__OP_RECV) post_first(p, live);
+  for (auto &p : ps)
+    if (p.op->kind == DLPG__OP_SEND) post_first(p, live);
+  // Phase 2: receivers check the senders' headers and answer the large ones. The senders'
+  // first messages were posted in their phase 1, so these waits depend on no answer.
+  for (auto &p : ps)
+    if (p.op->kind == DLPG__OP_RECV) {
+      wait_recv(p, p.first_buf.get(), deadline);
+      answer_first(p, live);
+    }
+  // Phase 3: senders see their first message taken and, for a large one, the answer.
+  for (auto &p : ps)
+    if (p.op->kind == DLPG__OP_SEND) {
+      wait_send(p, p.first_buf.get(), deadline);
+      if (!p.large) continue;
+      wait_recv(p, p.ack_buf.get(), deadline);
+      send_payload(p, live);
+    }
+  // Phase 4: the answers and payloads.
+  for (auto &p : ps) {
+    const bool send = p.op->kind == DLPG__OP_SEND;
+    if (!send && p.ack_buf) wait_send(p, p.ack_buf.get(), deadline);
+    if (p.data_buf) {
+      if (send)
+        wait_send(p, p.data_buf.get(), deadline);
+      else
+        wait_recv(p, p.data_buf.get(), deadline);
+    }
+  }
+  for (auto &p : ps)
+    if (!p.error.empty())
+      throw StatusError(DLPG_ERR_INVALID_ARGUMENT,
+                        std::string(dlpg__op_name(p.op->kind)) + ": " + p.error);
 }
 
 }  // namespace
+
+void run_p2p_one(const P2pLink &link, const dlpg__op_t &op,
+                 std::chrono::steady_clock::time_point deadline) {
+  std::vector<P2p> ps(1);
+  ps[0].op = &op;
+  ps[0].link = link;
+  LiveGuard live(link.ctx);
+  run_phases(ps, live, deadline);
+}
 
 void run_p2p(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const *ops, int n) {
   std::vector<P2p> ps;
@@ -163,47 +229,12 @@ void run_p2p(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const *ops, int n) {
                             std::to_string(ctx->size) + ")");
     ps.emplace_back();
     ps.back().op = &op;
+    ps.back().link = P2pLink{ctx, ctx->rank, op.peer, 0};
   }
   if (ps.empty()) return;
   LiveGuard live(ctx);
-  // Phase 1: every receive's first message and every send's first message (and the
-  // receive of its answer) are posted before anything is waited on.
-  for (auto &p : ps)
-    if (p.op->kind == DLPG__OP_RECV) post_first(ctx, p, live);
-  for (auto &p : ps)
-    if (p.op->kind == DLPG__OP_SEND) post_first(ctx, p, live);
   // One deadline for the whole batch.
-  const auto deadline = std::chrono::steady_clock::now() + ctx->timeout;
-  // Phase 2: receivers check the senders' headers and answer the large ones. The senders'
-  // first messages were posted in their phase 1, so these waits depend on no answer.
-  for (auto &p : ps)
-    if (p.op->kind == DLPG__OP_RECV) {
-      wait_recv(ctx, p.first_buf.get(), *p.op, deadline);
-      answer_first(ctx, p, live);
-    }
-  // Phase 3: senders see their first message taken and, for a large one, the answer.
-  for (auto &p : ps)
-    if (p.op->kind == DLPG__OP_SEND) {
-      wait_send(ctx, p.first_buf.get(), *p.op, deadline);
-      if (!p.large) continue;
-      wait_recv(ctx, p.ack_buf.get(), *p.op, deadline);
-      send_payload(ctx, p, live);
-    }
-  // Phase 4: the answers and payloads.
-  for (auto &p : ps) {
-    const bool send = p.op->kind == DLPG__OP_SEND;
-    if (!send && p.ack_buf) wait_send(ctx, p.ack_buf.get(), *p.op, deadline);
-    if (p.data_buf) {
-      if (send)
-        wait_send(ctx, p.data_buf.get(), *p.op, deadline);
-      else
-        wait_recv(ctx, p.data_buf.get(), *p.op, deadline);
-    }
-  }
-  for (auto &p : ps)
-    if (!p.error.empty())
-      throw StatusError(DLPG_ERR_INVALID_ARGUMENT,
-                        std::string(dlpg__op_name(p.op->kind)) + ": " + p.error);
+  run_phases(ps, live, std::chrono::steady_clock::now() + ctx->timeout);
 }
 
 }  // namespace dlpg_gloo

@@ -195,16 +195,22 @@ dlpg_status_t run_failure_status(dlpg__gloo_ctx *ctx, const char *fn) {
   std::string text;
   dlpg_status_t st = classify_current_exception(&text);
   int lost = ctx->lost_peer.load();
+  auto group_rank = [ctx](int r) {
+    return r >= 0 && static_cast<size_t>(r) < ctx->group_ranks.size() ? ctx->group_ranks[r] : r;
+  };
   // A wait the watchdog woke ends as ABORTED (the group itself was not aborted).
   if (!ctx->aborted.load() && lost >= 0 && st == DLPG_ERR_ABORTED)
-    return dlpg__error(DLPG_ERR_REMOTE, "%s: lost the connection to rank %d%s", fn, lost, kLostWhy);
+    return dlpg__error(DLPG_ERR_REMOTE, "%s: lost the connection to rank %d%s", fn, group_rank(lost),
+                       kLostWhy);
   if (ctx->aborted.load()) return status_from_current_exception(fn, true);
   text = name_peer(ctx->peers, text);
   // An address Gloo printed that the table lacks: the pair whose socket Gloo has closed.
   const std::string unknown = "lost the connection to a peer";
   if (text.compare(0, unknown.size(), unknown) == 0) {
     int gone = first_lost_peer(ctx->sockets);
-    if (gone >= 0) text = "lost the connection to rank " + std::to_string(gone) + text.substr(unknown.size());
+    if (gone >= 0)
+      text = "lost the connection to rank " + std::to_string(group_rank(gone)) +
+             text.substr(unknown.size());
   }
   return dlpg__error(st, "%s: %s", fn, text.c_str());
 }

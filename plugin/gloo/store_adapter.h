@@ -1,7 +1,8 @@
 // A gloo::rendezvous::Store over a dlpg store, so one store serves both the NCCL unique-id
 // exchange and Gloo's full-mesh rendezvous. The adapter holds a reference on the dlpg store
 // for its whole life. A failing dlpg call throws dlpg_gloo::StatusError (status + message),
-// which Gloo passes through connectFullMesh unchanged.
+// which Gloo passes through connectFullMesh unchanged. Waits poll a counter set beside each
+// key and never block in the store (store_adapter.cc says why).
 #pragma once
 
 #include <chrono>

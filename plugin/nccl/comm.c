@@ -58,6 +58,7 @@ void dlpg__nccl_state_retain(struct dlpg__nccl *st) { atomic_fetch_add(&st->refs
 void dlpg__nccl_state_release(struct dlpg__nccl *st) {
   if (atomic_fetch_sub(&st->refs, 1) != 1) return;
   dlpg__nccl_free_events(st);
+  free(st->pair_created);
   pthread_cond_destroy(&st->cv);
   pthread_mutex_destroy(&st->mu);
   free(st);
@@ -79,7 +80,13 @@ void dlpg__nccl_comm_release(dlpg__nccl_comm_t *c) {
 dlpg_status_t dlpg__nccl_create(struct dlpg_group *g, dlpg__nccl_t **out) {
   if (!g || !out) return dlpg__error(DLPG_ERR_INTERNAL, "dlpg__nccl_create: NULL argument");
   struct dlpg__nccl *st = calloc(1, sizeof(*st));
-  if (!st) return dlpg__error(DLPG_ERR_SYSTEM, "dlpg__nccl_create: out of memory");
+  int *pairs = calloc((size_t)g->size, sizeof(int));
+  if (!st || !pairs) {
+    free(st);
+    free(pairs);
+    return dlpg__error(DLPG_ERR_SYSTEM, "dlpg__nccl_create: out of memory");
+  }
+  st->pair_created = pairs;
   st->g = g;
   st->rank = g->rank;
   st->size = g->size;
@@ -330,8 +337,13 @@ void dlpg__nccl_destroy(dlpg__nccl_t *st) {
   pthread_mutex_unlock(&st->mu);
   dlpg__nccl_unlock();
   for (dlpg__nccl_comm_t *c = list; c; c = c->next)
-    for (int i = 0; i < c->ndev; i++)
+    for (int i = 0; i < c->ndev; i++) {
       if (c->scratch[i]) cudaSetDevice(c->devs[i]), cudaFree(c->scratch[i]), c->scratch[i] = NULL;
+      /* Work still queued on a stream keeps it until done (cudaStreamDestroy returns at once). */
+      if (c->own_streams[i])
+        cudaSetDevice(c->devs[i]), cudaStreamDestroy(c->own_streams[i]), c->own_streams[i] = NULL;
+      if (c->fork_ev[i]) cudaEventDestroy(c->fork_ev[i]), c->fork_ev[i] = NULL;
+    }
   if (cur >= 0) cudaSetDevice(cur);
 
   while (list) {

@@ -3,12 +3,19 @@
  * ncclCommInitRankConfig polled against the group's deadline and abort flag.
  *
  * Store keys do not depend on the device list, because ranks may drive different devices
- * (rank r on cuda:r): every rank of a group creates its communicators in the same order (it
- * issues the same operations), so the creation index seq names the rendezvous:
+ * (rank r on cuda:r): every rank of a group creates its collective communicators in the same
+ * order (it issues the same operations), so the creation index seq names the rendezvous
+ * (c->rdv):
  *   <name>/nccl/<seq>/ndev/<rank>   each rank's local device count (decimal)
  *   <name>/nccl/<seq>/id            written by rank 0: "ok" + ncclUniqueId, or "er" + message
  * Rank 0 checks every rank's device count before it publishes the id, so a mismatch fails
- * on every rank with the same message instead of hanging in ncclCommInitRankConfig. */
+ * on every rank with the same message instead of hanging in ncclCommInitRankConfig.
+ * Sends and receives use a communicator of the two ranks alone (model: Ray's
+ * _get_nccl_p2p_communicator), created by those two; the pair's own creation index names it,
+ * the lower rank plays rank 0's part, member 0 or 1 replaces the rank:
+ *   <name>/nccl/p2p/<lo>-<hi>/<seq>/ndev/<member>, .../id
+ * A send or receive to self (inside a batch) uses a communicator of this rank alone, whose
+ * unique id never leaves the process. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,11 +32,25 @@
 
 static void dlpg__sleep_us(long us) { dlpg__sleep((double)us * 1e-6); }
 
-static void dlpg__devkey(const dlpg__op_t *op, char *key, size_t cap) {
+static int dlpg__is_sendrecv(const dlpg__op_t *op) {
+  return op->kind == DLPG__OP_SEND || op->kind == DLPG__OP_RECV;
+}
+
+/* The cache key of op's communicator: its device list, after "p<peer>:" for a send/recv
+ * with another rank and "s:" for one with this rank. */
+static void dlpg__devkey(const dlpg__op_t *op, int rank, char *key, size_t cap) {
   size_t n = 0;
   key[0] = 0;
+  if (dlpg__is_sendrecv(op))
+    n = (size_t)(op->peer == rank ? snprintf(key, cap, "s:") : snprintf(key, cap, "p%d:", op->peer));
   for (int i = 0; i < op->ntensors && n < cap; i++)
     n += (size_t)snprintf(key + n, cap - n, i ? ",%d" : "%d", op->in[i].device_id);
+}
+
+/* Group rank of member m of c (for messages). */
+static int dlpg__member_rank(const dlpg__nccl_comm_t *c, int m) {
+  if (c->peer == DLPG__NCCL_GROUP) return m;
+  return m == c->member ? c->st->rank : c->peer;
 }
 
 /* dlpg_store_get in slices, so the abort flag is seen; TIMEOUT with a message naming what
@@ -57,8 +78,8 @@ static dlpg_status_t dlpg__store_get_slices(const char *fn, struct dlpg__nccl *s
 /* Steps a (publish ndev) and b (rank 0: check all, publish the id) of one new entry. */
 static dlpg_status_t dlpg__rdv_publish(const char *fn, dlpg__nccl_comm_t *c, double deadline) {
   struct dlpg__nccl *st = c->st;
-  char key[600], val[32];
-  snprintf(key, sizeof(key), "%s/nccl/%d/ndev/%d", st->name, c->seq, st->rank);
+  char key[700], val[32];
+  snprintf(key, sizeof(key), "%s/ndev/%d", c->rdv, c->member);
   snprintf(val, sizeof(val), "%d", c->ndev);
   dlpg_status_t s = dlpg__nccl_store_set(st->g->store, key, val, strlen(val));
   if (s != DLPG_OK) return dlpg__error_prefix(s, fn);
@@ -67,14 +88,14 @@ static dlpg_status_t dlpg__rdv_publish(const char *fn, dlpg__nccl_comm_t *c, dou
 
 static dlpg_status_t dlpg__rdv_root(const char *fn, dlpg__nccl_comm_t *c, double deadline) {
   struct dlpg__nccl *st = c->st;
-  char key[600], val[32], what[256], out[2 + sizeof(ncclUniqueId) + 400];
+  char key[700], val[32], what[256], out[2 + sizeof(ncclUniqueId) + 400];
   size_t outlen = 0;
   int bad = -1, badn = 0;
-  for (int r = 0; r < st->size && bad < 0; r++) {
+  for (int r = 0; r < c->nmembers && bad < 0; r++) {
     size_t len = 0;
-    snprintf(key, sizeof(key), "%s/nccl/%d/ndev/%d", st->name, c->seq, r);
-    snprintf(what, sizeof(what), "rank %d to join communicator %d (devices '%s')", r, c->seq,
-             c->key);
+    snprintf(key, sizeof(key), "%s/ndev/%d", c->rdv, r);
+    snprintf(what, sizeof(what), "rank %d to join communicator %d (devices '%s')",
+             dlpg__member_rank(c, r), c->seq, c->key);
     memset(val, 0, sizeof(val));
     DLPG_CHECK(dlpg__store_get_slices(fn, st, key, val, sizeof(val) - 1, &len, deadline, what));
     int n = atoi(val);
@@ -83,9 +104,10 @@ static dlpg_status_t dlpg__rdv_root(const char *fn, dlpg__nccl_comm_t *c, double
   if (bad >= 0) {
     int m = snprintf(out, sizeof(out),
                      "er%s: ranks drive different numbers of CUDA devices in their %d-th CUDA "
-                     "communicator: rank 0 uses %d (devices '%s'), rank %d uses %d; every rank "
-                     "must pass the same number of tensors", fn, c->seq + 1, c->ndev, c->key, bad,
-                     badn);
+                     "%s: rank %d uses %d (devices '%s'), rank %d uses %d; every rank "
+                     "must pass the same number of tensors", fn, c->seq + 1,
+                     c->peer == DLPG__NCCL_GROUP ? "communicator" : "point-to-point communicator",
+                     st->rank, c->ndev, c->key, dlpg__member_rank(c, bad), badn);
     outlen = m > 0 && (size_t)m < sizeof(out) ? (size_t)m : sizeof(out) - 1;
   } else {
     ncclUniqueId id;
@@ -100,7 +122,7 @@ static dlpg_status_t dlpg__rdv_root(const char *fn, dlpg__nccl_comm_t *c, double
       outlen = 2 + sizeof(id);
     }
   }
-  snprintf(key, sizeof(key), "%s/nccl/%d/id", st->name, c->seq);
+  snprintf(key, sizeof(key), "%s/id", c->rdv);
   dlpg_status_t s = dlpg__nccl_store_set(st->g->store, key, out, outlen);
   if (s != DLPG_OK) return dlpg__error_prefix(s, fn);
   if (out[0] == 'e') return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%.*s", (int)outlen - 2, out + 2);
@@ -110,11 +132,11 @@ static dlpg_status_t dlpg__rdv_root(const char *fn, dlpg__nccl_comm_t *c, double
 static dlpg_status_t dlpg__rdv_fetch(const char *fn, dlpg__nccl_comm_t *c, double deadline,
                                      ncclUniqueId *id) {
   struct dlpg__nccl *st = c->st;
-  char key[600], what[256], buf[2 + sizeof(ncclUniqueId) + 400];
+  char key[700], what[256], buf[2 + sizeof(ncclUniqueId) + 400];
   size_t len = 0;
-  snprintf(key, sizeof(key), "%s/nccl/%d/id", st->name, c->seq);
-  snprintf(what, sizeof(what), "rank 0 to publish NCCL's unique id of communicator %d (devices '%s')",
-           c->seq, c->key);
+  snprintf(key, sizeof(key), "%s/id", c->rdv);
+  snprintf(what, sizeof(what), "rank %d to publish NCCL's unique id of communicator %d (devices '%s')",
+           dlpg__member_rank(c, 0), c->seq, c->key);
   DLPG_CHECK(dlpg__store_get_slices(fn, st, key, buf, sizeof(buf), &len, deadline, what));
   if (len > sizeof(buf)) len = sizeof(buf);
   if (len >= 2 && buf[0] == 'e' && buf[1] == 'r')
@@ -225,7 +247,7 @@ static dlpg_status_t dlpg__split_all(const char *fn, dlpg__nccl_comm_t **nw, int
       c->comms[i] = NULL;
       s = dlpg__cuda_result(cudaSetDevice(c->devs[i]), fn, "cudaSetDevice");
       if (s != DLPG_OK) break;
-      r = ncclCommSplit(c->parents[i], 0, c->st->rank * c->ndev + i, &c->comms[i], &cfg);
+      r = ncclCommSplit(c->parents[i], 0, c->member * c->ndev + i, &c->comms[i], &cfg);
       s = dlpg__nccl_result(r, c->parents[i], fn, "ncclCommSplit");
     }
   }
@@ -278,10 +300,21 @@ static dlpg_status_t dlpg__create_all(const char *fn, dlpg__nccl_comm_t **nw, in
   for (int k = 0; k < nn; k++) nw[k]->lazy_colls = !(rc && strcmp(rc, "0") == 0);
   ncclUniqueId *ids = calloc((size_t)nn, sizeof(ncclUniqueId));
   if (!ids) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
-  for (int k = 0; k < nn && s == DLPG_OK; k++) s = dlpg__rdv_publish(fn, nw[k], deadline);
+  /* Publishing never waits, so every member publishes before any root waits: no order of
+   * new communicators across ranks can deadlock. A communicator of this rank alone makes
+   * its own id. */
   for (int k = 0; k < nn && s == DLPG_OK; k++)
-    if (nw[k]->st->rank == 0) s = dlpg__rdv_root(fn, nw[k], deadline);
-  for (int k = 0; k < nn && s == DLPG_OK; k++) s = dlpg__rdv_fetch(fn, nw[k], deadline, &ids[k]);
+    if (nw[k]->nmembers > 1) s = dlpg__rdv_publish(fn, nw[k], deadline);
+  for (int k = 0; k < nn && s == DLPG_OK; k++)
+    if (nw[k]->nmembers > 1 && nw[k]->member == 0) s = dlpg__rdv_root(fn, nw[k], deadline);
+  for (int k = 0; k < nn && s == DLPG_OK; k++) {
+    if (nw[k]->nmembers > 1) {
+      s = dlpg__rdv_fetch(fn, nw[k], deadline, &ids[k]);
+    } else {
+      ncclResult_t r = ncclGetUniqueId(&ids[k]);
+      s = dlpg__nccl_result(r, NULL, fn, "ncclGetUniqueId");
+    }
+  }
   if (s != DLPG_OK) goto out;
 
   int cur = -1;
@@ -296,7 +329,7 @@ static dlpg_status_t dlpg__create_all(const char *fn, dlpg__nccl_comm_t **nw, in
       cfg.blocking = c->mode == DLPG__MODE_BLOCKING ? 1 : 0;
       s = dlpg__cuda_result(cudaSetDevice(c->devs[i]), fn, "cudaSetDevice");
       if (s != DLPG_OK) break;
-      r = ncclCommInitRankConfig(&c->comms[i], c->nranks, ids[k], c->st->rank * c->ndev + i, &cfg);
+      r = ncclCommInitRankConfig(&c->comms[i], c->nranks, ids[k], c->member * c->ndev + i, &cfg);
       s = dlpg__nccl_result(r, c->comms[i], fn, "ncclCommInitRankConfig");
     }
   }
@@ -335,7 +368,8 @@ static void dlpg__finish_all(dlpg__nccl_comm_t **nw, int nn, dlpg_status_t s) {
       if (c->state == DLPG__COMM_CREATING) c->state = DLPG__COMM_FAILED;
     } else if (c->state == DLPG__COMM_CREATING) {
       c->state = DLPG__COMM_READY;
-      if (c->ndev == 1 && c->devs[0] >= 0 && c->devs[0] < DLPG__NCCL_MAX_DEVICE &&
+      if (c->ndev == 1 && c->peer == DLPG__NCCL_GROUP && c->devs[0] >= 0 &&
+          c->devs[0] < DLPG__NCCL_MAX_DEVICE &&
           !atomic_load(&c->st->aborted) && !atomic_load(&c->st->destroyed))
         c->st->by_dev[c->devs[0]] = c;
     }
@@ -343,6 +377,32 @@ static void dlpg__finish_all(dlpg__nccl_comm_t **nw, int nn, dlpg_status_t s) {
     pthread_mutex_unlock(&c->st->mu);
   }
   if (s != DLPG_OK) dlpg__nccl_unlock();
+}
+
+/* Whom new entry c connects, its NCCL rank count, creation index and rendezvous prefix,
+ * for op (caller holds st->mu; c->st, ndev set). */
+static void dlpg__entry_members(dlpg__nccl_comm_t *c, const dlpg__op_t *op) {
+  struct dlpg__nccl *st = c->st;
+  if (!dlpg__is_sendrecv(op)) {
+    c->peer = DLPG__NCCL_GROUP;
+    c->member = st->rank;
+    c->nmembers = st->size;
+    c->seq = st->ncreated++;
+    snprintf(c->rdv, sizeof(c->rdv), "%s/nccl/%d", st->name, c->seq);
+  } else if (op->peer == st->rank) {
+    c->peer = DLPG__NCCL_SELF;
+    c->member = 0;
+    c->nmembers = 1;
+    c->seq = 0;
+  } else {
+    int lo = st->rank < op->peer ? st->rank : op->peer, hi = st->rank ^ op->peer ^ lo;
+    c->peer = op->peer;
+    c->member = st->rank == lo ? 0 : 1;
+    c->nmembers = 2;
+    c->seq = st->pair_created[op->peer]++;
+    snprintf(c->rdv, sizeof(c->rdv), "%s/nccl/p2p/%d-%d/%d", st->name, lo, hi, c->seq);
+  }
+  c->nranks = c->ndev * c->nmembers;
 }
 
 /* The status of a finished entry (caller holds st->mu). */
@@ -371,7 +431,7 @@ dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__op_t *const *ops, int n
    * flags are rechecked by the issue path. */
   int hits = 0;
   for (int i = 0; i < n && hits == i; i++) {
-    if (ops[i]->ntensors != 1) break;
+    if (ops[i]->ntensors != 1 || dlpg__is_sendrecv(ops[i])) break;
     struct dlpg__nccl *st = ops[i]->state;
     int dev = ops[i]->in[0].device_id;
     if (dev < 0 || dev >= DLPG__NCCL_MAX_DEVICE) break;
@@ -394,7 +454,7 @@ dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__op_t *const *ops, int n
   for (int i = 0; i < n && s == DLPG_OK; i++) {
     struct dlpg__nccl *st = ops[i]->state;
     char key[DLPG__NCCL_KEY_MAX];
-    dlpg__devkey(ops[i], key, sizeof(key));
+    dlpg__devkey(ops[i], st->rank, key, sizeof(key));
     pthread_mutex_lock(&st->mu);
     if (atomic_load(&st->aborted) || atomic_load(&ops[i]->group->aborted)) {
       s = dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted", fn, st->name);
@@ -415,8 +475,7 @@ dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__op_t *const *ops, int n
           snprintf(c->key, sizeof(c->key), "%s", key);
           c->ndev = ops[i]->ntensors;
           for (int d = 0; d < c->ndev; d++) c->devs[d] = ops[i]->in[d].device_id;
-          c->nranks = c->ndev * st->size;
-          c->seq = st->ncreated++;
+          dlpg__entry_members(c, ops[i]);
           c->state = DLPG__COMM_CREATING;
           c->mode = (int)dlpg__nccl_mode();
           atomic_init(&c->refs, 1); /* the cache's */

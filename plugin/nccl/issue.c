@@ -14,7 +14,10 @@
  *
  * Layout rules (ABI.md): NCCL rank of local device i of group rank r is r * ndev + i, so
  * allgather and reduce_scatter blocks are rank-major then device, roots are root * ndev,
- * and point-to-point peers are peer * ndev (+ i). Movement operations move bytes. */
+ * and point-to-point peers are peer * ndev (+ i). Sends and receives run on the pairwise
+ * communicator of this rank and the peer (2 * ndev NCCL ranks, the lower group rank's
+ * devices first; dlpg__nccl_peer_rank), or on this rank's own one for a peer that is this
+ * rank. Movement operations move bytes. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,11 +87,11 @@ static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__op_t *op, dlpg__n
       }
       case DLPG__OP_SEND:
         what = "ncclSend";
-        r = ncclSend(in->ptr, in->nbytes, ncclUint8, op->peer * nd + i, comm, s);
+        r = ncclSend(in->ptr, in->nbytes, ncclUint8, dlpg__nccl_peer_rank(c, op, i), comm, s);
         break;
       case DLPG__OP_RECV:
         what = "ncclRecv";
-        r = ncclRecv(in->ptr, in->nbytes, ncclUint8, op->peer * nd + i, comm, s);
+        r = ncclRecv(in->ptr, in->nbytes, ncclUint8, dlpg__nccl_peer_rank(c, op, i), comm, s);
         break;
       default:
         return dlpg__error(DLPG_ERR_INTERNAL, "%s: operation kind %d is not an NCCL operation",
@@ -158,7 +161,7 @@ static int dlpg__p2p_warm(const dlpg__op_t *op, const dlpg__nccl_comm_t *c) {
   }
   int bit = op->kind == DLPG__OP_SEND ? 1 : 2;
   for (int i = 0; i < op->ntensors; i++) {
-    int peer = op->peer * c->ndev + i;
+    int peer = dlpg__nccl_peer_rank(c, op, i);
     if (peer < 0 || peer >= c->nranks || !(c->p2p_warm[peer] & bit)) return 0;
   }
   return 1;
@@ -180,7 +183,7 @@ static void dlpg__mark_p2p_warm(const dlpg__op_t *op, dlpg__nccl_comm_t *c) {
   }
   int bit = op->kind == DLPG__OP_SEND ? 1 : 2;
   for (int i = 0; i < op->ntensors; i++) {
-    int peer = op->peer * c->ndev + i;
+    int peer = dlpg__nccl_peer_rank(c, op, i);
     if (peer >= 0 && peer < c->nranks) c->p2p_warm[peer] |= (unsigned char)bit;
   }
 }
@@ -242,7 +245,7 @@ static dlpg_status_t dlpg__warm_p2p(const char *fn, dlpg__op_t *const *ops, int 
         if (s != DLPG_OK) break;
         *curdev = c->devs[i];
       }
-      int lo = op->kind == DLPG__OP_ALLTOALL ? 0 : op->peer * c->ndev + i;
+      int lo = op->kind == DLPG__OP_ALLTOALL ? 0 : dlpg__nccl_peer_rank(c, op, i);
       int hi = op->kind == DLPG__OP_ALLTOALL ? c->nranks : lo + 1;
       for (int p = lo; p < hi && s == DLPG_OK; p++) {
         if (op->kind != DLPG__OP_RECV) {
@@ -264,6 +267,48 @@ static dlpg_status_t dlpg__warm_p2p(const char *fn, dlpg__op_t *const *ops, int 
     for (int k = 0; k < n; k++)
       if (dlpg__is_p2p(ops[k])) dlpg__mark_p2p_warm(ops[k], comms[k]);
   return s;
+}
+
+/* Whether op runs on its pairwise communicator's internal stream instead of the caller's:
+ * a send or receive with another rank whose caller asked for a work handle, outside graph
+ * capture. On the caller's stream a receive would hold every later kernel of that stream
+ * until its sender sent, so a rank that posts recv(prev) before send(next) (a ring without a
+ * batch) would never start its send. (A capture keeps the caller's stream: a fork onto
+ * another stream would have to be joined before the capture ends.) */
+static int dlpg__on_own_stream(const char *fn, const dlpg__op_t *op, const dlpg__nccl_comm_t *c,
+                               const cudaStream_t *streams, dlpg_status_t *s) {
+  if (!op->work || c->peer < 0 || (op->kind != DLPG__OP_SEND && op->kind != DLPG__OP_RECV))
+    return 0;
+  for (int i = 0; i < op->ntensors; i++) {
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    *s = dlpg__cuda_result(cudaStreamIsCapturing(streams[i], &cs), fn, "cudaStreamIsCapturing");
+    if (*s != DLPG_OK || cs != cudaStreamCaptureStatusNone) return 0;
+  }
+  return 1;
+}
+
+/* Order c's internal streams after the work enqueued so far on the caller's streams (an
+ * event recorded there, waited for there; an event may be recorded again once the wait is
+ * enqueued) and put them in streams[] instead. Caller holds c->issue_mu. */
+static dlpg_status_t dlpg__fork_streams(const char *fn, dlpg__nccl_comm_t *c, int ntensors,
+                                        cudaStream_t *streams, int *curdev) {
+  for (int i = 0; i < ntensors; i++) {
+    if (*curdev != c->devs[i]) {
+      DLPG_CHECK(dlpg__cuda_result(cudaSetDevice(c->devs[i]), fn, "cudaSetDevice"));
+      *curdev = c->devs[i];
+    }
+    if (!c->own_streams[i])
+      DLPG_CHECK(dlpg__cuda_result(cudaStreamCreateWithFlags(&c->own_streams[i], cudaStreamNonBlocking),
+                                   fn, "cudaStreamCreateWithFlags (point-to-point stream)"));
+    if (!c->fork_ev[i])
+      DLPG_CHECK(dlpg__cuda_result(cudaEventCreateWithFlags(&c->fork_ev[i], cudaEventDisableTiming),
+                                   fn, "cudaEventCreateWithFlags"));
+    DLPG_CHECK(dlpg__cuda_result(cudaEventRecord(c->fork_ev[i], streams[i]), fn, "cudaEventRecord"));
+    DLPG_CHECK(dlpg__cuda_result(cudaStreamWaitEvent(c->own_streams[i], c->fork_ev[i], 0), fn,
+                                 "cudaStreamWaitEvent"));
+    streams[i] = c->own_streams[i];
+  }
+  return DLPG_OK;
 }
 
 dlpg_status_t dlpg__nccl_issue(dlpg__op_t *const *ops, int n) {
@@ -302,6 +347,11 @@ dlpg_status_t dlpg__nccl_issue(dlpg__op_t *const *ops, int n) {
   if (n == 1) uniq[0] = comms[0];
   else nu = dlpg__unique_comms(comms, n, uniq);
   for (int u = 0; u < nu; u++) pthread_mutex_lock(&uniq[u]->issue_mu);
+  /* Sends and receives with a work handle move to their peer's internal stream. */
+  for (int k = 0; k < n && s == DLPG_OK; k++)
+    if (dlpg__on_own_stream(fn, ops[k], comms[k], &streams[k * DLPG__MAX_LOCAL_DEVICES], &s))
+      s = dlpg__fork_streams(fn, comms[k], ops[k]->ntensors, &streams[k * DLPG__MAX_LOCAL_DEVICES],
+                             &dev);
   /* Split mode: point-to-point peers used for the first time are connected through the
    * parents first; a batch with a collective's first use at its size goes to the parents
    * as a whole when NCCL connects collectives lazily (only if the user set
@@ -312,7 +362,7 @@ dlpg_status_t dlpg__nccl_issue(dlpg__op_t *const *ops, int n) {
     parents |= !dlpg__coll_warm(ops[k], comms[k]);
     cold_p2p |= !dlpg__p2p_warm(ops[k], comms[k]) && dlpg__is_p2p(ops[k]);
   }
-  if (cold_p2p && !parents)
+  if (s == DLPG_OK && cold_p2p && !parents)
     s = dlpg__warm_p2p(fn, ops, n, comms, uniq, nu, streams, &dev);
   int nonblocking = parents || comms[0]->mode == DLPG__MODE_NONBLOCKING;
   /* One op on one device on a blocking communicator is its own NCCL group already, except

@@ -17,8 +17,11 @@
 extern "C" {
 #endif
 
-/* Longest device-list key: 16 ids of up to 4 digits and commas. */
-#define DLPG__NCCL_KEY_MAX 96
+/* Longest cache key: "p<peer>:" and 16 device ids of up to 4 digits and commas. */
+#define DLPG__NCCL_KEY_MAX 112
+/* dlpg__nccl_comm_t.peer of the group's communicators and of the one for sends to self. */
+#define DLPG__NCCL_GROUP (-1)
+#define DLPG__NCCL_SELF (-2)
 /* Highest CUDA device ordinal the event pool and capability cache track. */
 #define DLPG__NCCL_MAX_DEVICE 64
 
@@ -44,7 +47,14 @@ dlpg__nccl_mode_t dlpg__nccl_mode(void);
  * (st->comms); live pollers hold references so the entry outlives dlpg__nccl_destroy. */
 typedef struct dlpg__nccl_comm {
   struct dlpg__nccl *st;
-  char key[DLPG__NCCL_KEY_MAX]; /* "0" or "0,1" */
+  char key[DLPG__NCCL_KEY_MAX]; /* "0" or "0,1"; "p3:0" (with peer 3), "s:0" (self) */
+  /* Whom it connects: DLPG__NCCL_GROUP, every rank of the group (collectives, alltoall);
+   * a group rank >= 0, this rank and that peer alone (send/recv: created by the two ranks
+   * only, so a transfer never waits for a third rank); DLPG__NCCL_SELF, this rank alone
+   * (send/recv to self in a batch). member is this rank's index among the nmembers
+   * (group: its rank; pair: 0 for the lower rank; self: 0), NCCL rank member * ndev + i. */
+  int peer, member, nmembers;
+  char rdv[600];                /* store key prefix of its rendezvous (none for self) */
   int ndev;
   int devs[DLPG__MAX_LOCAL_DEVICES];
   /* The handles operations use, one per local device; NULL once aborted or destroyed. In
@@ -73,8 +83,13 @@ typedef struct dlpg__nccl_comm {
   /* Split mode: 2 bytes of device memory per local device for the 1-byte send/recv that
    * connects a point-to-point peer through the parent (cudaFree'd by destroy). */
   void *scratch[DLPG__MAX_LOCAL_DEVICES];
-  int nranks;                   /* ndev * world_size */
-  int seq;                      /* creation index within the group: the store key */
+  /* Pairwise entries, under issue_mu: the internal stream per local device on which sends
+   * and receives with a work handle run (created at the first such op, destroyed by
+   * destroy), and the event that orders it after the caller's stream. */
+  cudaStream_t own_streams[DLPG__MAX_LOCAL_DEVICES];
+  cudaEvent_t fork_ev[DLPG__MAX_LOCAL_DEVICES];
+  int nranks;                   /* ndev * nmembers */
+  int seq;                      /* creation index among the group's (or the pair's) */
   int state;                    /* dlpg__nccl_comm_state_t, under st->mu */
   dlpg_status_t err;            /* FAILED: the status and message to repeat */
   char msg[512];
@@ -100,7 +115,8 @@ struct dlpg__nccl {
   pthread_mutex_t mu;         /* comms list, states, seq, event pool */
   pthread_cond_t cv;          /* a communicator left CREATING */
   dlpg__nccl_comm_t *comms;
-  int ncreated;               /* communicators this group has started creating */
+  int ncreated;               /* group communicators this group has started creating */
+  int *pair_created;          /* per peer rank: pairwise communicators started with it */
   atomic_int aborted;
   atomic_int destroyed;
   atomic_int refs;            /* the group's + one per live poller */
@@ -134,6 +150,13 @@ void dlpg__nccl_comm_release(dlpg__nccl_comm_t *c);
  * thread can create the communicators of several ranks' groups. */
 dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__op_t *const *ops, int n,
                                    dlpg__nccl_comm_t **comms);
+
+/* The NCCL rank, in c, of device i of op's peer (send/recv; alltoall uses none). */
+static inline int dlpg__nccl_peer_rank(const dlpg__nccl_comm_t *c, const dlpg__op_t *op, int i) {
+  if (c->peer == DLPG__NCCL_GROUP) return op->peer * c->ndev + i;
+  if (c->peer == DLPG__NCCL_SELF) return i;
+  return (1 - c->member) * c->ndev + i;
+}
 
 /* Poll the communicators until none reports ncclInProgress (after a non-blocking init,
  * split or group end), against deadline and the abort flags. parents: poll c->parents[]

@@ -15,7 +15,8 @@ target_compile_options(dlpg_conformance_harness PRIVATE -Wall -Wextra)
 set(D ${CMAKE_CURRENT_LIST_DIR})
 dlpg_add_gtest(test_collectives TIMEOUT 600 SOURCES ${D}/test_collectives.cc
   LIBS dlpg_conformance_harness)
-dlpg_add_gtest(test_p2p TIMEOUT 300 SOURCES ${D}/test_p2p.cc LIBS dlpg_conformance_harness)
+dlpg_add_gtest(test_p2p TIMEOUT 300 SOURCES ${D}/test_p2p.cc ${D}/test_p2p_async.cc
+  LIBS dlpg_conformance_harness)
 dlpg_add_gtest(test_errors TIMEOUT 120 SOURCES ${D}/test_errors_inputs.cc
   ${D}/test_errors_peers.cc LIBS dlpg_conformance_harness)
 dlpg_add_gtest(test_group TIMEOUT 300 SOURCES ${D}/test_group.cc LIBS dlpg_conformance_harness)

@@ -5,6 +5,6 @@
 if(DLPG_HAVE_NCCL)
   set(D ${CMAKE_CURRENT_LIST_DIR})
   dlpg_add_gtest(test_cuda TIMEOUT 900
-    SOURCES ${D}/test_cuda_ops.cc ${D}/test_cuda_faults.cc ${D}/cuda_util.cc
+    SOURCES ${D}/test_cuda_ops.cc ${D}/test_cuda_faults.cc ${D}/test_cuda_p2p.cc ${D}/cuda_util.cc
     LIBS CUDA::cudart)
 endif()

@@ -498,3 +498,28 @@ def dropped_works(rank, port, queue):
         res["setup"] = traceback.format_exc()
     queue.put((rank, res))
 
+def p2p_self_batch(rank, world, init_method, queue):
+    """batch_isend_irecv that includes a send to self (torch does that at world size 1):
+    dlpg matches it with the receive from self of the same batch."""
+    try:
+        import torch
+        import torch.distributed as dist
+        import dlpg.torch  # noqa: F401 - registers "dlpg"
+        dist.init_process_group("dlpg", init_method=init_method, rank=rank, world_size=world,
+                                timeout=TIMEOUT)
+        g = torch.Generator().manual_seed(1234 + rank)
+        x = torch.randn(1000, generator=g, dtype=torch.float64)
+        y = torch.zeros(1000, dtype=torch.float64)
+        nxt, prv = (rank + 1) % world, (rank - 1) % world
+        xr = torch.full((7,), float(rank), dtype=torch.float32)
+        yr = torch.zeros(7, dtype=torch.float32)
+        ops = [dist.P2POp(dist.irecv, y, rank), dist.P2POp(dist.isend, x, rank),
+               dist.P2POp(dist.isend, xr, nxt), dist.P2POp(dist.irecv, yr, prv)]
+        for q in dist.batch_isend_irecv(ops):
+            q.wait()
+        res = {"self": bool(torch.equal(x, y)),
+               "ring": bool(torch.equal(yr, torch.full((7,), float(prv))))}
+        dist.destroy_process_group()
+    except Exception:  # noqa: BLE001
+        res = {"error": traceback.format_exc()}
+    queue.put((rank, res))
