@@ -292,8 +292,10 @@ dlpg_status_t dlpg__failure_op_failed(struct dlpg_group *g, uint64_t flight_id,
   int rank = -1;
   const char *pmsg = NULL;
   if (dlpg__read(g, "failed", -1, DLPG__FAILURE_READ_S, v, sizeof v) &&
-      dlpg__parse_failed(v, &rank, &pmsg) && rank != g->rank) {
-    /* A peer failed first: this failure is its consequence. */
+      dlpg__parse_failed(v, &rank, &pmsg) &&
+      !(rank == g->rank && atomic_load(&g->watch->recorded))) {
+    /* A peer failed first (or recorded this rank's rejected call): this failure is its
+     * consequence. */
     char local[DLPG__ERROR_MAX];
     snprintf(local, sizeof local, "%s", msg);
     dlpg__adopt(g, rank, pmsg);
@@ -393,7 +395,8 @@ static int dlpg__watch_blocked(struct dlpg_group *g, dlpg__watch_loop_t *L,
   int rank = -1;
   const char *msg = NULL;
   if (dlpg__read(g, "failed", -1, DLPG__WATCH_POLL_S, v, sizeof v) &&
-      dlpg__parse_failed(v, &rank, &msg)) {
+      dlpg__parse_failed(v, &rank, &msg) &&
+      !(rank == g->rank && atomic_load(&g->watch->recorded))) { /* not this rank's own */
     dlpg__adopt(g, rank, msg);
     return 1;
   }
@@ -424,7 +427,6 @@ static void *dlpg__watch_main(void *arg) {
   dlpg__watch_loop_t L;
   memset(&L, 0, sizeof L);
   L.last_finished = UINT64_MAX;
-  dlpg__gen(g);
   pthread_mutex_lock(&w->mu);
   for (;;) {
     if (!w->hard_pending && !w->soft_pending && !w->stop) {
@@ -474,6 +476,13 @@ static void *dlpg__watch_main(void *arg) {
 static void dlpg__start(struct dlpg_group *g) {
   struct dlpg__watch *w = g->watch;
   if (!dlpg__enabled(g) || atomic_load(&w->started)) return;
+  /* The incarnation is taken here, on the caller's thread before its first operation's
+   * rendezvous, rather than by the new thread alongside it: one more store round trip in
+   * sequence instead of a second connection in parallel. */
+  dlpg__saved_error_t se;
+  dlpg__save_error(&se);
+  dlpg__gen(g);
+  dlpg__restore_error(&se);
   pthread_mutex_lock(&w->mu);
   if (!atomic_load(&w->started) && !w->stop) {
     atomic_store(&w->started, 1);
