@@ -31,6 +31,9 @@
 /* How long a failing operation waits for a peer's record that may explain it (the peer
  * records before it cuts its connections, so it is normally there already). */
 #define DLPG__FAILURE_READ_S 0.25
+/* After rejecting a call, how long the rank keeps reading the failure key while idle, so it
+ * learns when its peers turned the rejection into the group's failure. */
+#define DLPG__WATCH_REJECTED_WINDOW_S 3.0
 /* How long destroy waits for the watcher (it may be inside a store call). */
 #define DLPG__WATCH_JOIN_S 3.0
 /* Most peers a timeout message reads the progress of. */
@@ -361,6 +364,7 @@ typedef struct dlpg__watch_loop {
   char last_progress[128];
   char soft_seen[DLPG__ERROR_MAX + 64];
   double soft_seen_at;
+  double rejected_until; /* this rank rejected a call: read the failure key until then */
 } dlpg__watch_loop_t;
 
 static void dlpg__publish_progress(struct dlpg_group *g, dlpg__watch_loop_t *L,
@@ -386,11 +390,9 @@ static int dlpg__rejection_matches(struct dlpg_group *g, const char *v,
   return e->p2p && e->peer == *rank && peer == g->rank;
 }
 
-/* One look while blocked. Returns 1 when the group was aborted. */
-static int dlpg__watch_blocked(struct dlpg_group *g, dlpg__watch_loop_t *L,
-                               const dlpg__flight_progress_t *p) {
-  dlpg__publish_progress(g, L, p);
-  L->published_blocked = 1;
+/* The group's failure record, if a peer wrote one (or one in this rank's name). Waits up to
+ * DLPG__WATCH_POLL_S for it; 1 when found (the group is then aborted). */
+static int dlpg__watch_failed(struct dlpg_group *g) {
   char v[DLPG__ERROR_MAX + 64];
   int rank = -1;
   const char *msg = NULL;
@@ -400,6 +402,18 @@ static int dlpg__watch_blocked(struct dlpg_group *g, dlpg__watch_loop_t *L,
     dlpg__adopt(g, rank, msg);
     return 1;
   }
+  return 0;
+}
+
+/* One look while blocked. Returns 1 when the group was aborted. */
+static int dlpg__watch_blocked(struct dlpg_group *g, dlpg__watch_loop_t *L,
+                               const dlpg__flight_progress_t *p) {
+  dlpg__publish_progress(g, L, p);
+  L->published_blocked = 1;
+  if (dlpg__watch_failed(g)) return 1;
+  char v[DLPG__ERROR_MAX + 64];
+  int rank = -1;
+  const char *msg = NULL;
   if (!dlpg__read(g, "rejected", -1, 0, v, sizeof v) ||
       !dlpg__rejection_matches(g, v, &p->oldest, &rank, &msg)) {
     L->soft_seen[0] = '\0';
@@ -440,8 +454,12 @@ static void *dlpg__watch_main(void *arg) {
       if (hard) w->hard_pending = 0;
       else w->soft_pending = 0;
       pthread_mutex_unlock(&w->mu);
-      if (hard) dlpg__record_now(g, val);
-      else dlpg__put(g, "rejected", -1, val);
+      if (hard) {
+        dlpg__record_now(g, val);
+      } else {
+        dlpg__put(g, "rejected", -1, val);
+        L.rejected_until = dlpg__now() + DLPG__WATCH_REJECTED_WINDOW_S;
+      }
       pthread_mutex_lock(&w->mu);
       continue;
     }
@@ -462,6 +480,8 @@ static void *dlpg__watch_main(void *arg) {
     } else if (L.published_blocked && p.inflight == 0) {
       dlpg__publish_progress(g, &L, &p); /* unblocked: where this rank got to */
       L.published_blocked = 0;
+    } else if (now < L.rejected_until) {
+      done = dlpg__watch_failed(g);
     }
     pthread_mutex_lock(&w->mu);
     if (done) continue; /* write what the abort queued, then leave */

@@ -200,7 +200,10 @@ TEST(PropagationTimeout, TimeoutOnOneRankNamesTheLateRank) {
 }
 
 // After a remote failure the group stays unusable, and a new group of the same name on the
-// same store starts clean (the old failure record belongs to the old incarnation).
+// same store starts clean (the old failure record belongs to the old incarnation). The new
+// group's Gloo rendezvous must not read the old group's addresses either: that part is the
+// scoped rendezvous of issue 13 (another branch); before it is merged this test fails in
+// the new group's first allreduce with "Gloo rendezvous: ... Connection refused".
 TEST(PropagationTimeout, NewGroupOfTheSameNameWorks) {
   RunOptions ro;
   ro.create_group = false;
