@@ -193,7 +193,7 @@ static void dlpg__record_now(struct dlpg_group *g, const char *val) {
   dlpg__put(g, "failed", -1, val);
 }
 
-static void dlpg__start(struct dlpg_group *g);
+static void dlpg__start(struct dlpg_group *g, int take_gen);
 
 /* Claim this rank's failed record; async: hand it to the watcher (it writes before it
  * exits). Returns 0 if the rank had already recorded a failure. */
@@ -214,7 +214,7 @@ static int dlpg__record(struct dlpg_group *g, dlpg_status_t st, const char *msg,
   w->hard_pending = 1;
   pthread_cond_broadcast(&w->cv);
   pthread_mutex_unlock(&w->mu);
-  dlpg__start(g);
+  dlpg__start(g, 0);
   return 1;
 }
 
@@ -233,7 +233,7 @@ void dlpg__failure_rejected(struct dlpg_group *g, dlpg__op_kind_t kind, int peer
   w->soft_pending = 1;
   pthread_cond_broadcast(&w->cv);
   pthread_mutex_unlock(&w->mu);
-  dlpg__start(g);
+  dlpg__start(g, 0);
 }
 
 /* "coll_seq 7; ranks 1, 2 had not reached it (rank 1 last started coll_seq 5, rank 2
@@ -309,17 +309,19 @@ dlpg_status_t dlpg__failure_op_failed(struct dlpg_group *g, uint64_t flight_id,
   }
   dlpg__flight_entry_t e = {0};
   dlpg__flight_get(g, flight_id, &e);
-  char what[1280];
+  char orig[DLPG__ERROR_MAX], what[DLPG__ERROR_MAX + 64];
+  snprintf(orig, sizeof orig, "%s", msg);
   if (st == DLPG_ERR_TIMEOUT) {
-    char note[1024];
+    char note[DLPG__ERROR_MAX / 2];
     dlpg__progress_note(g, &e, note, sizeof note);
-    snprintf(what, sizeof what, "%s (%s): %s", dlpg__op_name(e.kind), note, msg);
-    snprintf(msg, cap, "%s; %s", what, note);
+    /* The record is bounded (the message quotes the op's message after the note). */
+    snprintf(what, sizeof what, "%s (%.400s): %.560s", dlpg__op_name(e.kind), note, orig);
+    snprintf(msg, cap, "%s; %s", orig, note);
   } else if (e.id) {
     snprintf(what, sizeof what, "%s (%s %" PRIu64 "): %s", dlpg__op_name(e.kind),
-             e.p2p ? "p2p_seq" : "coll_seq", e.seq, msg);
+             e.p2p ? "p2p_seq" : "coll_seq", e.seq, orig);
   } else {
-    snprintf(what, sizeof what, "%s", msg);
+    snprintf(what, sizeof what, "%s", orig);
   }
   dlpg__record(g, st, what, 0);
   dlpg__restore_error(&se);
@@ -347,7 +349,7 @@ void dlpg__failure_on_abort(struct dlpg_group *g) {
   if (!g || !g->watch) return;
   char why[DLPG__ERROR_MAX];
   if (!dlpg__failure_remote(g, why, sizeof why)) {
-    snprintf(why, sizeof why, "aborted");
+    snprintf(why, sizeof why, "group \"%.512s\" aborted", g->name);
     /* Written by the watcher, so an abort never waits on the store. */
     if (dlpg__enabled(g))
       dlpg__record(g, DLPG_ERR_ABORTED, "the group was aborted (dlpg_group_abort)", 1);
@@ -463,7 +465,10 @@ static void *dlpg__watch_main(void *arg) {
       pthread_mutex_lock(&w->mu);
       continue;
     }
-    if (w->stop || atomic_load(&g->aborted) || !dlpg__gen(g)) break;
+    if (w->stop || !dlpg__gen(g)) break;
+    /* Aborted: nothing left to watch, but the abort's own record may still come (it is
+     * queued just after the flag is set); the thread stays until destroy. */
+    if (atomic_load(&g->aborted)) continue;
     pthread_mutex_unlock(&w->mu);
     dlpg__flight_progress_t p;
     dlpg__flight_progress(g, &p);
@@ -474,17 +479,16 @@ static void *dlpg__watch_main(void *arg) {
     }
     double since = L.last_change;
     if (p.oldest.id && p.oldest.t_issue > since) since = p.oldest.t_issue;
-    int done = 0;
+    /* A look that finds the group's failure aborts it; the loop then only writes records. */
     if (p.inflight > 0 && now - since >= DLPG__WATCH_BLOCKED_S) {
-      done = dlpg__watch_blocked(g, &L, &p);
+      dlpg__watch_blocked(g, &L, &p);
     } else if (L.published_blocked && p.inflight == 0) {
       dlpg__publish_progress(g, &L, &p); /* unblocked: where this rank got to */
       L.published_blocked = 0;
     } else if (now < L.rejected_until) {
-      done = dlpg__watch_failed(g);
+      dlpg__watch_failed(g);
     }
     pthread_mutex_lock(&w->mu);
-    if (done) continue; /* write what the abort queued, then leave */
   }
   w->exited = 1;
   pthread_cond_broadcast(&w->cv);
@@ -493,16 +497,18 @@ static void *dlpg__watch_main(void *arg) {
   return NULL;
 }
 
-static void dlpg__start(struct dlpg_group *g) {
+static void dlpg__start(struct dlpg_group *g, int take_gen) {
   struct dlpg__watch *w = g->watch;
   if (!dlpg__enabled(g) || atomic_load(&w->started)) return;
-  /* The incarnation is taken here, on the caller's thread before its first operation's
-   * rendezvous, rather than by the new thread alongside it: one more store round trip in
-   * sequence instead of a second connection in parallel. */
-  dlpg__saved_error_t se;
-  dlpg__save_error(&se);
-  dlpg__gen(g);
-  dlpg__restore_error(&se);
+  /* take_gen (an operation's first issue): the incarnation is taken here, on the caller's
+   * thread before the operation's rendezvous, rather than by the new thread alongside it:
+   * one more store round trip in sequence instead of a second connection in parallel. */
+  if (take_gen) {
+    dlpg__saved_error_t se;
+    dlpg__save_error(&se);
+    dlpg__gen(g);
+    dlpg__restore_error(&se);
+  }
   pthread_mutex_lock(&w->mu);
   if (!atomic_load(&w->started) && !w->stop) {
     atomic_store(&w->started, 1);
@@ -520,7 +526,8 @@ static void dlpg__start(struct dlpg_group *g) {
 }
 
 void dlpg__watch_op(struct dlpg_group *g) {
-  if (g->watch && !atomic_load_explicit(&g->watch->started, memory_order_relaxed)) dlpg__start(g);
+  if (g->watch && !atomic_load_explicit(&g->watch->started, memory_order_relaxed))
+    dlpg__start(g, 1);
 }
 
 void dlpg__watch_stop(struct dlpg_group *g) {

@@ -62,6 +62,13 @@ static dlpg__flight_entry_t *dlpg__slot(struct dlpg__flight *f, uint64_t id) {
   return e->id == id ? e : NULL;
 }
 
+static void dlpg__flight_trace(struct dlpg_group *g, const dlpg__flight_entry_t *e) {
+  char line[512];
+  dlpg__flight_format_entry(e, line, sizeof line);
+  dlpg__log(DLPG__LOG_TRACE, e->p2p ? DLPG__SUB_P2P : DLPG__SUB_COLL, g->rank,
+            "group \"%s\": %s", g->name, line);
+}
+
 uint64_t dlpg__flight_issue(struct dlpg_group *g, const dlpg__op_t *op, int tracked) {
   struct dlpg__flight *f = g ? g->flight : NULL;
   if (!f) return 0;
@@ -94,7 +101,13 @@ uint64_t dlpg__flight_issue(struct dlpg_group *g, const dlpg__op_t *op, int trac
     e->t_issue = now;
     if (!tracked) e->t_start = now;
   }
+  /* Untracked (CUDA, no work handle): its only TRACE line is the one at issue. */
+  dlpg__flight_entry_t copy;
+  int trace = !tracked && f->cap > 0 &&
+              dlpg__log_enabled(DLPG__LOG_TRACE, p2p ? DLPG__SUB_P2P : DLPG__SUB_COLL);
+  if (trace) copy = f->ring[(id - 1) % (uint64_t)f->cap];
   pthread_mutex_unlock(&f->mu);
+  if (trace) dlpg__flight_trace(g, &copy);
   return id;
 }
 
@@ -111,12 +124,6 @@ void dlpg__flight_start(struct dlpg_group *g, uint64_t id) {
   pthread_mutex_unlock(&f->mu);
 }
 
-static void dlpg__flight_trace(struct dlpg_group *g, const dlpg__flight_entry_t *e) {
-  char line[512];
-  dlpg__flight_format_entry(e, line, sizeof line);
-  dlpg__log(DLPG__LOG_TRACE, e->p2p ? DLPG__SUB_P2P : DLPG__SUB_COLL, g->rank,
-            "group \"%s\": %s", g->name, line);
-}
 
 void dlpg__flight_finish(struct dlpg_group *g, uint64_t id, dlpg_status_t st) {
   struct dlpg__flight *f = g ? g->flight : NULL;
@@ -282,8 +289,8 @@ void dlpg__flight_dump(struct dlpg_group *g, const char *why) {
   dlpg__flight_entry_t *v;
   int n = dlpg__flight_snapshot(f, &v);
   dlpg__log(DLPG__LOG_WARN, DLPG__SUB_COLL, g->rank,
-            "group \"%s\": %s; flight recorder, last %d operation%s (oldest first):", g->name,
-            why, n, n == 1 ? "" : "s");
+            "%s; flight recorder, last %d operation%s (oldest first):", why, n,
+            n == 1 ? "" : "s");
   for (int i = 0; i < n; i++) {
     char line[512];
     dlpg__flight_format_entry(&v[i], line, sizeof line);

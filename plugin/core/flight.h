@@ -76,7 +76,7 @@ void dlpg__flight_format_entry(const dlpg__flight_entry_t *e, char *buf, size_t 
 /* Every entry, oldest first, one line each, into buf (NUL-terminated when cap > 0); returns
  * the length the whole text needs, without the NUL. */
 size_t dlpg__flight_format(struct dlpg_group *g, char *buf, size_t cap);
-/* WARN lines: why, then every entry. */
+/* WARN lines: why (naming the group), then every entry. */
 void dlpg__flight_dump(struct dlpg_group *g, const char *why);
 
 #ifdef __cplusplus
