@@ -23,8 +23,10 @@
 #define DLPG__WATCH_BLOCKED_S 0.2
 /* The watcher's blocking read of the failure key (its poll period while blocked). */
 #define DLPG__WATCH_POLL_S 0.2
-/* Idle tick: how often the watcher looks at the group's progress counters. */
+/* How often the watcher looks at the group's progress counters: while operations are in
+ * flight, and while none is (an idle group's thread wakes 5 times a second). */
 #define DLPG__WATCH_TICK_S 0.05
+#define DLPG__WATCH_IDLE_TICK_S 0.2
 /* A peer's rejected call turns fatal once this rank stayed blocked in that operation for so
  * long after seeing it (a rank that fixes its arguments and retries at once is no failure). */
 #define DLPG__WATCH_REJECT_GRACE_S 0.5
@@ -443,10 +445,11 @@ static void *dlpg__watch_main(void *arg) {
   dlpg__watch_loop_t L;
   memset(&L, 0, sizeof L);
   L.last_finished = UINT64_MAX;
+  int idle = 1;
   pthread_mutex_lock(&w->mu);
   for (;;) {
     if (!w->hard_pending && !w->soft_pending && !w->stop) {
-      struct timespec ts = dlpg__abstime_in(DLPG__WATCH_TICK_S);
+      struct timespec ts = dlpg__abstime_in(idle ? DLPG__WATCH_IDLE_TICK_S : DLPG__WATCH_TICK_S);
       pthread_cond_timedwait(&w->cv, &w->mu, &ts);
     }
     if (w->hard_pending || w->soft_pending) {
@@ -477,6 +480,7 @@ static void *dlpg__watch_main(void *arg) {
       L.last_finished = p.finished;
       L.last_change = now;
     }
+    idle = p.inflight == 0;
     double since = L.last_change;
     if (p.oldest.id && p.oldest.t_issue > since) since = p.oldest.t_issue;
     /* A look that finds the group's failure aborts it; the loop then only writes records. */

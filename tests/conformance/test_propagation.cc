@@ -146,6 +146,35 @@ TEST_P(Propagation, AbortOnOneRank) {
   }, ro);
 }
 
+// Point-to-point: rank 1 rejects its send to rank 0 (a negative tag), while rank 0 waits in
+// the matching receive; rank 2 takes no part. Rank 0 fails with REMOTE quoting rank 1.
+TEST_P(Propagation, SendRejectedWhilePeerReceives) {
+  RunOptions ro;
+  ro.create_group = false;
+  ro.deadline_s = 90;
+  RunRanks(GetParam(), 3, [&](RankCtx &c) {
+    dlpg_group_t *g = Group(c, c.name);
+    ASSERT_NE(g, nullptr);
+    DLPG_ASSERT_OK(c.api, c.api->barrier(g, nullptr));
+    HostTensor t(DT::I64, {33});
+    Generate(DT::I64, DLPG_SUM, c.seed, c.rank, t.elems(), 33);
+    if (c.rank == 1) {
+      usleep(300000);
+      dlpg_status_t s = c.api->send(g, t.dl(), 0, -5, nullptr, nullptr);
+      EXPECT_EQ(s, DLPG_ERR_INVALID_ARGUMENT) << c.api->last_error();
+    } else if (c.rank == 0) {
+      double t0 = NowSeconds();
+      dlpg_status_t s = c.api->recv(g, t.dl(), 1, 7, nullptr, nullptr);
+      std::string msg = c.api->last_error();
+      EXPECT_EQ(s, DLPG_ERR_REMOTE) << c.api->status_name(s) << ": " << msg;
+      EXPECT_LT(NowSeconds() - t0, kPropagateMax) << msg;
+      EXPECT_NE(msg.find("failed on rank 1: dlpg_send"), std::string::npos) << msg;
+    }
+    Meet(c, "end");
+    DLPG_EXPECT_OK(c.api, c.api->group_destroy(g));
+  }, ro);
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, Propagation, ::testing::Values(Mode::kThreads, Mode::kProcesses),
                          [](const ::testing::TestParamInfo<Mode> &i) { return ModeName(i.param); });
 
