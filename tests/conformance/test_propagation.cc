@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <thread>
 
 #include "harness.h"
 
@@ -258,6 +259,48 @@ TEST(PropagationTimeout, NewGroupOfTheSameNameWorks) {
     Meet(c, "end");
     DLPG_EXPECT_OK(c.api, c.api->group_destroy(g2));
   }, ro);
+}
+
+// The store is gone when rank 0's wait times out: recording the failure fails at once (the
+// server refuses), so the timeout, the abort and destroy still end promptly on both ranks.
+TEST(PropagationTimeout, StoreGoneDoesNotHang) {
+  const dlpg_api_t *api = dlpg_test_api();
+  dlpg_store_t *server = nullptr;
+  DLPG_ASSERT_OK(api, api->store_open("tcp://127.0.0.1:0?serve=1", 10, &server));
+  int port = 0;
+  DLPG_ASSERT_OK(api, api->store_port(server, &port));
+  std::string url = "tcp://127.0.0.1:" + std::to_string(port), name = UniqueName();
+  dlpg_store_t *st[2] = {nullptr, nullptr};
+  dlpg_group_t *g[2] = {nullptr, nullptr};
+  for (int r = 0; r < 2; r++) {
+    DLPG_ASSERT_OK(api, api->store_open(url.c_str(), 10, &st[r]));
+    dlpg_group_options_t o = DLPG_GROUP_OPTIONS_INIT;
+    o.timeout_s = kGroupTimeout;
+    o.name = name.c_str();
+    DLPG_ASSERT_OK(api, api->group_create(st[r], r, 2, &o, &g[r]));
+  }
+  std::thread t1([&] { EXPECT_EQ(api->barrier(g[1], nullptr), DLPG_OK) << api->last_error(); });
+  DLPG_EXPECT_OK(api, api->barrier(g[0], nullptr));
+  t1.join();
+  DLPG_ASSERT_OK(api, api->store_close(server));  // the server stops; clients remain
+
+  HostTensor x(DT::F32, {64});
+  Generate(DT::F32, DLPG_SUM, TestSeed(), 0, x.elems(), 64);
+  DLTensor *xp = x.dl();
+  dlpg_work_t *w = nullptr;
+  DLPG_ASSERT_OK(api, api->allreduce(g[0], &xp, nullptr, 1, DLPG_SUM, nullptr, &w));
+  double t0 = NowSeconds();
+  dlpg_status_t s = api->work_wait(w, 1.0);
+  EXPECT_EQ(s, DLPG_ERR_TIMEOUT) << api->status_name(s) << ": " << api->last_error();
+  EXPECT_LT(NowSeconds() - t0, 4.0);
+  api->work_free(w);
+  t0 = NowSeconds();
+  DLPG_EXPECT_OK(api, api->group_abort(g[1]));
+  for (int r = 0; r < 2; r++) {
+    DLPG_EXPECT_OK(api, api->group_destroy(g[r]));
+    api->store_close(st[r]);
+  }
+  EXPECT_LT(NowSeconds() - t0, 5.0) << "abort and destroy with the store gone";
 }
 
 }  // namespace
