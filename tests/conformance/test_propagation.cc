@@ -6,6 +6,7 @@
 // the group being unusable afterwards while a new group of the same name works.
 #include <unistd.h>
 
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -87,18 +88,29 @@ void ExpectFailsFast(RankCtx &c, dlpg_group_t *g, int culprit) {
   EXPECT_NE(msg.find("failed on rank " + std::to_string(culprit)), std::string::npos) << msg;
 }
 
+// Three ranks, each with its own group of the run's name (20 s timeout) that has completed a
+// barrier (coll_seq 1) before body runs; then every rank meets and destroys its group.
+void RunThree(Mode mode, const std::function<void(RankCtx &, dlpg_group_t *)> &body) {
+  RunOptions ro;
+  ro.create_group = false;
+  ro.deadline_s = 90;
+  RunRanks(mode, 3, [&](RankCtx &c) {
+    dlpg_group_t *g = Group(c, c.name);
+    ASSERT_NE(g, nullptr);
+    dlpg_status_t s = c.api->barrier(g, nullptr);
+    EXPECT_EQ(s, DLPG_OK) << c.api->last_error();
+    if (s == DLPG_OK) body(c, g);
+    Meet(c, "end");
+    DLPG_EXPECT_OK(c.api, c.api->group_destroy(g));
+  }, ro);
+}
+
 class Propagation : public ::testing::TestWithParam<Mode> {};
 
 // Rank 1 passes an output one element short to an allreduce ranks 0 and 2 entered: core
 // rejects it on rank 1 before any exchange; ranks 0 and 2 fail with REMOTE quoting it.
 TEST_P(Propagation, ArgumentRejectedOnOneRank) {
-  RunOptions ro;
-  ro.create_group = false;
-  ro.deadline_s = 90;
-  RunRanks(GetParam(), 3, [&](RankCtx &c) {
-    dlpg_group_t *g = Group(c, c.name);
-    ASSERT_NE(g, nullptr);
-    DLPG_ASSERT_OK(c.api, c.api->barrier(g, nullptr));  // connected: coll_seq 1
+  RunThree(GetParam(), [&](RankCtx &c, dlpg_group_t *g) {  // the allreduce: coll_seq 2
     if (c.rank == 1) {
       usleep(300000);  // the others are inside their allreduce
       HostTensor in(DT::F32, {1000}), out(DT::F32, {999});
@@ -119,20 +131,12 @@ TEST_P(Propagation, ArgumentRejectedOnOneRank) {
       ExpectFailsFast(c, g, 1);
       Meet(c, "failed");
     }
-    Meet(c, "end");
-    DLPG_EXPECT_OK(c.api, c.api->group_destroy(g));
-  }, ro);
+  });
 }
 
 // Rank 1 aborts its group while ranks 0 and 2 wait in an allreduce it never joins.
 TEST_P(Propagation, AbortOnOneRank) {
-  RunOptions ro;
-  ro.create_group = false;
-  ro.deadline_s = 90;
-  RunRanks(GetParam(), 3, [&](RankCtx &c) {
-    dlpg_group_t *g = Group(c, c.name);
-    ASSERT_NE(g, nullptr);
-    DLPG_ASSERT_OK(c.api, c.api->barrier(g, nullptr));
+  RunThree(GetParam(), [&](RankCtx &c, dlpg_group_t *g) {
     if (c.rank == 1) {
       usleep(300000);
       DLPG_EXPECT_OK(c.api, c.api->group_abort(g));
@@ -142,21 +146,13 @@ TEST_P(Propagation, AbortOnOneRank) {
       ExpectRemote(c, g, 1, "dlpg_group_abort", c.seed);
       ExpectFailsFast(c, g, 1);
     }
-    Meet(c, "end");
-    DLPG_EXPECT_OK(c.api, c.api->group_destroy(g));
-  }, ro);
+  });
 }
 
 // Point-to-point: rank 1 rejects its send to rank 0 (a negative tag), while rank 0 waits in
 // the matching receive; rank 2 takes no part. Rank 0 fails with REMOTE quoting rank 1.
 TEST_P(Propagation, SendRejectedWhilePeerReceives) {
-  RunOptions ro;
-  ro.create_group = false;
-  ro.deadline_s = 90;
-  RunRanks(GetParam(), 3, [&](RankCtx &c) {
-    dlpg_group_t *g = Group(c, c.name);
-    ASSERT_NE(g, nullptr);
-    DLPG_ASSERT_OK(c.api, c.api->barrier(g, nullptr));
+  RunThree(GetParam(), [&](RankCtx &c, dlpg_group_t *g) {
     HostTensor t(DT::I64, {33});
     Generate(DT::I64, DLPG_SUM, c.seed, c.rank, t.elems(), 33);
     if (c.rank == 1) {
@@ -171,9 +167,7 @@ TEST_P(Propagation, SendRejectedWhilePeerReceives) {
       EXPECT_LT(NowSeconds() - t0, kPropagateMax) << msg;
       EXPECT_NE(msg.find("failed on rank 1: dlpg_send"), std::string::npos) << msg;
     }
-    Meet(c, "end");
-    DLPG_EXPECT_OK(c.api, c.api->group_destroy(g));
-  }, ro);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, Propagation, ::testing::Values(Mode::kThreads, Mode::kProcesses),
@@ -183,13 +177,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, Propagation, ::testing::Values(Mode::kThreads, M
 // saying rank 2 had not reached that sequence number; rank 0 (20 s timeout) fails with
 // REMOTE naming rank 1 soon after; rank 2, arriving late, fails at once the same way.
 TEST(PropagationTimeout, TimeoutOnOneRankNamesTheLateRank) {
-  RunOptions ro;
-  ro.create_group = false;
-  ro.deadline_s = 90;
-  RunRanks(Mode::kProcesses, 3, [&](RankCtx &c) {
-    dlpg_group_t *g = Group(c, c.name);
-    ASSERT_NE(g, nullptr);
-    DLPG_ASSERT_OK(c.api, c.api->barrier(g, nullptr));  // coll_seq 1; the allreduce is 2
+  RunThree(Mode::kProcesses, [&](RankCtx &c, dlpg_group_t *g) {  // the allreduce: coll_seq 2
     HostTensor t(DT::F64, {256});
     Generate(DT::F64, DLPG_SUM, c.seed, c.rank, t.elems(), 256);
     DLTensor *tp = t.dl();
@@ -224,9 +212,7 @@ TEST(PropagationTimeout, TimeoutOnOneRankNamesTheLateRank) {
       EXPECT_LT(NowSeconds() - t0, kPropagateMax);
       EXPECT_NE(msg.find("failed on rank 1"), std::string::npos) << msg;
     }
-    Meet(c, "end");
-    DLPG_EXPECT_OK(c.api, c.api->group_destroy(g));
-  }, ro);
+  });
 }
 
 // After a remote failure the group stays unusable, and a new group of the same name on the
