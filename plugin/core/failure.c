@@ -21,8 +21,13 @@
 
 /* An operation is "blocked" once nothing completed for this long while it is in flight. */
 #define DLPG__WATCH_BLOCKED_S 0.2
-/* The watcher's blocking read of the failure key (its poll period while blocked). */
+/* The watcher's blocking read of the failure key (its poll period while blocked); a record
+ * ends the read at once, so a longer read only slows the rejected-call check. After
+ * DLPG__WATCH_LONG_S of blocking the reads lengthen, keeping the store's load from many
+ * ranks waiting in one long operation at about two requests a second each. */
 #define DLPG__WATCH_POLL_S 0.2
+#define DLPG__WATCH_LONG_S 5.0
+#define DLPG__WATCH_LONG_POLL_S 1.0
 /* How often the watcher looks at the group's progress counters: while operations are in
  * flight, and while none is (an idle group's thread wakes 5 times a second). */
 #define DLPG__WATCH_TICK_S 0.05
@@ -395,12 +400,12 @@ static int dlpg__rejection_matches(struct dlpg_group *g, const char *v,
 }
 
 /* The group's failure record, if a peer wrote one (or one in this rank's name). Waits up to
- * DLPG__WATCH_POLL_S for it; 1 when found (the group is then aborted). */
-static int dlpg__watch_failed(struct dlpg_group *g) {
+ * wait_s for it; 1 when found (the group is then aborted). */
+static int dlpg__watch_failed(struct dlpg_group *g, double wait_s) {
   char v[DLPG__ERROR_MAX + 64];
   int rank = -1;
   const char *msg = NULL;
-  if (dlpg__read(g, "failed", -1, DLPG__WATCH_POLL_S, v, sizeof v) &&
+  if (dlpg__read(g, "failed", -1, wait_s, v, sizeof v) &&
       dlpg__parse_failed(v, &rank, &msg) &&
       !(rank == g->rank && atomic_load(&g->watch->recorded))) { /* not this rank's own */
     dlpg__adopt(g, rank, msg);
@@ -411,10 +416,12 @@ static int dlpg__watch_failed(struct dlpg_group *g) {
 
 /* One look while blocked. Returns 1 when the group was aborted. */
 static int dlpg__watch_blocked(struct dlpg_group *g, dlpg__watch_loop_t *L,
-                               const dlpg__flight_progress_t *p) {
+                               const dlpg__flight_progress_t *p, double blocked_s) {
   dlpg__publish_progress(g, L, p);
   L->published_blocked = 1;
-  if (dlpg__watch_failed(g)) return 1;
+  if (dlpg__watch_failed(g, blocked_s < DLPG__WATCH_LONG_S ? DLPG__WATCH_POLL_S
+                                                           : DLPG__WATCH_LONG_POLL_S))
+    return 1;
   char v[DLPG__ERROR_MAX + 64];
   int rank = -1;
   const char *msg = NULL;
@@ -485,12 +492,12 @@ static void *dlpg__watch_main(void *arg) {
     if (p.oldest.id && p.oldest.t_issue > since) since = p.oldest.t_issue;
     /* A look that finds the group's failure aborts it; the loop then only writes records. */
     if (p.inflight > 0 && now - since >= DLPG__WATCH_BLOCKED_S) {
-      dlpg__watch_blocked(g, &L, &p);
+      dlpg__watch_blocked(g, &L, &p, now - since);
     } else if (L.published_blocked && p.inflight == 0) {
       dlpg__publish_progress(g, &L, &p); /* unblocked: where this rank got to */
       L.published_blocked = 0;
     } else if (now < L.rejected_until) {
-      dlpg__watch_failed(g);
+      dlpg__watch_failed(g, DLPG__WATCH_POLL_S);
     }
     pthread_mutex_lock(&w->mu);
   }
