@@ -215,6 +215,38 @@ TEST(PropagationTimeout, TimeoutOnOneRankNamesTheLateRank) {
   });
 }
 
+// The group's own deadline (2 s, reached inside the operation with work == NULL): the
+// TIMEOUT message says rank 1 had not reached the allreduce; rank 1 then fails fast.
+TEST(PropagationTimeout, GroupDeadlineNamesTheMissingRank) {
+  RunOptions ro;
+  ro.group_timeout_s = 2;
+  ro.deadline_s = 60;
+  RunRanks(Mode::kProcesses, 2, [&](RankCtx &c) {
+    DLPG_ASSERT_OK(c.api, c.api->barrier(c.group, nullptr));  // coll_seq 1
+    HostTensor t(DT::U8, {99});
+    Generate(DT::U8, DLPG_SUM, c.seed, c.rank, t.elems(), 99);
+    DLTensor *tp = t.dl();
+    if (c.rank == 0) {
+      double t0 = NowSeconds();
+      dlpg_status_t s = c.api->allreduce(c.group, &tp, nullptr, 1, DLPG_SUM, nullptr, nullptr);
+      std::string msg = c.api->last_error();
+      EXPECT_EQ(s, DLPG_ERR_TIMEOUT) << c.api->status_name(s) << ": " << msg;
+      EXPECT_LT(NowSeconds() - t0, 6.0);
+      EXPECT_NE(msg.find("rank 1 had not reached coll_seq 2"), std::string::npos) << msg;
+    }
+    Meet(c, "timedout");
+    if (c.rank == 1) {
+      double t0 = NowSeconds();
+      dlpg_status_t s = c.api->allreduce(c.group, &tp, nullptr, 1, DLPG_SUM, nullptr, nullptr);
+      std::string msg = c.api->last_error();
+      EXPECT_EQ(s, DLPG_ERR_REMOTE) << c.api->status_name(s) << ": " << msg;
+      EXPECT_LT(NowSeconds() - t0, kPropagateMax);
+      EXPECT_NE(msg.find("failed on rank 0"), std::string::npos) << msg;
+    }
+    Meet(c, "end");
+  }, ro);
+}
+
 // After a remote failure the group stays unusable, and a new group of the same name on the
 // same store starts clean (the old failure record belongs to the old incarnation). The new
 // group's Gloo rendezvous must not read the old group's addresses either: that part is the
