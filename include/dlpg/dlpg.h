@@ -304,7 +304,9 @@ dlpg_status_t dlpg_group_end(dlpg_group_t *g);
 
 /* Block the host until the operation is done (CUDA: its event has completed) and return
  * the operation's status. timeout_s <= 0: the group's timeout. On expiry the group is
- * aborted and DLPG_ERR_TIMEOUT returned, so no rank is left hanging. */
+ * aborted and DLPG_ERR_TIMEOUT returned, so no rank is left hanging; the message names the
+ * ranks that had not reached the operation's sequence number (see dlpg_group_abort for how
+ * the peers learn of it). */
 dlpg_status_t dlpg_work_wait(dlpg_work_t *w, double timeout_s);
 
 /* Non-blocking: *done = 1 once the operation has finished (successfully or not). */
