@@ -192,12 +192,33 @@ dlpg_status_t dlpg_group_rank(const dlpg_group_t *group, int *rank);
 dlpg_status_t dlpg_group_size(const dlpg_group_t *group, int *world_size);
 
 /* Abort from any thread: pending and later operations end with DLPG_ERR_ABORTED, NCCL
- * communicators are aborted (ncclCommAbort), blocked waits return. Idempotent. */
+ * communicators are aborted (ncclCommAbort), blocked waits return. Idempotent.
+ * Failure propagation: a rank whose operation fails (timeout, abort, a backend error, a
+ * call only it rejects) records that in the group's store; peers blocked in the group's
+ * operations end within about a second with DLPG_ERR_REMOTE naming that rank and its
+ * message, and the group is then aborted on every rank (later operations fail at once with
+ * DLPG_ERR_REMOTE). A new group of the same name on the same store starts clean.
+ * DLPG_PROPAGATE_FAILURES=0 turns this off. */
 dlpg_status_t dlpg_group_abort(dlpg_group_t *group);
 
 /* Release the group: waits (up to the group's timeout) for queued operations, then
  * destroys communicators and threads. Work handles stay valid until freed. NULL ignored. */
 dlpg_status_t dlpg_group_destroy(dlpg_group_t *group);
+
+/* The group's flight recorder: its last operations (DLPG_FLIGHT_RECORDER_ENTRIES, default
+ * 64), oldest first, one line each:
+ *   coll_seq=3 op=dlpg_allreduce dtype=float32 count=1000 devices=cpu peer=- backend=gloo
+ *   state=done status=DLPG_OK issued=12.000100 started=12.000120 ended=12.000410
+ *   duration_ms=0.310
+ * (on one line). coll_seq numbers collectives (barrier included) and p2p_seq sends and
+ * receives, each from 1 in issue order; peer is the p2p peer or the root; devices "cpu",
+ * "cuda:0,1" or "-"; state queued, started, enqueued (CUDA without a work handle), done or
+ * failed; times in seconds on CLOCK_MONOTONIC, "-" until reached. Whole lines are copied into
+ * buf (NUL-terminated when capacity > 0); *len receives the length of the whole text
+ * without the NUL, so a call with buf NULL and capacity 0 sizes the buffer. The same lines
+ * are logged (WARN) when the group times out, is aborted or fails because of a peer. */
+dlpg_status_t dlpg_group_flight_record(dlpg_group_t *group, char *buf, size_t capacity,
+                                       size_t *len);
 
 /* ------------------------------------------------------------------ operations */
 
@@ -298,7 +319,9 @@ dlpg_status_t dlpg_group_end(dlpg_group_t *g);
 
 /* Block the host until the operation is done (CUDA: its event has completed) and return
  * the operation's status. timeout_s <= 0: the group's timeout. On expiry the group is
- * aborted and DLPG_ERR_TIMEOUT returned, so no rank is left hanging. */
+ * aborted and DLPG_ERR_TIMEOUT returned, so no rank is left hanging; the message names the
+ * ranks that had not reached the operation's sequence number (see dlpg_group_abort for how
+ * the peers learn of it). */
 dlpg_status_t dlpg_work_wait(dlpg_work_t *w, double timeout_s);
 
 /* Non-blocking: *done = 1 once the operation has finished (successfully or not). */
@@ -362,6 +385,7 @@ typedef struct dlpg_api {
   dlpg_status_t (*work_test)(dlpg_work_t *, int *);
   const char *(*work_error)(const dlpg_work_t *);
   dlpg_status_t (*work_free)(dlpg_work_t *);
+  dlpg_status_t (*group_flight_record)(dlpg_group_t *, char *, size_t, size_t *);
 } dlpg_api_t;
 
 /* The table for ABI major abi_major, or NULL if this library does not implement it.

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "core/backend.h"
+#include "core/failure.h"
+#include "core/flight.h"
 #include "core/group.h"
 #include "core/log.h"
 #include "core/params.h"
@@ -24,6 +26,8 @@ void dlpg__group_release(struct dlpg_group *g) {
   for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++)
     if (g->be_state[i]) dlpg__backend_loaded(i)->destroy(g->be_state[i]);
   if (g->store) dlpg__store_release(g->store);
+  dlpg__flight_free(g->flight);
+  dlpg__watch_free(g->watch);
   pthread_mutex_destroy(&g->be_mu);
   free(g->name);
   free(g);
@@ -110,6 +114,8 @@ dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
   g->name = name_copy;
   atomic_init(&g->aborted, 0);
   atomic_init(&g->refs, 1); /* the caller's handle */
+  g->flight = dlpg__flight_new();
+  g->watch = dlpg__watch_new();
   DLPG_INFO(INIT, rank, "group \"%s\" created: rank %d of %d, timeout %g s", g->name, rank,
             world_size, timeout_s);
   *group = g;
@@ -172,8 +178,11 @@ dlpg_status_t dlpg_group_size(const dlpg_group_t *group, int *world_size) {
 
 dlpg_status_t dlpg_group_abort(dlpg_group_t *g) {
   DLPG_ARG_CHECK(g != NULL, "dlpg_group_abort: group is NULL");
-  if (atomic_exchange(&g->aborted, 1) == 0)
+  if (atomic_exchange(&g->aborted, 1) == 0) {
     DLPG_WARN(INIT, g->rank, "group \"%s\" aborted", g->name);
+    /* Before connections are cut: peers learn why (failure.h); the flight recorder's dump. */
+    dlpg__failure_on_abort(g);
+  }
   /* Waiters notice the flag within one wait slice; queued CPU work completes now, and the
    * worker's running operation and the caller-thread backends' state (NCCL communicators)
    * are cut short. Repeating this is harmless, and catches work that raced past the flag. */
@@ -192,6 +201,7 @@ dlpg_status_t dlpg_group_destroy(dlpg_group_t *g) {
   /* Let queued CPU operations finish (within the group's timeout), then drop the handle's
    * reference; communicators and the Gloo context go when the last work is freed. */
   dlpg__worker_shutdown(g);
+  dlpg__watch_stop(g);
   DLPG_INFO(INIT, g->rank, "group \"%s\" destroyed", g->name);
   dlpg__group_release(g);
   return DLPG_OK;

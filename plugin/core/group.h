@@ -35,6 +35,11 @@ struct dlpg_group {
    * under be_mu. Set once and read lock-free. */
   pthread_mutex_t be_mu;
   void *be_state[DLPG__GROUP_BACKEND_SLOTS];
+
+  /* Core only (appended: a module never reads them). The flight recorder (core/flight.h)
+   * and the failure watcher (core/failure.h); either may be NULL (no memory). */
+  struct dlpg__flight *flight;
+  struct dlpg__watch *watch;
 };
 
 

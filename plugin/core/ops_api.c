@@ -2,6 +2,7 @@
  * (ops_validate.c) and issues the op (ops_dispatch.c). */
 #include <stdlib.h>
 
+#include "core/failure.h"
 #include "core/ops_impl.h"
 #include "core/status.h"
 
@@ -13,6 +14,9 @@ static dlpg_status_t dlpg__op_run(const dlpg__op_args_t *a, dlpg_work_t **work) 
   dlpg_status_t st = dlpg__op_build(a, op);
   if (st != DLPG_OK) {
     free(op);
+    /* A call only this rank rejects leaves its peers blocked: tell them (failure.h). */
+    if (a->g && (st == DLPG_ERR_INVALID_ARGUMENT || st == DLPG_ERR_UNSUPPORTED))
+      dlpg__failure_rejected(a->g, a->kind, a->peer, dlpg__last_error());
     return st;
   }
   return dlpg__op_issue(op, work);

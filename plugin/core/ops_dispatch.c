@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "core/backend.h"
+#include "core/failure.h"
+#include "core/flight.h"
 #include "core/log.h"
 #include "core/ops_impl.h"
 #include "core/status.h"
@@ -76,6 +78,8 @@ static dlpg_status_t dlpg__issue_direct(const dlpg__backend_vtbl_t *be, dlpg__op
     dlpg__fail_unclaimed(ops, n, st);
     return st;
   }
+  for (int i = 0; i < n; i++)
+    if (ops[i]->work) dlpg__flight_start(ops[i]->group, ops[i]->work->flight_id);
   /* A backend that returned OK must have attached a poller (or completed the work);
    * anything else would leave a waiter hanging until its deadline. (An on_worker backend's
    * direct sends and receives are completed later by the backend's own threads.) */
@@ -150,6 +154,10 @@ dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
     dlpg__work_set_op_name(w, dlpg__op_name(op->kind));
   }
   op->work = w;
+  /* Flight recorder entry and the group's failure watcher (started at its first op). */
+  uint64_t fid = dlpg__flight_issue(op->group, op, w != NULL);
+  if (w) w->flight_id = fid;
+  dlpg__watch_op(op->group);
 
   if (b->depth > 0) {
     if (b->n == b->cap) {

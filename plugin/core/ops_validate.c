@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/backend.h"
+#include "core/failure.h"
 #include "core/ops_impl.h"
 #include "core/status.h"
 
@@ -115,8 +116,12 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
   const char *fn = dlpg__op_name(a->kind);
   struct dlpg_group *g = a->g;
   DLPG_ARG_CHECK(g != NULL, "%s: g is NULL", fn);
-  if (atomic_load(&g->aborted))
+  if (atomic_load(&g->aborted)) {
+    char cause[DLPG__ERROR_MAX];
+    if (dlpg__failure_remote(g, cause, sizeof cause))
+      return dlpg__error(DLPG_ERR_REMOTE, "%s: %s", fn, cause);
     return dlpg__error(DLPG_ERR_ABORTED, "%s: group \"%s\" was aborted", fn, g->name);
+  }
 
   memset(op, 0, sizeof *op);
   op->kind = a->kind;

@@ -38,6 +38,8 @@ extern "C" {
   X(NCCL_BLOCKING_INIT, "DLPG_NCCL_BLOCKING_INIT", "0", 1, "deprecated: 1 means DLPG_NCCL_COMM_MODE=blocking when that is unset") \
   X(NCCL_RUNTIME_CONNECT, "NCCL_RUNTIME_CONNECT", NULL, 0, "NCCL's own variable; dlpg sets 0 when it is unset, so collective connections are made inside the deadline-polled creation") \
   X(NCCL_BACKEND, "DLPG_NCCL_BACKEND", NULL, 1, "path of the NCCL backend module (default: libdlpg_nccl.so beside libdlpg.so)") \
+  X(FLIGHT_RECORDER_ENTRIES, "DLPG_FLIGHT_RECORDER_ENTRIES", "64", 1, "operations each group's flight recorder keeps (0: none)") \
+  X(PROPAGATE_FAILURES, "DLPG_PROPAGATE_FAILURES", "1", 1, "0: a rank's failure is not recorded in the store for its peers") \
   X(RANK, "RANK", NULL, 0, "launcher: this process's rank")                                  \
   X(WORLD_SIZE, "WORLD_SIZE", NULL, 0, "launcher: number of ranks")                          \
   X(MASTER_ADDR, "MASTER_ADDR", NULL, 0, "launcher: host of rank 0")                         \

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/failure.h"
+#include "core/flight.h"
 #include "core/group.h"
 #include "core/log.h"
 #include "core/status.h"
@@ -45,6 +47,7 @@ void dlpg__work_set_op_name(struct dlpg_work *w, const char *name) {
 void dlpg__work_unref(struct dlpg_work *w) {
   if (!w) return;
   if (atomic_fetch_sub(&w->refs, 1) != 1) return;
+  if (!w->done) dlpg__flight_untrack(w->group, w->flight_id); /* freed unfinished (CUDA) */
   if (w->has_be && w->be.release) w->be.release(w->be_data);
   free(w->message);
   pthread_cond_destroy(&w->cv);
@@ -58,6 +61,14 @@ void dlpg__work_unref(struct dlpg_work *w) {
  * pointer handed out by dlpg_work_error stays valid until the work is freed. */
 static void dlpg__work_finish_locked(struct dlpg_work *w, dlpg_status_t status, const char *msg) {
   if (w->done) return;
+  /* Aborted because a peer failed: the peer's failure is the cause (failure.h). */
+  char cause[DLPG__ERROR_MAX], m2[DLPG__ERROR_MAX];
+  if (status == DLPG_ERR_ABORTED && dlpg__failure_remote(w->group, cause, sizeof cause)) {
+    status = DLPG_ERR_REMOTE;
+    dlpg__format_prefixed(m2, sizeof m2, w->op_name, cause, status);
+    msg = m2;
+  }
+  dlpg__flight_finish(w->group, w->flight_id, status);
   w->done = 1;
   w->status = status;
   if (status != DLPG_OK) {
@@ -104,6 +115,7 @@ static void dlpg__work_poll_locked(struct dlpg_work *w) {
   if (st != DLPG_OK || done) {
     char msg[DLPG__ERROR_MAX];
     snprintf(msg, sizeof msg, "%s", dlpg__last_error());
+    if (st != DLPG_OK) st = dlpg__failure_op_failed(w->group, w->flight_id, st, msg, sizeof msg);
     dlpg__work_finish_locked(w, st, msg);
   }
 }
@@ -134,9 +146,13 @@ static dlpg_status_t dlpg__work_timed_out(struct dlpg_work *w, double timeout_s)
   struct dlpg_group *g = w->group;
   DLPG_WARN(COLL, g ? g->rank : -1, "%s did not complete within %g s; aborting the group",
             w->op_name, timeout_s);
+  /* Which ranks had not arrived, recorded for the peers before the abort (failure.h). */
+  char note[DLPG__ERROR_MAX / 2] = "";
+  dlpg__failure_timed_out(g, w->flight_id, w->op_name, timeout_s, note, sizeof note);
   dlpg__error(DLPG_ERR_TIMEOUT,
-              "dlpg_work_wait: %s did not complete within %g s; the group%s%s%s was aborted",
-              w->op_name, timeout_s, g ? " \"" : "", g ? g->name : "", g ? "\"" : "");
+              "dlpg_work_wait: %s did not complete within %g s; the group%s%s%s was aborted%s%s",
+              w->op_name, timeout_s, g ? " \"" : "", g ? g->name : "", g ? "\"" : "",
+              note[0] ? "; " : "", note);
   dlpg__work_end_wait(w, DLPG_ERR_TIMEOUT);
   if (g) dlpg_group_abort(g);
   pthread_mutex_lock(&w->mu);
@@ -146,6 +162,11 @@ static dlpg_status_t dlpg__work_timed_out(struct dlpg_work *w, double timeout_s)
 }
 
 static dlpg_status_t dlpg__work_aborted(struct dlpg_work *w) {
+  char cause[DLPG__ERROR_MAX];
+  if (dlpg__failure_remote(w->group, cause, sizeof cause)) {
+    dlpg__error(DLPG_ERR_REMOTE, "%s: %s", w->op_name, cause);
+    return dlpg__work_end_wait(w, DLPG_ERR_REMOTE);
+  }
   dlpg__error(DLPG_ERR_ABORTED, "%s: group aborted", w->op_name);
   return dlpg__work_end_wait(w, DLPG_ERR_ABORTED);
 }

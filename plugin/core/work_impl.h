@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include "core/work.h"
 
@@ -26,6 +27,7 @@ struct dlpg_work {
   dlpg__work_backend_t be;
   void *be_data;
   int has_be;
+  uint64_t flight_id;       /* the group's flight recorder entry (core/flight.h); 0: none */
 };
 
 /* Name the operation the work belongs to (for "dlpg_allreduce did not complete ..."). */

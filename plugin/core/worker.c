@@ -12,6 +12,8 @@
 #include <time.h>
 
 #include "core/backend.h"
+#include "core/failure.h"
+#include "core/flight.h"
 #include "core/group.h"
 #include "core/log.h"
 #include "core/status.h"
@@ -109,7 +111,10 @@ static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
   }
   DLPG_TRACE(GLOO, g->rank, "running %s (%d op%s) on %s", dlpg__op_name(t->ops[0]->kind), t->n,
              t->n == 1 ? "" : "s", be->name);
-  for (int i = 0; i < t->n; i++) t->ops[i]->state = state;
+  for (int i = 0; i < t->n; i++) {
+    t->ops[i]->state = state;
+    dlpg__flight_start(g, t->ops[i]->work->flight_id);
+  }
   dlpg__clear_error();
   dlpg_status_t st = be->issue(t->ops, t->n);
   if (st != DLPG_OK && atomic_load(&g->aborted)) {
@@ -121,6 +126,8 @@ static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
   }
   char m[DLPG__ERROR_MAX];
   snprintf(m, sizeof m, "%s", dlpg__last_error());
+  /* Peers learn of this rank's failure, or a peer's explains it (failure.h). */
+  if (st != DLPG_OK) st = dlpg__failure_op_failed(g, t->ops[0]->work->flight_id, st, m, sizeof m);
   dlpg__task_finish(t, st, m);
 }
 

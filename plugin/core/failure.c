@@ -1,0 +1,218 @@
+/* Failure propagation (failure.h): a failing operation's record, a peer's record turned
+ * into the group's cause, the timeout message naming the ranks that had not arrived, and the
+ * abort's record. The watcher thread is in watch.c, the store records in failure_store.c. */
+#include "core/failure.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/failure_impl.h"
+#include "core/flight.h"
+#include "core/group.h"
+#include "core/log.h"
+#include "core/status.h"
+
+/* How long a failing operation waits for a peer's record that may explain it (the peer
+ * records before it cuts its connections, so it is normally there already). */
+#define DLPG__FAILURE_READ_S 0.25
+/* Most peers a timeout message reads the progress of. */
+#define DLPG__PROGRESS_READ_MAX 64
+
+/* ------------------------------------------------------------------ causes */
+
+int dlpg__failure_remote(struct dlpg_group *g, char *buf, size_t cap) {
+  struct dlpg__watch *w = g ? g->watch : NULL;
+  if (!w || !atomic_load(&w->remote)) return 0;
+  snprintf(buf, cap, "%s", w->cause); /* final once remote is set */
+  return 1;
+}
+
+/* The group failed because of rank's record: remember the cause and abort. */
+void dlpg__fail_adopt(struct dlpg_group *g, int rank, const char *msg) {
+  struct dlpg__watch *w = g->watch;
+  pthread_mutex_lock(&w->mu);
+  int first = !atomic_load(&w->remote);
+  if (first) {
+    snprintf(w->cause, sizeof w->cause, "group \"%s\" failed on rank %d%s: %s", g->name, rank,
+             rank == g->rank ? " (this rank)" : "", msg);
+    atomic_store(&w->remote, 1);
+  }
+  pthread_mutex_unlock(&w->mu);
+  if (first) DLPG_WARN(COLL, g->rank, "%s; aborting the group", w->cause);
+  dlpg_group_abort(g);
+}
+
+/* Write this rank's failed record unless one was written here or by a peer already. */
+void dlpg__fail_record_now(struct dlpg_group *g, const char *val) {
+  char old[DLPG__ERROR_MAX + 64];
+  if (dlpg__fail_read(g, "failed", -1, 0, old, sizeof old)) return; /* the first failure stands */
+  dlpg__fail_put(g, "failed", -1, val);
+}
+
+/* Claim this rank's failed record; async: hand it to the watcher (it writes before it
+ * exits). Returns 0 if the rank had already recorded a failure. */
+static int dlpg__record(struct dlpg_group *g, dlpg_status_t st, const char *msg, int async) {
+  struct dlpg__watch *w = g->watch;
+  if (atomic_exchange(&w->recorded, 1)) return 0;
+  char val[sizeof w->hard_val];
+  snprintf(val, sizeof val, "%d %d\n%s", g->rank, (int)st, msg);
+  if (!async) {
+    dlpg__fail_saved_error_t se;
+    dlpg__fail_save_error(&se);
+    dlpg__fail_record_now(g, val);
+    dlpg__fail_restore_error(&se);
+    return 1;
+  }
+  pthread_mutex_lock(&w->mu);
+  memcpy(w->hard_val, val, sizeof val);
+  w->hard_pending = 1;
+  pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  dlpg__watch_start(g, 0);
+  return 1;
+}
+
+void dlpg__failure_rejected(struct dlpg_group *g, dlpg__op_kind_t kind, int peer,
+                            const char *msg) {
+  if (!dlpg__fail_enabled(g) || atomic_load(&g->aborted)) return;
+  int p2p = kind == DLPG__OP_SEND || kind == DLPG__OP_RECV;
+  dlpg__flight_progress_t p;
+  dlpg__flight_progress(g, &p);
+  /* The sequence number the call would have had: peers blocked in that one are stuck. */
+  uint64_t seq = (p2p ? p.p2p_started : p.coll_started) + 1;
+  struct dlpg__watch *w = g->watch;
+  pthread_mutex_lock(&w->mu);
+  snprintf(w->soft_val, sizeof w->soft_val, "%d %d %" PRIu64 " %d\n%s", g->rank, p2p, seq,
+           p2p ? peer : -1, msg);
+  w->soft_pending = 1;
+  pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  dlpg__watch_start(g, 0);
+}
+
+/* "coll_seq 7; ranks 1, 2 had not reached it (rank 1 last started coll_seq 5, rank 2
+ * published no progress)" for entry e (this rank's blocked operation). */
+static void dlpg__progress_note(struct dlpg_group *g, const dlpg__flight_entry_t *e, char *note,
+                                size_t cap) {
+  if (!e->id) {
+    snprintf(note, cap, "no operation of the group is in the flight recorder");
+    return;
+  }
+  if (e->p2p) {
+    snprintf(note, cap, "p2p_seq %" PRIu64 " with rank %d", e->seq, e->peer);
+    return;
+  }
+  char missing[512] = "", detail[512] = "";
+  size_t nm = 0, nd = 0;
+  int count = 0, read = 0;
+  for (int r = 0; r < g->size && read < DLPG__PROGRESS_READ_MAX; r++) {
+    if (r == g->rank) continue;
+    read++;
+    char v[128];
+    unsigned long long started = 0;
+    int have = dlpg__fail_read(g, "progress", r, 0, v, sizeof v) && sscanf(v, "%llu", &started) == 1;
+    if (have && started >= e->seq) continue;
+    count++;
+    if (nm < sizeof missing)
+      nm += (size_t)snprintf(missing + nm, sizeof missing - nm, "%s%d", count > 1 ? ", " : "", r);
+    if (nd < sizeof detail) {
+      if (have)
+        nd += (size_t)snprintf(detail + nd, sizeof detail - nd, "%srank %d last started coll_seq %llu",
+                               count > 1 ? ", " : "", r, started);
+      else
+        nd += (size_t)snprintf(detail + nd, sizeof detail - nd, "%srank %d published no progress",
+                               count > 1 ? ", " : "", r);
+    }
+  }
+  if (count == 0)
+    snprintf(note, cap, "coll_seq %" PRIu64 "; every rank%s had reached it", e->seq,
+             read < g->size - 1 ? " read" : "");
+  else
+    snprintf(note, cap, "coll_seq %" PRIu64 "; rank%s %s had not reached coll_seq %" PRIu64 " (%s)",
+             e->seq, count > 1 ? "s" : "", missing, e->seq, detail);
+}
+
+dlpg_status_t dlpg__failure_op_failed(struct dlpg_group *g, uint64_t flight_id,
+                                      dlpg_status_t st, char *msg, size_t cap) {
+  if (st == DLPG_OK || st == DLPG_ERR_INVALID_ARGUMENT || st == DLPG_ERR_UNSUPPORTED ||
+      !dlpg__fail_enabled(g))
+    return st;
+  char cause[DLPG__ERROR_MAX];
+  if (dlpg__failure_remote(g, cause, sizeof cause)) {
+    snprintf(msg, cap, "%s", cause);
+    return DLPG_ERR_REMOTE;
+  }
+  if (st == DLPG_ERR_ABORTED && atomic_load(&g->aborted)) return st; /* recorded at abort */
+  dlpg__fail_saved_error_t se;
+  dlpg__fail_save_error(&se);
+  char v[DLPG__ERROR_MAX + 64];
+  int rank = -1;
+  const char *pmsg = NULL;
+  /* A rank whose own deadline expired records at once: waiting here for a peer's record would
+   * let a peer that merely saw this rank's connection drop (Gloo closes it on its timeout)
+   * record first and be blamed. Any other failure may be a peer's consequence: wait briefly
+   * for the peer's record. */
+  double wait_s = st == DLPG_ERR_TIMEOUT ? 0 : DLPG__FAILURE_READ_S;
+  if (dlpg__fail_read(g, "failed", -1, wait_s, v, sizeof v) &&
+      dlpg__fail_parse(v, &rank, &pmsg) &&
+      !(rank == g->rank && atomic_load(&g->watch->recorded))) {
+    /* A peer failed first (or recorded this rank's rejected call): this failure is its
+     * consequence. */
+    char local[DLPG__ERROR_MAX];
+    snprintf(local, sizeof local, "%s", msg);
+    dlpg__fail_adopt(g, rank, pmsg);
+    dlpg__failure_remote(g, cause, sizeof cause);
+    snprintf(msg, cap, "%s (here: %s)", cause, local);
+    dlpg__fail_restore_error(&se);
+    return DLPG_ERR_REMOTE;
+  }
+  dlpg__flight_entry_t e = {0};
+  dlpg__flight_get(g, flight_id, &e);
+  char orig[DLPG__ERROR_MAX], what[DLPG__ERROR_MAX + 64];
+  snprintf(orig, sizeof orig, "%s", msg);
+  if (st == DLPG_ERR_TIMEOUT) {
+    char note[DLPG__ERROR_MAX / 2];
+    dlpg__progress_note(g, &e, note, sizeof note);
+    /* The record is bounded (the message quotes the op's message after the note). */
+    snprintf(what, sizeof what, "%s (%.400s): %.560s", dlpg__op_name(e.kind), note, orig);
+    snprintf(msg, cap, "%s; %s", orig, note);
+  } else if (e.id) {
+    snprintf(what, sizeof what, "%s (%s %" PRIu64 "): %s", dlpg__op_name(e.kind),
+             e.p2p ? "p2p_seq" : "coll_seq", e.seq, orig);
+  } else {
+    snprintf(what, sizeof what, "%s", orig);
+  }
+  dlpg__record(g, st, what, 0);
+  dlpg__fail_restore_error(&se);
+  dlpg_group_abort(g);
+  return st;
+}
+
+void dlpg__failure_timed_out(struct dlpg_group *g, uint64_t flight_id, const char *op_name,
+                             double timeout_s, char *note, size_t cap) {
+  note[0] = '\0';
+  if (!dlpg__fail_enabled(g)) return;
+  if (dlpg__failure_remote(g, note, cap)) return;
+  dlpg__fail_saved_error_t se;
+  dlpg__fail_save_error(&se);
+  dlpg__flight_entry_t e = {0};
+  dlpg__flight_get(g, flight_id, &e);
+  dlpg__progress_note(g, &e, note, cap);
+  char what[1280];
+  snprintf(what, sizeof what, "%s did not complete within %g s (%s)", op_name, timeout_s, note);
+  dlpg__record(g, DLPG_ERR_TIMEOUT, what, 0);
+  dlpg__fail_restore_error(&se);
+}
+
+void dlpg__failure_on_abort(struct dlpg_group *g) {
+  if (!g || !g->watch) return;
+  char why[DLPG__ERROR_MAX];
+  if (!dlpg__failure_remote(g, why, sizeof why)) {
+    snprintf(why, sizeof why, "group \"%.512s\" aborted", g->name);
+    /* Written by the watcher, so an abort never waits on the store. */
+    if (dlpg__fail_enabled(g))
+      dlpg__record(g, DLPG_ERR_ABORTED, "the group was aborted (dlpg_group_abort)", 1);
+  }
+  dlpg__flight_dump(g, why);
+}
