@@ -12,6 +12,8 @@
 #include "core/group.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "core/clock.h"
+#include "store/store.h"
 
 /* How long a failing operation waits for a peer's record that may explain it (the peer
  * records before it cuts its connections, so it is normally there already). */
@@ -133,8 +135,8 @@ static void dlpg__progress_note(struct dlpg_group *g, const dlpg__flight_entry_t
              e->seq, count > 1 ? "s" : "", missing, e->seq, detail);
 }
 
-dlpg_status_t dlpg__failure_op_failed(struct dlpg_group *g, uint64_t flight_id,
-                                      dlpg_status_t st, char *msg, size_t cap) {
+static dlpg_status_t dlpg__op_failed(struct dlpg_group *g, uint64_t flight_id,
+                                     dlpg_status_t st, char *msg, size_t cap) {
   if (st == DLPG_OK || st == DLPG_ERR_INVALID_ARGUMENT || st == DLPG_ERR_UNSUPPORTED ||
       !dlpg__fail_enabled(g))
     return st;
@@ -189,8 +191,8 @@ dlpg_status_t dlpg__failure_op_failed(struct dlpg_group *g, uint64_t flight_id,
   return st;
 }
 
-void dlpg__failure_timed_out(struct dlpg_group *g, uint64_t flight_id, const char *op_name,
-                             double timeout_s, char *note, size_t cap) {
+static void dlpg__timed_out(struct dlpg_group *g, uint64_t flight_id, const char *op_name,
+                            double timeout_s, char *note, size_t cap) {
   note[0] = '\0';
   if (!dlpg__fail_enabled(g)) return;
   if (dlpg__failure_remote(g, note, cap)) return;
@@ -203,6 +205,25 @@ void dlpg__failure_timed_out(struct dlpg_group *g, uint64_t flight_id, const cha
   snprintf(what, sizeof what, "%s did not complete within %g s (%s)", op_name, timeout_s, note);
   dlpg__record(g, DLPG_ERR_TIMEOUT, what, 0);
   dlpg__fail_restore_error(&se);
+}
+
+/* The store requests made on a failing operation's thread (records, progress of the peers)
+ * end within this: a rank cut off from the store still returns within its deadline + 1 s. */
+#define DLPG__FAILURE_STORE_S 1.0
+
+dlpg_status_t dlpg__failure_op_failed(struct dlpg_group *g, uint64_t flight_id,
+                                      dlpg_status_t st, char *msg, size_t cap) {
+  double old = dlpg__store_cap_deadline(dlpg__now() + DLPG__FAILURE_STORE_S);
+  st = dlpg__op_failed(g, flight_id, st, msg, cap);
+  dlpg__store_cap_deadline(old);
+  return st;
+}
+
+void dlpg__failure_timed_out(struct dlpg_group *g, uint64_t flight_id, const char *op_name,
+                             double timeout_s, char *note, size_t cap) {
+  double old = dlpg__store_cap_deadline(dlpg__now() + DLPG__FAILURE_STORE_S);
+  dlpg__timed_out(g, flight_id, op_name, timeout_s, note, cap);
+  dlpg__store_cap_deadline(old);
 }
 
 void dlpg__failure_on_abort(struct dlpg_group *g) {

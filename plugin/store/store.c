@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/params.h"
+#include "core/clock.h"
 #include "core/status.h"
 #include "store/store.h"
 #include "store/store_internal.h"
@@ -53,6 +54,19 @@ void dlpg__store_release(dlpg_store_t *s) {
 }
 
 const char *dlpg__store_host(const dlpg_store_t *s) { return s ? s->host : NULL; }
+
+static _Thread_local double dlpg__store_tls_cap;
+
+double dlpg__store_cap_deadline(double deadline) {
+  double old = dlpg__store_tls_cap;
+  dlpg__store_tls_cap = deadline;
+  return old;
+}
+
+double dlpg__store_call_deadline(double timeout_s) {
+  double d = dlpg__now() + timeout_s;
+  return dlpg__store_tls_cap > 0 && dlpg__store_tls_cap < d ? dlpg__store_tls_cap : d;
+}
 
 double dlpg__store_timeout(const dlpg_store_t *s) {
   return s && s->timeout_s > 0 ? s->timeout_s : dlpg__store_default_timeout();

@@ -45,6 +45,14 @@ dlpg_status_t dlpg__store_get_alloc(dlpg_store_t *s, const char *key, double tim
 const char *dlpg__store_host(const dlpg_store_t *s);
 double dlpg__store_timeout(const dlpg_store_t *s);
 
+/* A cap on the deadline of every store request the calling thread makes (an absolute
+ * dlpg__now() time; 0: none), for a caller whose own deadline is shorter than the store's
+ * timeout (the failure records written after an operation failed must not keep a rank that
+ * lost its network for the store's whole timeout). Returns the previous cap, to restore. */
+double dlpg__store_cap_deadline(double deadline);
+/* now + timeout_s, or the calling thread's cap if that is earlier. */
+double dlpg__store_call_deadline(double timeout_s);
+
 /* URL schemes served outside plugin/store (file:// by the Gloo island) register an opener
  * here, typically from a static constructor, so the store never depends on its backends.
  * scheme includes "://" ("file://"); open receives the whole URL and reports a malformed

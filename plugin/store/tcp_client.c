@@ -15,6 +15,7 @@
 
 #include "core/log.h"
 #include "core/status.h"
+#include "store/store.h"
 #include "store/tcp_client_internal.h"
 
 /* Extra time a client waits for a WAIT's answer beyond the WAIT's own timeout: the server
@@ -41,7 +42,7 @@ static dlpg_status_t dlpg__tcp_set(void *impl, const char *key, const void *valu
   const void *d[2] = {key, value};
   size_t l[2] = {strlen(key), len};
   dlpg__reply_t r;
-  DLPG_CHECK(dlpg__tcp_call(t, DLPG__CMD_SET, 2, d, l, dlpg__now() + t->timeout_s, &r));
+  DLPG_CHECK(dlpg__tcp_call(t, DLPG__CMD_SET, 2, d, l, dlpg__store_call_deadline(t->timeout_s), &r));
   if (r.type != DLPG__REPLY_OK) return dlpg__tcp_unexpected(t, &r, "SET");
   dlpg__reply_free(&r);
   return DLPG_OK;
@@ -121,7 +122,7 @@ static dlpg_status_t dlpg__tcp_get(void *impl, const char *key, double timeout_s
    * when it is missing, WAIT for it (or for the deadline) and GET again. */
   for (;;) {
     dlpg__reply_t r;
-    DLPG_CHECK(dlpg__tcp_call(t, DLPG__CMD_GET, 1, d, l, dlpg__now() + t->timeout_s, &r));
+    DLPG_CHECK(dlpg__tcp_call(t, DLPG__CMD_GET, 1, d, l, dlpg__store_call_deadline(t->timeout_s), &r));
     if (r.type == DLPG__REPLY_NOT_FOUND) {
       dlpg__reply_free(&r);
       double left = deadline - dlpg__now();
@@ -144,7 +145,7 @@ static dlpg_status_t dlpg__tcp_add(void *impl, const char *key, int64_t delta, i
   const void *d[2] = {key, dv};
   size_t l[2] = {strlen(key), 8};
   dlpg__reply_t r;
-  DLPG_CHECK(dlpg__tcp_call(t, DLPG__CMD_ADD, 2, d, l, dlpg__now() + t->timeout_s, &r));
+  DLPG_CHECK(dlpg__tcp_call(t, DLPG__CMD_ADD, 2, d, l, dlpg__store_call_deadline(t->timeout_s), &r));
   if (r.type == DLPG__REPLY_ERROR && r.n == 1) {
     dlpg_status_t st = dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "cannot add %lld to key '%s': %.*s",
                                    (long long)delta, key, (int)r.f[0].len,
@@ -178,7 +179,7 @@ static dlpg_status_t dlpg__tcp_flag(dlpg__tcp_store_t *t, uint8_t cmd, const cha
   }
   dlpg__reply_t r;
   dlpg_status_t st =
-      dlpg__tcp_call(t, cmd, nkeys, d, l, dlpg__now() + t->timeout_s, &r);
+      dlpg__tcp_call(t, cmd, nkeys, d, l, dlpg__store_call_deadline(t->timeout_s), &r);
   free(d);
   free(l);
   if (st != DLPG_OK) return st;
