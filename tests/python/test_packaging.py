@@ -83,6 +83,13 @@ def test_fresh_venv_pip_install_finds_its_library(tmp_path):
     LD_LIBRARY_PATH: the wheel carries the libdlpg.so of the checkout's CMake build (and the
     C++ torch extension when it was built), so the installed package works as is."""
     from conftest import free_port
+    import glob
+    repo = os.path.dirname(os.path.abspath(SHIM))
+    if not glob.glob(os.path.join(repo, "build*", "libdlpg.so")) and \
+            not os.path.exists("/usr/share/cmake/Gloo/GlooConfig.cmake"):
+        # The GPU machine: a bundle under .gpu/, no CMake build and no Gloo to make one, so
+        # there is no library for the wheel to carry. CI has both.
+        pytest.skip("no build*/libdlpg.so in this checkout and no Gloo to build one with CMake")
     venv = tmp_path / "venv"
     r = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
                        capture_output=True, text=True, timeout=180)
