@@ -132,6 +132,7 @@ PROTOTYPES = {
     "dlpg_work_error": (c_char_p, [_P]),
     "dlpg_work_free": (_S, [_P]),
     "dlpg_get_api": (c_void_p, [c_uint32]),
+    "dlpg_group_flight_record": (_S, [_P, c_char_p, c_size_t, POINTER(c_size_t)]),
 }
 
 _LIB_NAMES = ("libdlpg.so", "libdlpg.so.0")

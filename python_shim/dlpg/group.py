@@ -272,6 +272,15 @@ class Group(object):
     def abort(self):
         check(lib.dlpg_group_abort(self.handle))
 
+    def flight_record(self):
+        """The group's last operations, oldest first, one line each (dlpg_group_flight_record:
+        sequence number, op, dtype, count, devices, peer, backend, state, times)."""
+        n = ctypes.c_size_t(0)
+        check(lib.dlpg_group_flight_record(self.handle, None, 0, ctypes.byref(n)))
+        buf = ctypes.create_string_buffer(n.value + 1)
+        check(lib.dlpg_group_flight_record(self.handle, buf, len(buf), ctypes.byref(n)))
+        return buf.value.decode("utf-8", "replace").splitlines()
+
     def destroy(self):
         h, self._h = self._h, None
         if h is not None:

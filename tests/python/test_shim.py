@@ -249,3 +249,28 @@ def test_dropped_work_is_parked_then_reaped():
     res = run_ranks(dlpg_workers.dropped_works, 2, lambda r: (port,), deadline_s=60)
     for rank, r in sorted(res.items()):
         assert r == {"dlpg_work": "ok"}, "rank %d:\n%s" % (rank, r)
+
+
+def test_flight_record_lists_the_operations():
+    """Group.flight_record mirrors dlpg_group_flight_record: one line per operation, in issue
+    order, with the op, dtype and count of each (world size 1, so no peer is needed)."""
+    import numpy as np
+
+    import dlpg
+    port = free_port()
+    with dlpg.Store("tcp://127.0.0.1:%d?serve=1" % port, 30) as store:
+        g = dlpg.Group(store, 0, 1, timeout=30, name="flight")
+        rng = np.random.default_rng(7)
+        x = rng.standard_normal(37).astype(np.float32)
+        y = np.zeros_like(x)
+        g.allreduce(x, output=y)
+        g.broadcast(rng.integers(0, 9, 5).astype(np.int64), root=0)
+        lines = g.flight_record()
+        g.destroy()
+    assert np.array_equal(x, y)
+    assert len(lines) == 2, lines
+    assert "op=dlpg_allreduce" in lines[0] and "dtype=float32" in lines[0] and \
+        "count=37" in lines[0] and "state=done" in lines[0], lines[0]
+    assert "op=dlpg_broadcast" in lines[1] and "dtype=int64" in lines[1] and \
+        "count=5" in lines[1], lines[1]
+    assert "coll_seq=1" in lines[0] and "coll_seq=2" in lines[1], lines
