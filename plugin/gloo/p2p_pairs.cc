@@ -73,6 +73,15 @@ class ConnectWatch {
   // The flag the creation polls: stop while the watch runs, else the group's abort.
   const std::atomic<int> &flag() const { return thread_.joinable() ? stop_ : ps_.aborted; }
   bool lost() const { return lost_.load(); }
+  // Whether the watch finds the peer lost within grace: a creation that failed on its own
+  // (Gloo's connect reset by the dying peer) may end before Gloo's loop has closed the mesh
+  // pair's socket.
+  bool lost_within(std::chrono::milliseconds grace) const {
+    const Clock::time_point until = Clock::now() + grace;
+    while (thread_.joinable() && !lost_.load() && !stop_.load() && Clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return lost_.load();
+  }
 
  private:
   void run() {
@@ -197,7 +206,9 @@ dlpg_status_t pair_ready(PairSet &ps, Pair &pair, int peer, Clock::time_point de
     } else {
       msg = dlpg__last_error();
     }
-    if (st != DLPG_OK && watch.lost() && !ps.aborted.load()) {
+    const auto grace = std::chrono::milliseconds(300);
+    if (st != DLPG_OK && !ps.aborted.load() &&
+        (watch.lost() || (st == DLPG_ERR_REMOTE && watch.lost_within(grace)))) {
       st = DLPG_ERR_REMOTE;
       msg = lost_while_connecting(ps, peer, fn);
     }
@@ -334,7 +345,8 @@ void issue_one(const dlpg__op_t *src) {
     return;
   }
   std::vector<PeerSocket> mesh = mesh_socket(gg, op->peer);
-  if (!pool_run([ps, pair, t, deadline, mesh] { run_transfer(ps, pair, *t, deadline, mesh); })) {
+  auto job = [ps, pair, t, deadline, mesh] { run_transfer(ps, pair, *t, deadline, mesh); };
+  if (!pool_run(job)) {
     {
       std::lock_guard<std::mutex> lk(ps->mu);
       ps->in_flight.erase(t.get());
