@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "core/clock.h"
 #include "core/work.h"
@@ -28,19 +29,119 @@ void complete(dlpg__op_t *op, dlpg_status_t st, const std::string &msg) {
   dlpg__work_complete(op->work, st, st == DLPG_OK ? nullptr : msg.c_str());
 }
 
+// Whoever moves t out of kConnecting first completes its work: the pool thread, the abort or
+// a ConnectWatch.
+bool claim(Transfer &t, int to) {
+  int expect = Transfer::kConnecting;
+  return t.phase.compare_exchange_strong(expect, to);
+}
+
+std::string lost_while_connecting(const PairSet &ps, int peer, const char *fn) {
+  return std::string(fn) + ": lost the connection to rank " + std::to_string(peer) + kLostWhy +
+         " while rank " + std::to_string(ps.rank) + " connected to it for point-to-point";
+}
+
+// While this rank connects its pair with a peer: the group's mesh connection to that peer
+// (when a collective created the mesh). A peer whose process ends meanwhile never joins the
+// pair's rendezvous, which would end only at the deadline; Gloo closes the mesh pair's
+// socket when the peer's end goes away. A lost socket (first_lost_peer) sets stop, which the
+// rendezvous polls as its abort flag (as the group's abort does), and completes the works of
+// the transfers to that peer still connecting (as the abort does): Gloo's own connection of
+// the pair cannot be cut short, and would otherwise hold them until the deadline.
+class ConnectWatch {
+ public:
+  ConnectWatch(PairSet &ps, int peer, std::vector<PeerSocket> mesh)
+      : ps_(ps), peer_(peer), mesh_(std::move(mesh)) {
+    if (mesh_.empty()) return;
+    try {
+      thread_ = std::thread([this] { run(); });
+    } catch (...) {
+      // No thread: the creation still ends at the group's abort or at its deadline.
+    }
+  }
+  ~ConnectWatch() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  ConnectWatch(const ConnectWatch &) = delete;
+  ConnectWatch &operator=(const ConnectWatch &) = delete;
+  // The flag the creation polls: stop while the watch runs, else the group's abort.
+  const std::atomic<int> &flag() const { return thread_.joinable() ? stop_ : ps_.aborted; }
+  bool lost() const { return lost_.load(); }
+  // Whether the watch finds the peer lost within grace: a creation that failed on its own
+  // (Gloo's connect reset by the dying peer) may end before Gloo's loop has closed the mesh
+  // pair's socket.
+  bool lost_within(std::chrono::milliseconds grace) const {
+    const Clock::time_point until = Clock::now() + grace;
+    while (thread_.joinable() && !lost_.load() && !stop_.load() && Clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return lost_.load();
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lk(mu_);
+    while (!done_) {
+      if (ps_.aborted.load()) {
+        stop_.store(1);
+        return;
+      }
+      if (first_lost_peer(mesh_) >= 0) {
+        lost_.store(true);
+        stop_.store(1);
+        fail_connecting();
+        return;
+      }
+      cv_.wait_for(lk, std::chrono::milliseconds(20));
+    }
+  }
+  void fail_connecting() {
+    std::lock_guard<std::mutex> lk(ps_.mu);
+    for (Transfer *t : ps_.in_flight)
+      if (t->op->peer == peer_ && claim(*t, Transfer::kClaimed))
+        complete(t->op, DLPG_ERR_REMOTE,
+                 lost_while_connecting(ps_, peer_, dlpg__op_name(t->op->kind)));
+  }
+  PairSet &ps_;
+  const int peer_;
+  const std::vector<PeerSocket> mesh_;
+  std::atomic<int> stop_{0};
+  std::atomic<bool> lost_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// The mesh's socket to peer, when the group's mesh exists (empty otherwise). Its sockets
+// are fixed before the mesh is published.
+std::vector<PeerSocket> mesh_socket(dlpg__gloo_group_t *gg, int peer) {
+  std::vector<PeerSocket> out;
+  if (dlpg__gloo_ctx_t *mesh = gg->mesh.load())
+    for (const PeerSocket &s : mesh->sockets)
+      if (s.rank == peer) out.push_back(s);
+  return out;
+}
+
 // Announce this rank under prefix and poll (dlpg_store_add(0), which never blocks, and
 // notices an abort) until peer has announced itself too: Gloo's rendezvous then finds the
 // peer at once instead of waiting, deaf to an abort, until the deadline. (No timed store
-// waits: store_adapter.cc says why.)
+// waits: store_adapter.cc says why.) stop: the group's abort or the watch's (ConnectWatch).
 dlpg_status_t await_peer(PairSet &ps, const std::string &prefix, int peer,
-                         Clock::time_point deadline, const char *fn) {
+                         Clock::time_point deadline, const std::atomic<int> &stop,
+                         const char *fn) {
   const std::string mine = prefix + "/here/" + std::to_string(ps.rank);
   const std::string theirs = prefix + "/here/" + std::to_string(peer);
   dlpg_status_t st = dlpg_store_add(ps.store, mine.c_str(), 1, nullptr);
   if (st != DLPG_OK) return dlpg__error_prefix(st, fn);
   double nap = 200e-6;
   for (;;) {
-    if (ps.aborted.load())
+    if (stop.load())
       return dlpg__error(DLPG_ERR_ABORTED, "%s: the group was aborted while rank %d waited for "
                          "rank %d to connect", fn, ps.rank, peer);
     double left = std::chrono::duration<double>(deadline - Clock::now()).count();
@@ -60,9 +161,10 @@ dlpg_status_t await_peer(PairSet &ps, const std::string &prefix, int peer,
 
 // The pair context with peer, connecting it when this is its first transfer (only the two
 // ranks take part: keys "<name>/gloo/p2p/<lo>-<hi>/<0|1>"). Waits for a concurrent creation
-// until deadline. OK with *ctx set, or a status with the message recorded.
+// until deadline. OK with *ctx set, or a status with the message recorded. mesh: the group
+// mesh's socket to peer, watched during the connection (ConnectWatch).
 dlpg_status_t pair_ready(PairSet &ps, Pair &pair, int peer, Clock::time_point deadline,
-                         dlpg__gloo_ctx_t **ctx, const char *fn) {
+                         std::vector<PeerSocket> mesh, dlpg__gloo_ctx_t **ctx, const char *fn) {
   std::unique_lock<std::mutex> lk(pair.mu);
   while (pair.state == Pair::kCreating) {
     if (ps.aborted.load())
@@ -88,18 +190,28 @@ dlpg_status_t pair_ready(PairSet &ps, Pair &pair, int peer, Clock::time_point de
   DLPG_INFO(GLOO, ps.rank, "group \"%s\": connecting to rank %d (prefix %s)", ps.name.c_str(),
             peer, prefix.c_str());
   dlpg__gloo_ctx_t *c = nullptr;
-  dlpg_status_t st = await_peer(ps, prefix, peer, deadline, fn);
   std::string msg;
-  if (st == DLPG_OK) {
-    double left = std::chrono::duration<double>(deadline - Clock::now()).count();
-    if (left < 0.001) left = 0.001;
-    st = dlpg__gloo_ctx_create_abortable(ps.store, prefix.c_str(), ps.rank == lo ? 0 : 1, 2, left,
-                                         &ps.aborted, &c);
-    if (st != DLPG_OK)
-      msg = "connecting rank " + std::to_string(ps.rank) + " to rank " + std::to_string(peer) +
-            " for point-to-point failed: " + dlpg__last_error();
-  } else {
-    msg = dlpg__last_error();
+  dlpg_status_t st;
+  {
+    ConnectWatch watch(ps, peer, std::move(mesh));
+    st = await_peer(ps, prefix, peer, deadline, watch.flag(), fn);
+    if (st == DLPG_OK) {
+      double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+      if (left < 0.001) left = 0.001;
+      st = dlpg__gloo_ctx_create_abortable(ps.store, prefix.c_str(), ps.rank == lo ? 0 : 1, 2,
+                                           left, &watch.flag(), &c);
+      if (st != DLPG_OK)
+        msg = "connecting rank " + std::to_string(ps.rank) + " to rank " + std::to_string(peer) +
+              " for point-to-point failed: " + dlpg__last_error();
+    } else {
+      msg = dlpg__last_error();
+    }
+    const auto grace = std::chrono::milliseconds(300);
+    if (st != DLPG_OK && !ps.aborted.load() &&
+        (watch.lost() || (st == DLPG_ERR_REMOTE && watch.lost_within(grace)))) {
+      st = DLPG_ERR_REMOTE;
+      msg = lost_while_connecting(ps, peer, fn);
+    }
   }
   lk.lock();
   if (st == DLPG_OK) {
@@ -122,20 +234,14 @@ dlpg_status_t pair_ready(PairSet &ps, Pair &pair, int peer, Clock::time_point de
   return DLPG_OK;
 }
 
-// Whoever moves t out of kConnecting first completes its work: the pool thread or abort.
-bool claim(Transfer &t, int to) {
-  int expect = Transfer::kConnecting;
-  return t.phase.compare_exchange_strong(expect, to);
-}
-
 // A pool thread's job: connect the pair if needed, run the transfer, complete the work.
 void run_transfer(const std::shared_ptr<PairSet> &ps, const std::shared_ptr<Pair> &pair,
-                  Transfer &t, Clock::time_point deadline) {
+                  Transfer &t, Clock::time_point deadline, std::vector<PeerSocket> mesh) {
   dlpg__op_t *op = t.op;
   const char *fn = dlpg__op_name(op->kind);
   dlpg__clear_error();
   dlpg__gloo_ctx_t *ctx = nullptr;
-  dlpg_status_t st = pair_ready(*ps, *pair, op->peer, deadline, &ctx, fn);
+  dlpg_status_t st = pair_ready(*ps, *pair, op->peer, deadline, std::move(mesh), &ctx, fn);
   bool mine = claim(t, st == DLPG_OK ? Transfer::kRunning : Transfer::kClaimed);
   if (st == DLPG_OK && mine) {
     try {
@@ -238,7 +344,9 @@ void issue_one(const dlpg__op_t *src) {
     free(op);
     return;
   }
-  if (!pool_run([ps, pair, t, deadline] { run_transfer(ps, pair, *t, deadline); })) {
+  std::vector<PeerSocket> mesh = mesh_socket(gg, op->peer);
+  auto job = [ps, pair, t, deadline, mesh] { run_transfer(ps, pair, *t, deadline, mesh); };
+  if (!pool_run(job)) {
     {
       std::lock_guard<std::mutex> lk(ps->mu);
       ps->in_flight.erase(t.get());
