@@ -5,10 +5,28 @@
  * numel times the element size, ptr data plus offset (NULL for empty tensors without
  * data). The data pointer is never read. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/tensor.h"
+
+/* The registry's device lookup (core/backend.c), which validation asks first. The real one
+ * reads plugin/registry/backends.c and comes with the module loader; this target links only
+ * core/tensor.c, so the same device sets are given here: CPU and pinned host memory to slot 0
+ * (gloo), CUDA and managed memory to slot 1 (nccl). Which dtypes and reduce ops a backend
+ * supports is its own check (core/backend.h), fuzzed with the backends, not here. */
+int dlpg__backend_for_device(int device_type) {
+  switch (device_type) {
+    case kDLCPU: case kDLCUDAHost: return 0;
+    case kDLCUDA: case kDLCUDAManaged: return 1;
+    default: return -1;
+  }
+}
+
+void dlpg__backend_devices(char *buf, size_t cap) {
+  snprintf(buf, cap, "cpu, cuda_host (gloo); cuda, cuda_managed (nccl)");
+}
 
 static uint64_t dlpg__take(const uint8_t **p, size_t *n, size_t bytes) {
   uint64_t v = 0;
@@ -57,8 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (out.numel != numel) abort();
     if (out.nbytes != (size_t)out.numel * dlpg__dtype_size(out.dtype)) abort();
     if ((uintptr_t)out.ptr != (t.data ? (uintptr_t)t.data + t.byte_offset : 0)) abort();
-    dlpg__check_dtype("fuzz", out.backend, out.dtype);
-    dlpg__check_reduce("fuzz", out.backend, out.dtype, (dlpg_reduce_op_t)(size ? data[0] : 0));
+    if (out.backend != dlpg__backend_for_device(t.device.device_type)) abort();
   }
   free(shape);
   free(strides);
