@@ -226,7 +226,10 @@ TEST(Faults, RankZeroLate) {
     } else {
       RecordOutcome("rank0-later-than-timeout", 0, t, {1, 2}, "op");
       for (int r = 1; r < 3; r++) {
-        EXPECT_EQ(t.out[r].Get("op_st"), "DLPG_ERR_TIMEOUT");
+        // The first to time out records it; the other may end first with that record
+        // (failure propagation), which names rank 0 too.
+        const std::string st = t.out[r].Get("op_st");
+        EXPECT_TRUE(st == "DLPG_ERR_TIMEOUT" || st == "DLPG_ERR_REMOTE") << st;
         EXPECT_LT(t.out[r].Secs("op_secs"), kTimeout + kSlack);
         EXPECT_NE(t.out[r].Get("op_msg").find("rank 0"), std::string::npos) << t.out[r].Get("op_msg");
       }
