@@ -17,6 +17,15 @@ struct timespec dlpg__abstime_in(double s) {
   return ts;
 }
 
+int dlpg__cond_init_monotonic(pthread_cond_t *cv) {
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  int rc = pthread_cond_init(cv, &ca);
+  pthread_condattr_destroy(&ca);
+  return rc;
+}
+
 void dlpg__sleep(double s) {
   if (s <= 0) return;
   struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};

@@ -43,12 +43,8 @@
 struct dlpg__watch *dlpg__watch_new(void) {
   struct dlpg__watch *w = calloc(1, sizeof *w);
   if (!w) return NULL;
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_mutex_init(&w->mu, NULL);
-  pthread_cond_init(&w->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  dlpg__cond_init_monotonic(&w->cv);
   pthread_mutex_init(&w->gen_mu, NULL);
   return w;
 }

@@ -22,15 +22,10 @@
 dlpg_status_t dlpg__work_new(struct dlpg_group *g, struct dlpg_work **out) {
   struct dlpg_work *w = calloc(1, sizeof *w);
   if (!w) return dlpg__error(DLPG_ERR_SYSTEM, "dlpg: out of memory allocating a work record");
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  if (pthread_mutex_init(&w->mu, NULL) != 0 || pthread_cond_init(&w->cv, &ca) != 0) {
-    pthread_condattr_destroy(&ca);
+  if (pthread_mutex_init(&w->mu, NULL) != 0 || dlpg__cond_init_monotonic(&w->cv) != 0) {
     free(w);
     return dlpg__error(DLPG_ERR_SYSTEM, "dlpg: cannot initialise a work record's mutex");
   }
-  pthread_condattr_destroy(&ca);
   atomic_init(&w->refs, 2);
   w->status = DLPG_OK;
   w->op_name = "dlpg operation";

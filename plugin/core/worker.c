@@ -168,12 +168,8 @@ static void *dlpg__worker_main(void *arg) {
 static dlpg_status_t dlpg__worker_start(struct dlpg_group *g, dlpg__worker_t **out) {
   dlpg__worker_t *w = calloc(1, sizeof *w);
   if (!w) return dlpg__error(DLPG_ERR_SYSTEM, "out of memory starting the group's worker");
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_mutex_init(&w->mu, NULL);
-  pthread_cond_init(&w->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  dlpg__cond_init_monotonic(&w->cv);
   w->g = g;
   dlpg__group_retain(g);
   int rc = pthread_create(&w->thread, NULL, dlpg__worker_main, w);

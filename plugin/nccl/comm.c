@@ -92,11 +92,7 @@ dlpg_status_t dlpg__nccl_create(struct dlpg_group *g, dlpg__nccl_t **out) {
   st->size = g->size;
   snprintf(st->name, sizeof(st->name), "%s", g->name ? g->name : "dlpg");
   pthread_mutex_init(&st->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&st->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  dlpg__cond_init_monotonic(&st->cv);
   atomic_init(&st->aborted, 0);
   atomic_init(&st->destroyed, 0);
   atomic_init(&st->refs, 1);
