@@ -4,7 +4,7 @@
 #include <stdio.h>
 
 #include "core/backend.h"
-#include "core/params.h"
+#include "base/params.h"
 #include "dlpg/dlpg.h"
 
 int main(void) {

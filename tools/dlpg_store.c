@@ -15,8 +15,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "core/params.h"
-#include "core/status.h"
+#include "base/params.h"
+#include "base/status.h"
 #include "store/store.h"
 
 static void dlpg__usage(FILE *f) {

@@ -4,7 +4,7 @@
 #include <stdio.h>
 
 #include "core/backend.h"
-#include "core/status.h"
+#include "base/status.h"
 
 static const dlpg_api_t dlpg__api_v0 = {
     sizeof(dlpg_api_t),

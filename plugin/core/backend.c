@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "core/group.h"
-#include "core/status.h"
+#include "base/status.h"
 #include "core/tensor.h"
 
 /* Load state of each registry slot. vtbl is published once (release) and read lock-free. */

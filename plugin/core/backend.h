@@ -11,9 +11,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include "dlpg/dlpg.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "core/op.h"
-#include "core/params.h"
+#include "base/params.h"
 #include "core/work.h"
 
 #ifdef __cplusplus
@@ -75,7 +75,7 @@ extern const int dlpg__backend_count;
 
 /* Core's services for a module, which links neither core nor its state: one copy of the
  * last error, the log configuration and the parameter cache exists, in libdlpg.so. (The
- * stateless clock of core/time.c is compiled into a module as well.) */
+ * stateless clock of base/time.c is compiled into a module as well.) */
 typedef struct dlpg__host {
   size_t struct_size;
   int abi;                                   /* DLPG__HOST_ABI */

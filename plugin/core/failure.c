@@ -10,9 +10,9 @@
 #include "core/failure_impl.h"
 #include "core/flight.h"
 #include "core/group.h"
-#include "core/log.h"
-#include "core/status.h"
-#include "core/clock.h"
+#include "base/log.h"
+#include "base/status.h"
+#include "base/clock.h"
 #include "store/store.h"
 
 /* How long a failing operation waits for a peer's record that may explain it (the peer

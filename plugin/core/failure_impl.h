@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "core/failure.h"
-#include "core/status.h"
+#include "base/status.h"
 
 #ifdef __cplusplus
 extern "C" {

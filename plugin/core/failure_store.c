@@ -7,9 +7,9 @@
 
 #include "core/failure_impl.h"
 #include "core/group.h"
-#include "core/log.h"
-#include "core/params.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "base/status.h"
 
 /* Propagation applies to groups of two or more ranks, unless DLPG_PROPAGATE_FAILURES=0. */
 int dlpg__fail_enabled(struct dlpg_group *g) {

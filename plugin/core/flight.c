@@ -11,11 +11,11 @@
 #include <string.h>
 
 #include "core/backend.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "core/group.h"
-#include "core/log.h"
-#include "core/params.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "base/status.h"
 
 /* Most entries a ring keeps (DLPG_FLIGHT_RECORDER_ENTRIES is clamped to it). */
 #define DLPG__FLIGHT_MAX 65536

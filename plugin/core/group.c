@@ -9,9 +9,9 @@
 #include "core/failure.h"
 #include "core/flight.h"
 #include "core/group.h"
-#include "core/log.h"
-#include "core/params.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "base/status.h"
 #include "core/worker.h"
 #include "store/store.h"
 

@@ -6,7 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include "dlpg/dlpg.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "core/op.h"
 
 #ifdef __cplusplus

@@ -4,7 +4,7 @@
 
 #include "core/failure.h"
 #include "core/ops_impl.h"
-#include "core/status.h"
+#include "base/status.h"
 
 /* Validate into a heap op and issue it. The op record is large (every local device's
  * tensors), so it is built on the heap that the executor will own. */

@@ -10,9 +10,9 @@
 #include "core/backend.h"
 #include "core/failure.h"
 #include "core/flight.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "core/ops_impl.h"
-#include "core/status.h"
+#include "base/status.h"
 #include "core/work_impl.h"
 #include "core/worker.h"
 

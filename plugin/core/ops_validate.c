@@ -7,7 +7,7 @@
 #include "core/backend.h"
 #include "core/failure.h"
 #include "core/ops_impl.h"
-#include "core/status.h"
+#include "base/status.h"
 
 const char *dlpg__op_name(dlpg__op_kind_t kind) {
   static const char *names[DLPG__OP_COUNT] = {

@@ -24,9 +24,9 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "core/clock.h"
-#include "core/log.h"
-#include "core/status.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/status.h"
 
 #define RDV_KEY_MAX (DLPG__RDV_SCOPE_MAX + 96)
 /* How often a rank re-sends its hello (another process of the same rank may have

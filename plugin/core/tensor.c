@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/backend.h"
-#include "core/status.h"
+#include "base/status.h"
 
 /* ------------------------------------------------------------------ dtypes */
 

@@ -11,12 +11,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/clock.h"
+#include "base/clock.h"
 #include "core/failure_impl.h"
 #include "core/flight.h"
 #include "core/group.h"
-#include "core/log.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/status.h"
 
 /* An operation is "blocked" once nothing completed for this long while it is in flight. */
 #define DLPG__WATCH_BLOCKED_S 0.2

@@ -12,8 +12,8 @@
 #include "core/failure.h"
 #include "core/flight.h"
 #include "core/group.h"
-#include "core/log.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/status.h"
 #include "core/work_impl.h"
 
 /* How long a CPU waiter sleeps at most before it rechecks the group's abort flag. */

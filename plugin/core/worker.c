@@ -15,8 +15,8 @@
 #include "core/failure.h"
 #include "core/flight.h"
 #include "core/group.h"
-#include "core/log.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/status.h"
 #include "core/work_impl.h"
 
 /* After an abort at shutdown, how long the thread gets to leave Gloo before it is

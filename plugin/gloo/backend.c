@@ -7,8 +7,8 @@
 
 #include "core/backend.h"
 #include "core/group.h"
-#include "core/log.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/status.h"
 #include "gloo/create.h"
 #include "gloo/gloo.h"
 #include "gloo/p2p.h"

@@ -18,10 +18,10 @@ using atomic_int = std::atomic<int>;
 #define __CLANG_STDATOMIC_H 1
 
 #include "dlpg/dlpg.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "core/op.h"
-#include "core/params.h"
-#include "core/status.h"
+#include "base/params.h"
+#include "base/status.h"
 #include "core/tensor.h"
 #include "gloo/gloo.h"
 #include "store/store.h"

@@ -13,7 +13,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "gloo/c_headers.h"  // before core/rendezvous.h (atomic_int)
-#include "core/clock.h"
+#include "base/clock.h"
 #include "core/rendezvous.h"
 #include "gloo/create.h"
 #include "gloo/ctx.h"

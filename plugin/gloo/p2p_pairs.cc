@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "core/clock.h"
+#include "base/clock.h"
 #include "core/work.h"
 #include "gloo/c_headers.h"
 #include "gloo/create.h"

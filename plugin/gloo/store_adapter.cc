@@ -3,7 +3,7 @@
 
 #include <cstdio>
 
-#include "core/clock.h"
+#include "base/clock.h"
 #include "gloo/errors.h"
 
 namespace dlpg_gloo {

@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "nccl/nccl_internal.h"
-#include "core/log.h"
+#include "base/log.h"
 
 /* ------------------------------------------------------------------ process-wide lock */
 

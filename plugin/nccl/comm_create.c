@@ -24,8 +24,8 @@
 #include <time.h>
 
 #include "nccl/nccl_internal.h"
-#include "core/log.h"
-#include "core/params.h"
+#include "base/log.h"
+#include "base/params.h"
 
 /* Longest single store wait, so an abort is noticed while a peer is awaited. */
 #define DLPG__STORE_SLICE_S 0.5

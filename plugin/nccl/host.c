@@ -5,7 +5,7 @@
 #include <stdarg.h>
 
 #include "core/backend.h"
-#include "core/status.h"
+#include "base/status.h"
 #include "core/tensor.h"
 #include "nccl/nccl_internal.h"
 

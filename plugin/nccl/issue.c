@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "nccl/nccl_internal.h"
-#include "core/log.h"
+#include "base/log.h"
 
 /* Enqueue one op on its communicator (inside the caller's ncclGroupStart/End, read lock
  * held). */

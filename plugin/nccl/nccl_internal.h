@@ -11,7 +11,7 @@
 
 #include "nccl/nccl.h"
 #include "core/group.h"
-#include "core/status.h"
+#include "base/status.h"
 
 #ifdef __cplusplus
 extern "C" {

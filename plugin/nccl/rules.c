@@ -5,7 +5,7 @@
  * send, recv) move bytes and never ask. */
 #include "nccl/rules.h"
 
-#include "core/status.h"
+#include "base/status.h"
 
 /* Which dtypes NCCL reduces: fp8 only from NCCL 2.24 on sm_90 or newer; bool as uint8 with
  * max/min (logical or/and); no 16-bit integers. */

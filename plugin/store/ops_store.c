@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "store/store.h"
 #include "store/store_internal.h"
 #include "store/tcp_proto.h"

@@ -14,8 +14,8 @@
 
 #include <hiredis/hiredis.h>
 
-#include "core/clock.h"
-#include "core/status.h"
+#include "base/clock.h"
+#include "base/status.h"
 #include "store/store.h"
 #include "store/store_internal.h"
 #include "store/tcp_auth.h"

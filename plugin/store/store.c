@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/params.h"
-#include "core/clock.h"
-#include "core/status.h"
+#include "base/params.h"
+#include "base/clock.h"
+#include "base/status.h"
 #include "store/store.h"
 #include "store/store_internal.h"
 #include "store/tcp_proto.h"

@@ -1,10 +1,10 @@
-/* The TCP store server's limits from the DLPG_STORE_* parameters (core/params.h holds each
+/* The TCP store server's limits from the DLPG_STORE_* parameters (base/params.h holds each
  * one's default and description). Defaults are far above what a 1 024-rank job uses; a
  * value that is not a positive number is ignored with a warning (the default stays). */
 #include <math.h>
 
-#include "core/log.h"
-#include "core/params.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "store/tcp_server_internal.h"
 
 static size_t dlpg__limit_size(dlpg__param_id_t id, const char *name, size_t dflt, size_t most) {

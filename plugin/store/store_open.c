@@ -9,15 +9,15 @@
  * The token (tcp_auth.h) is ?token= or else DLPG_STORE_TOKEN; messages never show it (a
  * URL is quoted with the token's value replaced by ***). Every malformed URL is
  * DLPG_ERR_INVALID_ARGUMENT naming the URL and what is wrong. The launcher's variables are
- * read through core/params.h (never getenv). */
+ * read through base/params.h (never getenv). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/params.h"
-#include "core/status.h"
+#include "base/params.h"
+#include "base/status.h"
 #include "store/store.h"
 #include "store/store_internal.h"
 #include "store/tcp_auth.h"

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "store/store.h"
 #include "store/store_internal.h"
 

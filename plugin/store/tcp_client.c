@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/log.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/status.h"
 #include "store/store.h"
 #include "store/tcp_client_internal.h"
 

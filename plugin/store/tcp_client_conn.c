@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "store/tcp_client_internal.h"
 
 void dlpg__reply_free(dlpg__reply_t *r) {

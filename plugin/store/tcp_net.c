@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/status.h"
+#include "base/status.h"
 
 static int dlpg__set_nonblock(int fd) {
   int fl = fcntl(fd, F_GETFL, 0);

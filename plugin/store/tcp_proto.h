@@ -36,7 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/clock.h"
+#include "base/clock.h"
 #include "dlpg/dlpg.h"
 
 #ifdef __cplusplus
@@ -111,7 +111,7 @@ int dlpg__frame_parse(const uint8_t *body, size_t body_len, uint8_t *type, size_
                       dlpg__field_t **fields);
 
 /* Sockets. Every blocking step waits with poll() until the absolute deadline (on
- * dlpg__now, core/clock.h), then fails; none blocks forever. */
+ * dlpg__now, base/clock.h), then fails; none blocks forever. */
 
 /* Listen on host:port (host NULL or "" = every interface; port 0 = ephemeral) with
  * SO_REUSEADDR, non-blocking. Sets *fd and *bound_port. Errors name host:port. */

@@ -11,8 +11,8 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
-#include "core/log.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/status.h"
 #include "store/tcp_server_internal.h"
 
 void dlpg__conn_kill(dlpg__tcp_server_t *s, dlpg__conn_t *c, const char *why) {

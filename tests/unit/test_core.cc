@@ -22,7 +22,7 @@ using atomic_int = std::atomic<int>;
 extern "C" {
 #include "core/backend.h"
 #include "core/group.h"
-#include "core/status.h"
+#include "base/status.h"
 #include "core/tensor.h"
 #include "core/work.h"
 #include "gloo/gloo.h"

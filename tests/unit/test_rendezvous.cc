@@ -21,7 +21,7 @@
 #include <gloo/transport/tcp/address.h>
 
 #include "gloo/c_headers.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "core/rendezvous.h"
 #include "gloo/ctx.h"
 

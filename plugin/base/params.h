@@ -2,8 +2,8 @@
  * anywhere else. DLPG_* tuning variables are read once and cached; the launcher's
  * variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) are read at each use, because they
  * describe the job rather than tune the library. */
-#ifndef DLPG_CORE_PARAMS_H_
-#define DLPG_CORE_PARAMS_H_
+#ifndef DLPG_BASE_PARAMS_H_
+#define DLPG_BASE_PARAMS_H_
 
 #include <stdio.h>
 

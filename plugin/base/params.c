@@ -2,14 +2,14 @@
  * that calls getenv(). Tuning variables are read once, under pthread_once, and cached for
  * the life of the process; launcher variables (RANK, WORLD_SIZE, MASTER_*) are read at each
  * use because a host may set them after loading the library. */
-#include "core/params.h"
+#include "base/params.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "base/log.h"
 
 typedef struct dlpg__param_def {
   const char *env;

@@ -1,7 +1,7 @@
 /* Logging (log.h). DLPG_DEBUG picks the level, DLPG_DEBUG_SUBSYS a comma list of
  * subsystems (a leading "^" inverts it, as in NCCL_DEBUG_SUBSYS). Lines go to stderr, one
  * fprintf each so lines of several threads do not interleave mid-line. */
-#include "core/log.h"
+#include "base/log.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core/params.h"
+#include "base/params.h"
 
 int dlpg__log_level = -1;
 int dlpg__log_mask = 0;

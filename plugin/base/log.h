@@ -1,7 +1,7 @@
 /* Logging (model: NCCL INFO/WARN). The level is checked before formatting, so a disabled
  * TRACE line costs one comparison. Lines: "host:pid:tid [rank] dlpg LEVEL SUBSYS message". */
-#ifndef DLPG_CORE_LOG_H_
-#define DLPG_CORE_LOG_H_
+#ifndef DLPG_BASE_LOG_H_
+#define DLPG_BASE_LOG_H_
 
 #include <stdarg.h>
 

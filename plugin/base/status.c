@@ -1,6 +1,6 @@
 /* Status names and the thread-local last error (ABI.md, "Status and errors"). The names
  * come from DLPG__STATUS_MAP, so the enum and its strings cannot drift apart. */
-#include "core/status.h"
+#include "base/status.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,6 @@
-/* The monotonic clock every deadline in dlpg is measured on (core/time.c). */
-#ifndef DLPG_CORE_CLOCK_H_
-#define DLPG_CORE_CLOCK_H_
+/* The monotonic clock every deadline in dlpg is measured on (base/time.c). */
+#ifndef DLPG_BASE_CLOCK_H_
+#define DLPG_BASE_CLOCK_H_
 
 #include <pthread.h>
 #include <time.h>

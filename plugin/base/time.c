@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <time.h>
 
-#include "core/clock.h"
+#include "base/clock.h"
 
 struct timespec dlpg__abstime_in(double s) {
   struct timespec ts;

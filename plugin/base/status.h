@@ -1,8 +1,8 @@
 /* Status table, thread-local last error and the check macros (models: libuv UV_ERRNO_MAP,
  * NCCL checks.h). Every internal function that fails records its message here with
  * dlpg__error() and returns the status, so the public entry point only propagates it. */
-#ifndef DLPG_CORE_STATUS_H_
-#define DLPG_CORE_STATUS_H_
+#ifndef DLPG_BASE_STATUS_H_
+#define DLPG_BASE_STATUS_H_
 
 #include <stdarg.h>
 #include <stddef.h>
