@@ -1,6 +1,8 @@
 /* dlpg-info: prints the library's version, what it was built with, each backend (built in or
  * a module: where it was looked for, whether it loaded and why not), and every parameter
- * (DLPG_* environment variable) with its current value, default and meaning. */
+ * (environment variable) with its current value, default and meaning, owner by owner: core's,
+ * each built-in backend's and each loaded module's (a module registers its own when it
+ * loads, so the backends are loaded first). */
 #include <stdio.h>
 
 #include "core/backend.h"
@@ -27,7 +29,7 @@ int main(void) {
     else
       printf("  %-6s not loaded: %s\n", e->name, dlpg_last_error());
   }
-  printf("parameters:\n");
+  printf("parameters (by owner):\n");
   dlpg__params_print(stdout);
   return 0;
 }

@@ -86,9 +86,12 @@ typedef struct dlpg__host {
   int (*log_enabled)(dlpg__log_level_t level, dlpg__log_subsys_t sub);
   void (*vlog)(dlpg__log_level_t level, dlpg__log_subsys_t sub, int rank, const char *fmt,
                va_list ap);
-  const char *(*param_str)(dlpg__param_id_t id);
-  int (*param_long)(dlpg__param_id_t id, long *out);
-  int (*param_default_env)(dlpg__param_id_t id, const char *value);
+  /* The module's own variables and log subsystem (base/params.h, base/log.h). */
+  int (*params_register)(const char *owner, const dlpg__param_decl_t *decls, int n);
+  const char *(*param_get)(const dlpg__param_decl_t *p);
+  int (*param_get_long)(const dlpg__param_decl_t *p, long *out);
+  int (*param_set_default_env)(const dlpg__param_decl_t *p, const char *value);
+  dlpg__log_subsys_t (*log_subsys_register)(const char *name);
   const char *(*op_name)(dlpg__op_kind_t kind);
   const char *(*dtype_name)(dlpg__dtype_t dt);
   const char *(*reduce_op_name)(dlpg_reduce_op_t op);
@@ -101,7 +104,7 @@ typedef struct dlpg__host {
 
 /* Bumped whenever dlpg__host_t, dlpg__backend_vtbl_t, dlpg__op_t or struct dlpg_group change
  * in a way a module built from other sources would misread. */
-#define DLPG__HOST_ABI 2
+#define DLPG__HOST_ABI 3
 
 /* A module's entry point: check host->abi, keep host, and return the module's table, or
  * return non-OK with a message (through host->verror). */

@@ -12,6 +12,24 @@
 #include "gloo/create.h"
 #include "gloo/gloo.h"
 #include "gloo/p2p.h"
+#include "gloo/params.h"
+
+const dlpg__param_decl_t dlpg__gloo_params[DLPG__GLOO_PARAM_COUNT] = {
+#define DLPG__GLOO_PARAM_DEF(id, env, def, flags, desc) {env, def, flags, desc},
+    DLPG__GLOO_PARAM_MAP(DLPG__GLOO_PARAM_DEF)
+#undef DLPG__GLOO_PARAM_DEF
+};
+
+/* 0 (lines filtered by level only) until registered below. */
+dlpg__log_subsys_t dlpg__gloo_log_subsys;
+
+/* Registered when the object holding Gloo (libdlpg.so, or a tool linking core) is loaded,
+ * before anything can read, print or log them; registering reads no variable, so a host
+ * may still set them after loading the library. */
+__attribute__((constructor)) static void dlpg__gloo_register(void) {
+  dlpg__params_register("gloo", dlpg__gloo_params, DLPG__GLOO_PARAM_COUNT);
+  dlpg__gloo_log_subsys = dlpg__log_subsys_register("GLOO");
+}
 
 #define R_(op) (1u << (op))
 #define ARITH (R_(DLPG_SUM) | R_(DLPG_PROD) | R_(DLPG_MIN) | R_(DLPG_MAX))

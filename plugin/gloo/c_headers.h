@@ -24,6 +24,7 @@ using atomic_int = std::atomic<int>;
 #include "base/status.h"
 #include "core/tensor.h"
 #include "gloo/gloo.h"
+#include "gloo/params.h"
 #include "store/store.h"
 
 static_assert(sizeof(std::atomic<int>) == sizeof(int), "atomic_int layout differs from int");

@@ -71,13 +71,13 @@ std::string route_to(const char *host) {
 // then this host's name (Gloo resolves it, as torch does).
 ::gloo::transport::tcp::attr device_attr(dlpg_store_t *store, std::string *how) {
   ::gloo::transport::tcp::attr attr;
-  const char *hn = dlpg__param_str(DLPG__PARAM_GLOO_HOSTNAME);
+  const char *hn = dlpg__param_get(DLPG__GLOO_PARAM(HOSTNAME));
   if (hn && *hn) {
     attr.hostname = hn;
     *how = std::string("DLPG_GLOO_HOSTNAME=") + hn;
     return attr;
   }
-  const char *iface = dlpg__param_str(DLPG__PARAM_GLOO_IFACE);
+  const char *iface = dlpg__param_get(DLPG__GLOO_PARAM(IFACE));
   if (iface && *iface) {
     attr.iface = iface;
     *how = std::string("DLPG_GLOO_IFACE=") + iface;

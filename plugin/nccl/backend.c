@@ -53,6 +53,13 @@ static const dlpg__backend_vtbl_t dlpg__nccl_backend = {
 /* Set by the entry point, read by host.c's forwarders. */
 const dlpg__host_t *dlpg__nccl_host;
 
+const dlpg__param_decl_t dlpg__nccl_params[DLPG__NCCL_PARAM_COUNT] = {
+#define DLPG__NCCL_PARAM_DEF(id, env, def, flags, desc) {env, def, flags, desc},
+    DLPG__NCCL_PARAM_MAP(DLPG__NCCL_PARAM_DEF)
+#undef DLPG__NCCL_PARAM_DEF
+};
+dlpg__log_subsys_t dlpg__nccl_log_subsys; /* 0 (filtered by level only) until registered */
+
 __attribute__((visibility("default"))) dlpg_status_t dlpg_nccl_backend_init(
     const dlpg__host_t *host, const dlpg__backend_vtbl_t **out);
 
@@ -63,6 +70,9 @@ dlpg_status_t dlpg_nccl_backend_init(const dlpg__host_t *host, const dlpg__backe
     return DLPG_ERR_UNSUPPORTED;
   }
   dlpg__nccl_host = host;
+  /* The module is never unloaded once initialised (-z nodelete), so its table may be kept. */
+  host->params_register("nccl", dlpg__nccl_params, DLPG__NCCL_PARAM_COUNT);
+  dlpg__nccl_log_subsys = host->log_subsys_register("NCCL");
   int v = 0;
   if (ncclGetVersion(&v) != ncclSuccess) v = 0;
   dlpg__nccl_version = v < NCCL_VERSION_CODE ? v : NCCL_VERSION_CODE;

@@ -149,10 +149,10 @@ static dlpg_status_t dlpg__rdv_fetch(const char *fn, dlpg__nccl_comm_t *c, doubl
 }
 
 dlpg__nccl_mode_t dlpg__nccl_mode(void) {
-  const char *m = dlpg__param_str(DLPG__PARAM_NCCL_COMM_MODE);
+  const char *m = dlpg__param_get(DLPG__NCCL_PARAM(COMM_MODE));
   if (!m) {
     long blocking = 0;
-    dlpg__param_long(DLPG__PARAM_NCCL_BLOCKING_INIT, &blocking);
+    dlpg__param_get_long(DLPG__NCCL_PARAM(BLOCKING_INIT), &blocking);
     return blocking ? DLPG__MODE_BLOCKING : DLPG__MODE_SPLIT;
   }
   if (strcmp(m, "split") == 0) return DLPG__MODE_SPLIT;
@@ -287,7 +287,7 @@ static dlpg_status_t dlpg__split_all(const char *fn, dlpg__nccl_comm_t **nw, int
  * before NCCL's first call in this process, once. */
 static pthread_once_t dlpg__runtime_connect_once = PTHREAD_ONCE_INIT;
 static void dlpg__runtime_connect_default(void) {
-  if (dlpg__param_default_env(DLPG__PARAM_NCCL_RUNTIME_CONNECT, "0"))
+  if (dlpg__param_set_default_env(DLPG__NCCL_PARAM(RUNTIME_CONNECT), "0"))
     DLPG_INFO(NCCL, -1, "NCCL_RUNTIME_CONNECT unset: set to 0 (connect during creation)");
 }
 
@@ -296,7 +296,7 @@ static void dlpg__runtime_connect_default(void) {
 static dlpg_status_t dlpg__create_all(const char *fn, dlpg__nccl_comm_t **nw, int nn, double deadline) {
   dlpg_status_t s = DLPG_OK;
   pthread_once(&dlpg__runtime_connect_once, dlpg__runtime_connect_default);
-  const char *rc = dlpg__param_str(DLPG__PARAM_NCCL_RUNTIME_CONNECT);
+  const char *rc = dlpg__param_get(DLPG__NCCL_PARAM(RUNTIME_CONNECT));
   for (int k = 0; k < nn; k++) nw[k]->lazy_colls = !(rc && strcmp(rc, "0") == 0);
   ncclUniqueId *ids = calloc((size_t)nn, sizeof(ncclUniqueId));
   if (!ids) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);

@@ -42,10 +42,12 @@ void dlpg__log(dlpg__log_level_t level, dlpg__log_subsys_t sub, int rank, const 
   va_end(ap);
 }
 
-const char *dlpg__param_str(dlpg__param_id_t id) { return H->param_str(id); }
-int dlpg__param_long(dlpg__param_id_t id, long *out) { return H->param_long(id, out); }
-int dlpg__param_default_env(dlpg__param_id_t id, const char *value) {
-  return H->param_default_env(id, value);
+const char *dlpg__param_get(const dlpg__param_decl_t *p) { return H->param_get(p); }
+int dlpg__param_get_long(const dlpg__param_decl_t *p, long *out) {
+  return H->param_get_long(p, out);
+}
+int dlpg__param_set_default_env(const dlpg__param_decl_t *p, const char *value) {
+  return H->param_set_default_env(p, value);
 }
 
 const char *dlpg__op_name(dlpg__op_kind_t kind) { return H->op_name(kind); }

@@ -11,11 +11,41 @@
 
 #include "nccl/nccl.h"
 #include "core/group.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "base/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The module's own environment variables (core's are in base/params.h), registered with core
+ * through the host table when the module is loaded (backend.c).
+ * X(id, env name, default as a string or NULL, flags, description) */
+#define DLPG__NCCL_PARAM_MAP(X)                                                              \
+  X(COMM_MODE, "DLPG_NCCL_COMM_MODE", NULL, DLPG__PARAM_CACHED,                             \
+    "split (default): non-blocking init (deadline-polled), ops on a blocking ncclCommSplit "  \
+    "child; nonblocking: ops on the non-blocking communicator (~70 us more per op); "         \
+    "blocking: blocking init, no deadline inside NCCL")                                      \
+  X(BLOCKING_INIT, "DLPG_NCCL_BLOCKING_INIT", "0", DLPG__PARAM_CACHED,                      \
+    "deprecated: 1 means DLPG_NCCL_COMM_MODE=blocking when that is unset")                  \
+  X(RUNTIME_CONNECT, "NCCL_RUNTIME_CONNECT", NULL, 0,                                        \
+    "NCCL's own variable; dlpg sets 0 when it is unset, so collective connections are made " \
+    "inside the deadline-polled creation")
+
+enum {
+#define DLPG__NCCL_PARAM_ENUM(id, env, def, flags, desc) DLPG__NCCL_PARAM_##id,
+  DLPG__NCCL_PARAM_MAP(DLPG__NCCL_PARAM_ENUM)
+#undef DLPG__NCCL_PARAM_ENUM
+  DLPG__NCCL_PARAM_COUNT
+};
+extern const dlpg__param_decl_t dlpg__nccl_params[DLPG__NCCL_PARAM_COUNT];
+#define DLPG__NCCL_PARAM(id) (&dlpg__nccl_params[DLPG__NCCL_PARAM_##id])
+
+/* The bit of the module's "NCCL" log subsystem (registered at load); DLPG_INFO(NCCL, ...)
+ * logs under it. */
+extern dlpg__log_subsys_t dlpg__nccl_log_subsys;
+#define DLPG__SUB_NCCL dlpg__nccl_log_subsys
 
 /* Longest cache key: "p<peer>:" and 16 device ids of up to 4 digits and commas. */
 #define DLPG__NCCL_KEY_MAX 112

@@ -1,0 +1,24 @@
+/* The log writer (private to plugin/base): subsystem names and bits, the configured level
+ * and subsystem mask, and the line writer. It reads no parameter: log.c configures it from
+ * DLPG_DEBUG and DLPG_DEBUG_SUBSYS (read through params.c), and params.c, which must warn
+ * about values it cannot parse, warns through the writer only, so the three files call each
+ * other in one direction (log.c -> params.c -> log_writer.c). */
+#ifndef DLPG_BASE_LOG_WRITER_H_
+#define DLPG_BASE_LOG_WRITER_H_
+
+#include <stdarg.h>
+
+#include "base/log.h"
+
+/* Configure from DLPG_DEBUG's and DLPG_DEBUG_SUBSYS's values (NULL: their defaults). The
+ * first call wins; later ones change nothing. */
+void dlpg__log_configure(const char *level, const char *subsys);
+/* 1 once configured. */
+int dlpg__log_configured(void);
+/* Whether a line of level under sub passes the configuration (0 before it is configured). */
+int dlpg__log_would(dlpg__log_level_t level, dlpg__log_subsys_t sub);
+/* Write one line to stderr (no filtering). */
+void dlpg__log_write(dlpg__log_level_t level, dlpg__log_subsys_t sub, int rank, const char *fmt,
+                     va_list ap);
+
+#endif
