@@ -269,9 +269,9 @@ static dlpg_status_t dlpg__batch_flush(dlpg__batch_entry_t *v, int n) {
     struct dlpg_work *w = v[i].internal;
     if (!w) continue;
     pthread_mutex_lock(&w->mu);
-    int is_cuda = w->has_be;
+    int polled = w->has_be; /* a caller-thread backend's work, done by its poller */
     pthread_mutex_unlock(&w->mu);
-    dlpg_status_t st = dlpg__finish_internal(w, !is_cuda);
+    dlpg_status_t st = dlpg__finish_internal(w, !polled);
     if (st != DLPG_OK && first == DLPG_OK) {
       first = st;
       memcpy(first_msg, dlpg__last_error(), sizeof first_msg);

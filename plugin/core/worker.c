@@ -19,7 +19,7 @@
 #include "base/status.h"
 #include "core/work_impl.h"
 
-/* After an abort at shutdown, how long the thread gets to leave Gloo before it is
+/* After an abort at shutdown, how long the thread gets to leave the backend before it is
  * detached. */
 #define DLPG__WORKER_GRACE_S 2.0
 
@@ -109,7 +109,7 @@ static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
     dlpg__task_abort(t);
     return;
   }
-  DLPG_TRACE(GLOO, g->rank, "running %s (%d op%s) on %s", dlpg__op_name(t->ops[0]->kind), t->n,
+  DLPG_TRACE(COLL, g->rank, "running %s (%d op%s) on %s", dlpg__op_name(t->ops[0]->kind), t->n,
              t->n == 1 ? "" : "s", be->name);
   for (int i = 0; i < t->n; i++) {
     t->ops[i]->state = state;
@@ -118,7 +118,7 @@ static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
   dlpg__clear_error();
   dlpg_status_t st = be->issue(t->ops, t->n);
   if (st != DLPG_OK && atomic_load(&g->aborted)) {
-    /* A run cut short by an abort reports the abort, whatever Gloo said. */
+    /* A run cut short by an abort reports the abort, whatever the backend said. */
     char m[DLPG__ERROR_MAX];
     snprintf(m, sizeof m, "group aborted (%s)", dlpg__last_error());
     dlpg__task_finish(t, DLPG_ERR_ABORTED, m);
@@ -301,16 +301,18 @@ void dlpg__worker_shutdown(struct dlpg_group *g) {
   pthread_cond_broadcast(&w->cv);
   dlpg__worker_wait_exit(w, dlpg__now() + g->timeout_s);
   int exited = w->exited;
+  const char *stuck_in = NULL; /* the running task's backend, if the thread stays stuck */
   pthread_mutex_unlock(&w->mu);
 
   if (!exited) {
-    DLPG_WARN(GLOO, g->rank, "group \"%s\": queued CPU operations did not finish within %g s "
+    DLPG_WARN(COLL, g->rank, "group \"%s\": queued operations did not finish within %g s "
               "at destroy; aborting them", g->name, g->timeout_s);
     dlpg_group_abort(g);
     pthread_mutex_lock(&w->mu);
     dlpg__worker_wait_exit(w, dlpg__now() + DLPG__WORKER_GRACE_S);
     exited = w->exited;
     if (!exited) w->detached = 1;
+    stuck_in = w->running ? dlpg__backend_name(w->running_slot) : NULL;
     pthread_mutex_unlock(&w->mu);
   }
 
@@ -325,8 +327,12 @@ void dlpg__worker_shutdown(struct dlpg_group *g) {
     pthread_mutex_destroy(&w->mu);
     free(w);
   } else {
-    DLPG_WARN(GLOO, g->rank, "group \"%s\": the worker thread is stuck in Gloo; detaching it",
-              g->name);
+    if (stuck_in)
+      DLPG_WARN(COLL, g->rank, "group \"%s\": the worker thread is stuck in the %s backend; "
+                "detaching it", g->name, stuck_in);
+    else
+      DLPG_WARN(COLL, g->rank, "group \"%s\": the worker thread does not exit; detaching it",
+                g->name);
     pthread_detach(w->thread);
   }
 }
