@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The layering of plugin/ (docs/architecture.md): prints the include graph between its
-# folders and fails when core includes or names a backend, or when folders include each
-# other in a cycle. Usage: ci/check-layers.sh [--quiet]
+# folders and fails when core includes a backend, when core or base names one (identifier,
+# parameter, log subsystem, message), or when folders include each other in a cycle. Usage: ci/check-layers.sh [--quiet]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 backends="gloo nccl"   # folders holding a backend (besides the registry, which lists them)
@@ -26,10 +26,42 @@ for b in $backends registry; do
     bad=1
   fi
 done
-if grep -rnE 'dlpg__(nccl|gloo)_' plugin/core; then
-  echo "ci/check-layers.sh: core names a backend function (above)" >&2
+# Core and the ground floor (plugin/base) speak of backends, never of one: no backend's
+# identifier, parameter or log subsystem, no backend's name in a message. Allowed: the
+# variable that locates a module (DLPG_NCCL_BACKEND: core must read it to find the module),
+# the public status texts (base/status.h), comments, and DLPack device names ("cuda").
+words="gloo|nccl|shm"                 # backend names, as identifiers spell them
+WORDS=$(echo "$words" | tr a-z A-Z)
+ground="plugin/core plugin/base"
+if grep -rnE "dlpg__($words)_" $ground; then
+  echo "ci/check-layers.sh: core or base names a backend's identifier (above)" >&2
   bad=1
 fi
+if grep -rnoE "DLPG(__PARAM)?_($WORDS)_[A-Z0-9_]+" $ground |
+   grep -vE ':DLPG(__PARAM)?_NCCL_BACKEND$'; then
+  echo "ci/check-layers.sh: core or base declares or reads a backend's parameter (above; a" \
+       "backend declares its own and registers it, base/params.h)" >&2
+  bad=1
+fi
+if grep -rnE "DLPG__SUB_($WORDS)\b|\"($WORDS)\"|DLPG_(WARN|INFO|TRACE)\(($WORDS)\b|DLPG_LOG\([A-Z]+, *($WORDS)\b" $ground; then
+  echo "ci/check-layers.sh: core or base holds a backend's log subsystem (above; a backend" \
+       "registers its own, dlpg__log_subsys_register)" >&2
+  bad=1
+fi
+# Message strings, comments stripped by the preprocessor (no include is expanded).
+msgs=$(mktemp)
+for f in $(ls plugin/core/*.[ch] plugin/base/*.[ch] | grep -v '^plugin/base/status\.h$'); do
+  gcc -fpreprocessed -dD -E -P -x c "$f" 2>/dev/null |
+    grep -nE '"([^"\\]|\\.)*\<(Gloo|gloo|NCCL|nccl|SHM|shm)\>([^"\\]|\\.)*"' |
+    grep -v 'DLPG_NCCL_BACKEND' | sed "s|^|$f: (comments stripped) |"
+done > "$msgs" || true
+if [ -s "$msgs" ]; then
+  cat "$msgs" >&2
+  echo "ci/check-layers.sh: a message in core or base names a backend (above; take the name" \
+       "from the backend's table, vtbl->name)" >&2
+  bad=1
+fi
+rm -f "$msgs"
 # Cycles through a backend: a backend folder (or the registry) and another folder that reach
 # each other. (core <-> store is one layer, the ground floor: groups hold a store.)
 reach() {  # every folder reachable from $1
@@ -57,5 +89,5 @@ for b in $backends registry; do
     esac
   done
 done
-[ $bad -eq 0 ] && echo "ci/check-layers.sh: core names no backend; no include cycle through a backend: OK"
+[ $bad -eq 0 ] && echo "ci/check-layers.sh: core and base name no backend (identifier, parameter, log subsystem, message); no include cycle through a backend: OK"
 exit $bad
