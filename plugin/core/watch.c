@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -39,23 +38,6 @@
 #define DLPG__WATCH_REJECTED_WINDOW_S 3.0
 /* How long destroy waits for the watcher (it may be inside a store call). */
 #define DLPG__WATCH_JOIN_S 3.0
-
-struct dlpg__watch *dlpg__watch_new(void) {
-  struct dlpg__watch *w = calloc(1, sizeof *w);
-  if (!w) return NULL;
-  pthread_mutex_init(&w->mu, NULL);
-  dlpg__cond_init_monotonic(&w->cv);
-  pthread_mutex_init(&w->gen_mu, NULL);
-  return w;
-}
-
-void dlpg__watch_free(struct dlpg__watch *w) {
-  if (!w) return;
-  pthread_cond_destroy(&w->cv);
-  pthread_mutex_destroy(&w->mu);
-  pthread_mutex_destroy(&w->gen_mu);
-  free(w);
-}
 
 /* ------------------------------------------------------------------ the watcher */
 

@@ -18,59 +18,11 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "core/work_impl.h"
+#include "core/worker_impl.h"
 
 /* After an abort at shutdown, how long the thread gets to leave Gloo before it is
  * detached. */
 #define DLPG__WORKER_GRACE_S 2.0
-
-typedef struct dlpg__task {
-  dlpg__op_t **ops;
-  int n;
-  struct dlpg__task *next;
-} dlpg__task_t;
-
-typedef struct dlpg__worker {
-  pthread_mutex_t mu;
-  pthread_cond_t cv; /* CLOCK_MONOTONIC: new task, stop, thread exit */
-  dlpg__task_t *head, *tail;
-  int stop, aborted, running, exited, detached;
-  pthread_t thread;
-  struct dlpg_group *g; /* retained by the thread for its whole life */
-  int running_slot;     /* backend of the running task (under mu, with running) */
-  /* Per backend slot: whether the thread tried to create the group's state, and why that
-   * failed (once it failed, every later task fails with it). */
-  int ctx_tried[DLPG__GROUP_BACKEND_SLOTS];
-  dlpg_status_t ctx_status[DLPG__GROUP_BACKEND_SLOTS];
-  char *ctx_msg[DLPG__GROUP_BACKEND_SLOTS];
-} dlpg__worker_t;
-
-/* Guards g->worker of every group (creation at the first task, removal at shutdown), and
- * keeps a worker alive while dlpg__worker_abort uses it. Held only briefly. */
-static pthread_mutex_t dlpg__workers_mu = PTHREAD_MUTEX_INITIALIZER;
-
-/* Complete every op with status (message: "<op>: <msg>") and free the ops and the array. */
-static void dlpg__ops_finish(dlpg__op_t **ops, int n, dlpg_status_t st, const char *msg) {
-  for (int i = 0; i < n; i++) {
-    dlpg__op_t *op = ops[i];
-    if (!op) continue;
-    if (st == DLPG_OK) {
-      dlpg__work_complete(op->work, DLPG_OK, NULL);
-    } else {
-      char m[DLPG__ERROR_MAX];
-      dlpg__format_prefixed(m, sizeof m, dlpg__op_name(op->kind), msg, st);
-      dlpg__work_complete(op->work, st, m);
-    }
-    free(op);
-  }
-  free(ops);
-}
-
-static void dlpg__task_finish(dlpg__task_t *t, dlpg_status_t st, const char *msg) {
-  dlpg__ops_finish(t->ops, t->n, st, msg);
-  free(t);
-}
-
-static void dlpg__task_abort(dlpg__task_t *t) { dlpg__task_finish(t, DLPG_ERR_ABORTED, "group aborted"); }
 
 /* Run one task on the worker thread (w->mu not held). */
 static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
@@ -254,31 +206,6 @@ dlpg_status_t dlpg__worker_submit_sync(struct dlpg_group *g, dlpg__op_t **ops, i
   return dlpg__worker_enqueue(g, ops, n, 1);
 }
 
-void dlpg__worker_abort(struct dlpg_group *g) {
-  pthread_mutex_lock(&dlpg__workers_mu);
-  dlpg__worker_t *w = g->worker;
-  if (!w) {
-    pthread_mutex_unlock(&dlpg__workers_mu);
-    return;
-  }
-  pthread_mutex_lock(&w->mu);
-  w->aborted = 1;
-  dlpg__task_t *queued = w->head;
-  w->head = w->tail = NULL;
-  int slot = w->running_slot;
-  void *ctx = w->running ? __atomic_load_n(&g->be_state[slot], __ATOMIC_ACQUIRE) : NULL;
-  pthread_mutex_unlock(&w->mu);
-  /* The context stays alive while w is registered: it is freed with the group, and the
-   * running thread holds a group reference. */
-  if (ctx) dlpg__backend_loaded(slot)->abort(ctx);
-  pthread_mutex_unlock(&dlpg__workers_mu);
-  while (queued) {
-    dlpg__task_t *next = queued->next;
-    dlpg__task_abort(queued);
-    queued = next;
-  }
-}
-
 /* Wait on w->cv (w->mu held) until the thread has exited or the deadline passes. */
 static void dlpg__worker_wait_exit(dlpg__worker_t *w, double deadline) {
   while (!w->exited) {
@@ -290,11 +217,11 @@ static void dlpg__worker_wait_exit(dlpg__worker_t *w, double deadline) {
   }
 }
 
-void dlpg__worker_shutdown(struct dlpg_group *g) {
+int dlpg__worker_drain(struct dlpg_group *g) {
   pthread_mutex_lock(&dlpg__workers_mu);
   dlpg__worker_t *w = g->worker;
   pthread_mutex_unlock(&dlpg__workers_mu);
-  if (!w) return;
+  if (!w) return 1;
 
   pthread_mutex_lock(&w->mu);
   w->stop = 1;
@@ -303,16 +230,25 @@ void dlpg__worker_shutdown(struct dlpg_group *g) {
   int exited = w->exited;
   pthread_mutex_unlock(&w->mu);
 
-  if (!exited) {
+  if (!exited)
     DLPG_WARN(GLOO, g->rank, "group \"%s\": queued CPU operations did not finish within %g s "
               "at destroy; aborting them", g->name, g->timeout_s);
-    dlpg_group_abort(g);
-    pthread_mutex_lock(&w->mu);
-    dlpg__worker_wait_exit(w, dlpg__now() + DLPG__WORKER_GRACE_S);
-    exited = w->exited;
-    if (!exited) w->detached = 1;
-    pthread_mutex_unlock(&w->mu);
-  }
+  return exited;
+}
+
+void dlpg__worker_shutdown(struct dlpg_group *g) {
+  pthread_mutex_lock(&dlpg__workers_mu);
+  dlpg__worker_t *w = g->worker;
+  pthread_mutex_unlock(&dlpg__workers_mu);
+  if (!w) return;
+
+  pthread_mutex_lock(&w->mu);
+  w->stop = 1; /* set by dlpg__worker_drain already; repeated for a caller that skipped it */
+  pthread_cond_broadcast(&w->cv);
+  dlpg__worker_wait_exit(w, dlpg__now() + DLPG__WORKER_GRACE_S);
+  int exited = w->exited;
+  if (!exited) w->detached = 1;
+  pthread_mutex_unlock(&w->mu);
 
   pthread_mutex_lock(&dlpg__workers_mu);
   g->worker = NULL;
