@@ -16,6 +16,7 @@
 #include "core/group.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "core/thread.h"
 
 /* An operation is "blocked" once nothing completed for this long while it is in flight. */
 #define DLPG__WATCH_BLOCKED_S 0.2
@@ -230,20 +231,12 @@ void dlpg__watch_stop(struct dlpg_group *g) {
     pthread_mutex_unlock(&w->mu);
     return;
   }
-  double deadline = dlpg__now() + DLPG__WATCH_JOIN_S;
-  while (!w->exited && dlpg__now() < deadline) {
-    struct timespec ts = dlpg__abstime_in(0.05);
-    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
-  }
-  int exited = w->exited;
-  if (!exited) w->detached = 1;
+  int exited = dlpg__thread_wait_or_give_up(&w->mu, &w->cv, &w->exited, &w->detached,
+                                            DLPG__WATCH_JOIN_S);
   w->have_thread = 0;
   pthread_mutex_unlock(&w->mu);
-  if (exited) {
-    pthread_join(w->thread, NULL);
-  } else {
+  if (!exited)
     DLPG_WARN(INIT, g->rank, "group \"%s\": the failure watcher is stuck in the store; "
               "detaching it", g->name);
-    pthread_detach(w->thread);
-  }
+  dlpg__thread_reap(w->thread, exited);
 }

@@ -17,6 +17,7 @@
 #include "core/group.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "core/thread.h"
 #include "core/work_impl.h"
 #include "core/worker_impl.h"
 
@@ -206,17 +207,6 @@ dlpg_status_t dlpg__worker_submit_sync(struct dlpg_group *g, dlpg__op_t **ops, i
   return dlpg__worker_enqueue(g, ops, n, 1);
 }
 
-/* Wait on w->cv (w->mu held) until the thread has exited or the deadline passes. */
-static void dlpg__worker_wait_exit(dlpg__worker_t *w, double deadline) {
-  while (!w->exited) {
-    double left = deadline - dlpg__now();
-    if (left <= 0) break;
-    if (left > 0.1) left = 0.1;
-    struct timespec ts = dlpg__abstime_in(left);
-    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
-  }
-}
-
 int dlpg__worker_drain(struct dlpg_group *g) {
   pthread_mutex_lock(&dlpg__workers_mu);
   dlpg__worker_t *w = g->worker;
@@ -226,8 +216,7 @@ int dlpg__worker_drain(struct dlpg_group *g) {
   pthread_mutex_lock(&w->mu);
   w->stop = 1;
   pthread_cond_broadcast(&w->cv);
-  dlpg__worker_wait_exit(w, dlpg__now() + g->timeout_s);
-  int exited = w->exited;
+  int exited = dlpg__thread_wait_exit(&w->mu, &w->cv, &w->exited, g->timeout_s);
   pthread_mutex_unlock(&w->mu);
 
   if (!exited)
@@ -245,24 +234,22 @@ void dlpg__worker_shutdown(struct dlpg_group *g) {
   pthread_mutex_lock(&w->mu);
   w->stop = 1; /* set by dlpg__worker_drain already; repeated for a caller that skipped it */
   pthread_cond_broadcast(&w->cv);
-  dlpg__worker_wait_exit(w, dlpg__now() + DLPG__WORKER_GRACE_S);
-  int exited = w->exited;
-  if (!exited) w->detached = 1;
+  int exited = dlpg__thread_wait_or_give_up(&w->mu, &w->cv, &w->exited, &w->detached,
+                                            DLPG__WORKER_GRACE_S);
   pthread_mutex_unlock(&w->mu);
 
   pthread_mutex_lock(&dlpg__workers_mu);
   g->worker = NULL;
   pthread_mutex_unlock(&dlpg__workers_mu);
 
+  if (!exited)
+    DLPG_WARN(GLOO, g->rank, "group \"%s\": the worker thread is stuck in Gloo; detaching it",
+              g->name);
+  dlpg__thread_reap(w->thread, exited);
   if (exited) {
-    pthread_join(w->thread, NULL);
     for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++) free(w->ctx_msg[i]);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
     free(w);
-  } else {
-    DLPG_WARN(GLOO, g->rank, "group \"%s\": the worker thread is stuck in Gloo; detaching it",
-              g->name);
-    pthread_detach(w->thread);
   }
 }
