@@ -18,7 +18,7 @@ Prints the file graph and the folder graph (a folder is plugin/'s first path com
 then every circle: a strongly connected component of more than one file, or of more than one
 folder. Exit status 1 when there is a circle, unless --report.
 
-Usage: file_graph.py [--report] [--quiet] [--drop FROM=TO ...] --root DIR --unit NAME=OBJDIR ...
+Usage: file_graph.py [--report] [--quiet] [--layers] [--drop FROM=TO ...] --root DIR --unit NAME=OBJDIR ...
 """
 import argparse
 import os
@@ -161,6 +161,34 @@ def reason(e, names, limit=3):
     return "; ".join(parts)
 
 
+def print_layers(g, succ, circles):
+    """Each folder's sources by layer (files of one circle share a layer, marked *)."""
+    comp = {n: (n,) for n in g.nodes}
+    for c in circles:  # a circle's files within one folder
+        for n in c:
+            comp[n] = tuple(m for m in c if folder(m) == folder(n))
+    memo = {}
+
+    def layer(c):
+        if c not in memo:
+            memo[c] = 0  # a circle's own edges do not raise it
+            deps = {comp[t] for n in c for t in succ[n]
+                    if folder(t) == folder(n) and not t.endswith(".h") and comp[t] != c}
+            memo[c] = 1 + max((layer(d) for d in deps), default=-1)
+        return memo[c]
+
+    print("layers of plugin/ (sources, bottom up; * on a circle)")
+    for f in sorted({folder(n) for n in g.nodes}):
+        rows = {}
+        for n in sorted(g.nodes):
+            if folder(n) == f and not n.endswith(".h"):
+                on_circle = any(n in c for c in circles)
+                rows.setdefault(layer(comp[n]), []).append(
+                    n.split("/", 1)[1] + ("*" if on_circle else ""))
+        for k in sorted(rows):
+            print("  %-9s %2d  %s" % (f if k == min(rows) else "", k, " ".join(rows[k])))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", required=True, help="the repository root")
@@ -168,6 +196,9 @@ def main():
                     help="NAME=OBJDIR: the object files of one library")
     ap.add_argument("--report", action="store_true", help="print the circles, exit 0")
     ap.add_argument("--quiet", action="store_true", help="print the circles only")
+    ap.add_argument("--layers", action="store_true",
+                    help="also print each folder's sources bottom up: a source's layer is one "
+                         "above the highest of the sources of its folder it uses")
     ap.add_argument("--drop", action="append", default=[], metavar="FROM=TO",
                     help="leave out the edge FROM -> TO (files relative to plugin/): shows what "
                          "remains once a cut under way elsewhere lands")
@@ -256,6 +287,8 @@ def main():
             print("  %-9s -> %-9s %3d" % (a, b, nfiles[(a, b)]))
 
     file_circles = sccs(g.nodes, succ)
+    if args.layers:
+        print_layers(g, succ, file_circles)
     folder_circles = sccs(fg.nodes, fsucc)
     for comp in file_circles:
         members = set(comp)
