@@ -2,7 +2,8 @@
  * operations issued from several threads execute in submission order, which every rank
  * must agree on. The thread asks for its backends' state at its first task (created under
  * the group's lock: a p2p_direct backend's sends and receives, which bypass the worker, may
- * create it first); the state itself is freed with the group, after the thread is gone. */
+ * create it first); the state itself is freed with the group, after the thread is gone.
+ * The queue's abort and how queued tasks end are worker_queue.c's, below the group's abort. */
 #include "core/worker.h"
 
 #include <errno.h>
