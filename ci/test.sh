@@ -8,6 +8,10 @@ bash ci/install-deps.sh
 bash ci/build.sh
 bash ci/check-symbols.sh "$BUILD_DIR/libdlpg.so"
 bash ci/check-layers.sh
+# The file graph from the built objects: no circle between files or folders. --report while
+# the cuts of the registry, the NCCL module and log/params are still on their branches; drop
+# it once they are merged.
+bash ci/check-file-graph.sh --report --quiet
 bash ci/check-install.sh
 (cd "$BUILD_DIR" && ctest --output-on-failure -j2 --timeout 900)
 bash ci/check-no-cuda.sh

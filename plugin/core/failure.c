@@ -1,12 +1,15 @@
-/* Failure propagation (failure.h): a failing operation's record, a peer's record turned
- * into the group's cause, the timeout message naming the ranks that had not arrived, and the
- * abort's record. The watcher thread is in watch.c, the store records in failure_store.c. */
+/* Failure propagation (failure.h): a failing operation's record, the timeout message naming
+ * the ranks that had not arrived, and the group's abort with its record. The watcher thread
+ * is in watch.c, the store records in failure_store.c, the failure state and a peer's cause
+ * in failure_state.c, the abort's mechanics and the adoption of a peer's record in abort.c;
+ * all of them sit below this file. */
 #include "core/failure.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "core/abort.h"
 #include "core/failure_impl.h"
 #include "core/flight.h"
 #include "core/group.h"
@@ -22,35 +25,6 @@
 #define DLPG__PROGRESS_READ_MAX 64
 
 /* ------------------------------------------------------------------ causes */
-
-int dlpg__failure_remote(struct dlpg_group *g, char *buf, size_t cap) {
-  struct dlpg__watch *w = g ? g->watch : NULL;
-  if (!w || !atomic_load(&w->remote)) return 0;
-  snprintf(buf, cap, "%s", w->cause); /* final once remote is set */
-  return 1;
-}
-
-/* The group failed because of rank's record: remember the cause and abort. */
-void dlpg__fail_adopt(struct dlpg_group *g, int rank, const char *msg) {
-  struct dlpg__watch *w = g->watch;
-  pthread_mutex_lock(&w->mu);
-  int first = !atomic_load(&w->remote);
-  if (first) {
-    snprintf(w->cause, sizeof w->cause, "group \"%s\" failed on rank %d%s: %s", g->name, rank,
-             rank == g->rank ? " (this rank)" : "", msg);
-    atomic_store(&w->remote, 1);
-  }
-  pthread_mutex_unlock(&w->mu);
-  if (first) DLPG_WARN(COLL, g->rank, "%s; aborting the group", w->cause);
-  dlpg_group_abort(g);
-}
-
-/* Write this rank's failed record unless one was written here or by a peer already. */
-void dlpg__fail_record_now(struct dlpg_group *g, const char *val) {
-  char old[DLPG__ERROR_MAX + 64];
-  if (dlpg__fail_read(g, "failed", -1, 0, old, sizeof old)) return; /* the first failure stands */
-  dlpg__fail_put(g, "failed", -1, val);
-}
 
 /* Claim this rank's failed record; async: hand it to the watcher (it writes before it
  * exits). Returns 0 if the rank had already recorded a failure. */
@@ -187,7 +161,7 @@ static dlpg_status_t dlpg__op_failed(struct dlpg_group *g, uint64_t flight_id,
   }
   dlpg__record(g, st, what, 0);
   dlpg__fail_restore_error(&se);
-  dlpg_group_abort(g);
+  dlpg__group_abort(g);
   return st;
 }
 
@@ -226,7 +200,9 @@ void dlpg__failure_timed_out(struct dlpg_group *g, uint64_t flight_id, const cha
   dlpg__store_cap_deadline(old);
 }
 
-void dlpg__failure_on_abort(struct dlpg_group *g) {
+/* The group is being aborted (first time): record a local abort unless a failure was
+ * already recorded or came from a peer, and dump the flight recorder. */
+static void dlpg__failure_on_abort(struct dlpg_group *g) {
   if (!g || !g->watch) return;
   char why[DLPG__ERROR_MAX];
   if (!dlpg__failure_remote(g, why, sizeof why)) {
@@ -236,4 +212,10 @@ void dlpg__failure_on_abort(struct dlpg_group *g) {
       dlpg__record(g, DLPG_ERR_ABORTED, "the group was aborted (dlpg_group_abort)", 1);
   }
   dlpg__flight_dump(g, why);
+}
+
+void dlpg__group_abort(struct dlpg_group *g) {
+  /* Before connections are cut: peers learn why (failure.h); the flight recorder's dump. */
+  if (dlpg__group_set_aborted(g)) dlpg__failure_on_abort(g);
+  dlpg__group_cut(g);
 }

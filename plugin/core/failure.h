@@ -60,9 +60,12 @@ dlpg_status_t dlpg__failure_op_failed(struct dlpg_group *g, uint64_t flight_id,
  * note "coll_seq 7; ranks 1, 2 had not reached coll_seq 7 (...)" for the caller's message. */
 void dlpg__failure_timed_out(struct dlpg_group *g, uint64_t flight_id, const char *op_name,
                              double timeout_s, char *note, size_t cap);
-/* The group is being aborted (first time): record a local abort unless a failure was
- * already recorded or came from a peer, and dump the flight recorder. */
-void dlpg__failure_on_abort(struct dlpg_group *g);
+/* Abort the group (the public dlpg_group_abort, and core's own code: a failed or timed-out
+ * operation, a destroy whose operations did not finish). The first time, a local abort is
+ * recorded for the peers unless a failure was already recorded or came from a peer (the
+ * watcher writes it, so an abort never waits on the store) and the flight recorder is
+ * dumped; then the group's operations are cut short (abort.h). */
+void dlpg__group_abort(struct dlpg_group *g);
 
 #ifdef __cplusplus
 }

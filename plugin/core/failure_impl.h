@@ -53,11 +53,12 @@ int dlpg__fail_read(struct dlpg_group *g, const char *what, int rank, double wai
 /* A failed record: "<rank> <status>\n<message>". */
 int dlpg__fail_parse(const char *v, int *rank, const char **msg);
 
-/* The group failed because of rank's record: remember the cause and abort. */
+/* The group failed because of rank's record: remember the cause and abort (abort.c). */
 void dlpg__fail_adopt(struct dlpg_group *g, int rank, const char *msg);
-/* Write a failed record unless one exists (the first failure stands). */
+/* Write a failed record unless one exists (the first failure stands; failure_store.c). */
 void dlpg__fail_record_now(struct dlpg_group *g, const char *val);
-/* Start the watcher thread (once). take_gen: take the incarnation on this thread first. */
+/* Start the watcher thread (once). take_gen: take the incarnation on this thread first
+ * (watch.c). */
 void dlpg__watch_start(struct dlpg_group *g, int take_gen);
 
 #ifdef __cplusplus

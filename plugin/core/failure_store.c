@@ -91,3 +91,10 @@ int dlpg__fail_parse(const char *v, int *rank, const char **msg) {
   *msg = nl ? nl + 1 : "";
   return 1;
 }
+
+/* Write this rank's failed record unless one was written here or by a peer already. */
+void dlpg__fail_record_now(struct dlpg_group *g, const char *val) {
+  char old[DLPG__ERROR_MAX + 64];
+  if (dlpg__fail_read(g, "failed", -1, 0, old, sizeof old)) return; /* the first failure stands */
+  dlpg__fail_put(g, "failed", -1, val);
+}

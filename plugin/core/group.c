@@ -1,11 +1,11 @@
-/* Group lifecycle (ABI.md, "Group"): create (cheap, no connection), rank/size, abort,
- * destroy, and the reference count that keeps the group's internals alive while work
- * handles or a stuck worker thread still use them. */
+/* Group lifecycle (ABI.md, "Group"): create (cheap, no connection), rank/size, abort and
+ * destroy, the public entry points (core's own code calls dlpg__group_abort, failure.h).
+ * The reference count that keeps the group's internals alive while work handles or a stuck
+ * worker thread still use them is group_ref.c's. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/backend.h"
 #include "core/failure.h"
 #include "core/flight.h"
 #include "core/group.h"
@@ -17,21 +17,6 @@
 
 /* Longest group name accepted: it prefixes every store key of the group. */
 #define DLPG__GROUP_NAME_MAX 512
-
-void dlpg__group_retain(struct dlpg_group *g) { atomic_fetch_add(&g->refs, 1); }
-
-void dlpg__group_release(struct dlpg_group *g) {
-  if (!g || atomic_fetch_sub(&g->refs, 1) != 1) return;
-  /* The last reference: no work, worker thread or handle uses the group any more. */
-  for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++)
-    if (g->be_state[i]) dlpg__backend_loaded(i)->destroy(g->be_state[i]);
-  if (g->store) dlpg__store_release(g->store);
-  dlpg__flight_free(g->flight);
-  dlpg__watch_free(g->watch);
-  pthread_mutex_destroy(&g->be_mu);
-  free(g->name);
-  free(g);
-}
 
 /* The options the caller compiled against, copied as far as its struct_size reaches (a
  * caller built against an older header passes fewer bytes; a newer one more, of which
@@ -178,21 +163,7 @@ dlpg_status_t dlpg_group_size(const dlpg_group_t *group, int *world_size) {
 
 dlpg_status_t dlpg_group_abort(dlpg_group_t *g) {
   DLPG_ARG_CHECK(g != NULL, "dlpg_group_abort: group is NULL");
-  if (atomic_exchange(&g->aborted, 1) == 0) {
-    DLPG_WARN(INIT, g->rank, "group \"%s\" aborted", g->name);
-    /* Before connections are cut: peers learn why (failure.h); the flight recorder's dump. */
-    dlpg__failure_on_abort(g);
-  }
-  /* Waiters notice the flag within one wait slice; queued CPU work completes now, and the
-   * worker's running operation and the caller-thread backends' state (NCCL communicators)
-   * are cut short. Repeating this is harmless, and catches work that raced past the flag. */
-  dlpg__worker_abort(g);
-  pthread_mutex_lock(&g->be_mu);
-  for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++) {
-    const dlpg__backend_vtbl_t *be = g->be_state[i] ? dlpg__backend_loaded(i) : NULL;
-    if (be && (!be->on_worker || be->p2p_direct)) be->abort(g->be_state[i]);
-  }
-  pthread_mutex_unlock(&g->be_mu);
+  dlpg__group_abort(g);
   return DLPG_OK;
 }
 
@@ -200,6 +171,7 @@ dlpg_status_t dlpg_group_destroy(dlpg_group_t *g) {
   if (!g) return DLPG_OK;
   /* Let queued CPU operations finish (within the group's timeout), then drop the handle's
    * reference; communicators and the Gloo context go when the last work is freed. */
+  if (!dlpg__worker_drain(g)) dlpg__group_abort(g); /* so that a stuck operation returns */
   dlpg__worker_shutdown(g);
   dlpg__watch_stop(g);
   DLPG_INFO(INIT, g->rank, "group \"%s\" destroyed", g->name);

@@ -113,10 +113,10 @@ static dlpg_status_t dlpg__issue_worker(struct dlpg_group *g, dlpg__op_t **ops, 
 /* Wait for an internal work (CPU: the operation's status) and drop core's reference. */
 static dlpg_status_t dlpg__finish_internal(struct dlpg_work *w, int wait) {
   dlpg_status_t st = DLPG_OK;
-  if (wait) st = dlpg_work_wait(w, 0);
+  if (wait) st = dlpg__work_wait(w, 0);
   /* A timeout aborts the group, as dlpg_work_wait's own expiry does, also when the
    * operation ran inline and Gloo's deadline (the group's) fired first. */
-  if (st == DLPG_ERR_TIMEOUT && w->group) dlpg_group_abort(w->group);
+  if (st == DLPG_ERR_TIMEOUT && w->group) dlpg__group_abort(w->group);
   dlpg__work_unref(w);
   return st;
 }

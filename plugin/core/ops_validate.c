@@ -9,18 +9,6 @@
 #include "core/ops_impl.h"
 #include "base/status.h"
 
-const char *dlpg__op_name(dlpg__op_kind_t kind) {
-  static const char *names[DLPG__OP_COUNT] = {
-      [DLPG__OP_ALLREDUCE] = "dlpg_allreduce", [DLPG__OP_BROADCAST] = "dlpg_broadcast",
-      [DLPG__OP_REDUCE] = "dlpg_reduce",       [DLPG__OP_ALLGATHER] = "dlpg_allgather",
-      [DLPG__OP_REDUCE_SCATTER] = "dlpg_reduce_scatter",
-      [DLPG__OP_ALLTOALL] = "dlpg_alltoall",   [DLPG__OP_SEND] = "dlpg_send",
-      [DLPG__OP_RECV] = "dlpg_recv",           [DLPG__OP_BARRIER] = "dlpg_barrier",
-  };
-  if ((int)kind < 0 || kind >= DLPG__OP_COUNT) return "dlpg_operation";
-  return names[kind];
-}
-
 /* "cpu", "cuda:1", "cuda_managed:0" into buf. */
 static const char *dlpg__dev_str(const dlpg__tensor_t *t, char *buf, size_t cap) {
   if (t->device_type == kDLCPU)

@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -17,6 +16,7 @@
 #include "core/group.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "core/thread.h"
 
 /* An operation is "blocked" once nothing completed for this long while it is in flight. */
 #define DLPG__WATCH_BLOCKED_S 0.2
@@ -39,23 +39,6 @@
 #define DLPG__WATCH_REJECTED_WINDOW_S 3.0
 /* How long destroy waits for the watcher (it may be inside a store call). */
 #define DLPG__WATCH_JOIN_S 3.0
-
-struct dlpg__watch *dlpg__watch_new(void) {
-  struct dlpg__watch *w = calloc(1, sizeof *w);
-  if (!w) return NULL;
-  pthread_mutex_init(&w->mu, NULL);
-  dlpg__cond_init_monotonic(&w->cv);
-  pthread_mutex_init(&w->gen_mu, NULL);
-  return w;
-}
-
-void dlpg__watch_free(struct dlpg__watch *w) {
-  if (!w) return;
-  pthread_cond_destroy(&w->cv);
-  pthread_mutex_destroy(&w->mu);
-  pthread_mutex_destroy(&w->gen_mu);
-  free(w);
-}
 
 /* ------------------------------------------------------------------ the watcher */
 
@@ -248,20 +231,12 @@ void dlpg__watch_stop(struct dlpg_group *g) {
     pthread_mutex_unlock(&w->mu);
     return;
   }
-  double deadline = dlpg__now() + DLPG__WATCH_JOIN_S;
-  while (!w->exited && dlpg__now() < deadline) {
-    struct timespec ts = dlpg__abstime_in(0.05);
-    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
-  }
-  int exited = w->exited;
-  if (!exited) w->detached = 1;
+  int exited = dlpg__thread_wait_or_give_up(&w->mu, &w->cv, &w->exited, &w->detached,
+                                            DLPG__WATCH_JOIN_S);
   w->have_thread = 0;
   pthread_mutex_unlock(&w->mu);
-  if (exited) {
-    pthread_join(w->thread, NULL);
-  } else {
+  if (!exited)
     DLPG_WARN(INIT, g->rank, "group \"%s\": the failure watcher is stuck in the store; "
               "detaching it", g->name);
-    pthread_detach(w->thread);
-  }
+  dlpg__thread_reap(w->thread, exited);
 }

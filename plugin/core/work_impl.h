@@ -30,6 +30,11 @@ struct dlpg_work {
   uint64_t flight_id;       /* the group's flight recorder entry (core/flight.h); 0: none */
 };
 
+/* Record the result under w->mu (held by the caller), once: a later result is ignored. An
+ * abort caused by a peer's failure becomes DLPG_ERR_REMOTE naming it. */
+void dlpg__work_finish_locked(struct dlpg_work *w, dlpg_status_t status, const char *msg);
+/* dlpg_work_wait for core's own callers (timeout_s <= 0: the group's timeout). */
+dlpg_status_t dlpg__work_wait(struct dlpg_work *w, double timeout_s);
 /* Name the operation the work belongs to (for "dlpg_allreduce did not complete ..."). */
 void dlpg__work_set_op_name(struct dlpg_work *w, const char *name);
 /* Whether the work has neither completed nor been handed to a backend poller: used after a

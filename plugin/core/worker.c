@@ -2,7 +2,8 @@
  * operations issued from several threads execute in submission order, which every rank
  * must agree on. The thread asks for its backends' state at its first task (created under
  * the group's lock: a p2p_direct backend's sends and receives, which bypass the worker, may
- * create it first); the state itself is freed with the group, after the thread is gone. */
+ * create it first); the state itself is freed with the group, after the thread is gone.
+ * The queue's abort and how queued tasks end are worker_queue.c's, below the group's abort. */
 #include "core/worker.h"
 
 #include <errno.h>
@@ -17,60 +18,13 @@
 #include "core/group.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "core/thread.h"
 #include "core/work_impl.h"
+#include "core/worker_impl.h"
 
 /* After an abort at shutdown, how long the thread gets to leave the backend before it is
  * detached. */
 #define DLPG__WORKER_GRACE_S 2.0
-
-typedef struct dlpg__task {
-  dlpg__op_t **ops;
-  int n;
-  struct dlpg__task *next;
-} dlpg__task_t;
-
-typedef struct dlpg__worker {
-  pthread_mutex_t mu;
-  pthread_cond_t cv; /* CLOCK_MONOTONIC: new task, stop, thread exit */
-  dlpg__task_t *head, *tail;
-  int stop, aborted, running, exited, detached;
-  pthread_t thread;
-  struct dlpg_group *g; /* retained by the thread for its whole life */
-  int running_slot;     /* backend of the running task (under mu, with running) */
-  /* Per backend slot: whether the thread tried to create the group's state, and why that
-   * failed (once it failed, every later task fails with it). */
-  int ctx_tried[DLPG__GROUP_BACKEND_SLOTS];
-  dlpg_status_t ctx_status[DLPG__GROUP_BACKEND_SLOTS];
-  char *ctx_msg[DLPG__GROUP_BACKEND_SLOTS];
-} dlpg__worker_t;
-
-/* Guards g->worker of every group (creation at the first task, removal at shutdown), and
- * keeps a worker alive while dlpg__worker_abort uses it. Held only briefly. */
-static pthread_mutex_t dlpg__workers_mu = PTHREAD_MUTEX_INITIALIZER;
-
-/* Complete every op with status (message: "<op>: <msg>") and free the ops and the array. */
-static void dlpg__ops_finish(dlpg__op_t **ops, int n, dlpg_status_t st, const char *msg) {
-  for (int i = 0; i < n; i++) {
-    dlpg__op_t *op = ops[i];
-    if (!op) continue;
-    if (st == DLPG_OK) {
-      dlpg__work_complete(op->work, DLPG_OK, NULL);
-    } else {
-      char m[DLPG__ERROR_MAX];
-      dlpg__format_prefixed(m, sizeof m, dlpg__op_name(op->kind), msg, st);
-      dlpg__work_complete(op->work, st, m);
-    }
-    free(op);
-  }
-  free(ops);
-}
-
-static void dlpg__task_finish(dlpg__task_t *t, dlpg_status_t st, const char *msg) {
-  dlpg__ops_finish(t->ops, t->n, st, msg);
-  free(t);
-}
-
-static void dlpg__task_abort(dlpg__task_t *t) { dlpg__task_finish(t, DLPG_ERR_ABORTED, "group aborted"); }
 
 /* Run one task on the worker thread (w->mu not held). */
 static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
@@ -254,40 +208,22 @@ dlpg_status_t dlpg__worker_submit_sync(struct dlpg_group *g, dlpg__op_t **ops, i
   return dlpg__worker_enqueue(g, ops, n, 1);
 }
 
-void dlpg__worker_abort(struct dlpg_group *g) {
+int dlpg__worker_drain(struct dlpg_group *g) {
   pthread_mutex_lock(&dlpg__workers_mu);
   dlpg__worker_t *w = g->worker;
-  if (!w) {
-    pthread_mutex_unlock(&dlpg__workers_mu);
-    return;
-  }
-  pthread_mutex_lock(&w->mu);
-  w->aborted = 1;
-  dlpg__task_t *queued = w->head;
-  w->head = w->tail = NULL;
-  int slot = w->running_slot;
-  void *ctx = w->running ? __atomic_load_n(&g->be_state[slot], __ATOMIC_ACQUIRE) : NULL;
-  pthread_mutex_unlock(&w->mu);
-  /* The context stays alive while w is registered: it is freed with the group, and the
-   * running thread holds a group reference. */
-  if (ctx) dlpg__backend_loaded(slot)->abort(ctx);
   pthread_mutex_unlock(&dlpg__workers_mu);
-  while (queued) {
-    dlpg__task_t *next = queued->next;
-    dlpg__task_abort(queued);
-    queued = next;
-  }
-}
+  if (!w) return 1;
 
-/* Wait on w->cv (w->mu held) until the thread has exited or the deadline passes. */
-static void dlpg__worker_wait_exit(dlpg__worker_t *w, double deadline) {
-  while (!w->exited) {
-    double left = deadline - dlpg__now();
-    if (left <= 0) break;
-    if (left > 0.1) left = 0.1;
-    struct timespec ts = dlpg__abstime_in(left);
-    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
-  }
+  pthread_mutex_lock(&w->mu);
+  w->stop = 1;
+  pthread_cond_broadcast(&w->cv);
+  int exited = dlpg__thread_wait_exit(&w->mu, &w->cv, &w->exited, g->timeout_s);
+  pthread_mutex_unlock(&w->mu);
+
+  if (!exited)
+    DLPG_WARN(COLL, g->rank, "group \"%s\": queued operations did not finish within %g s "
+              "at destroy; aborting them", g->name, g->timeout_s);
+  return exited;
 }
 
 void dlpg__worker_shutdown(struct dlpg_group *g) {
@@ -297,42 +233,29 @@ void dlpg__worker_shutdown(struct dlpg_group *g) {
   if (!w) return;
 
   pthread_mutex_lock(&w->mu);
-  w->stop = 1;
+  w->stop = 1; /* set by dlpg__worker_drain already; repeated for a caller that skipped it */
   pthread_cond_broadcast(&w->cv);
-  dlpg__worker_wait_exit(w, dlpg__now() + g->timeout_s);
-  int exited = w->exited;
-  const char *stuck_in = NULL; /* the running task's backend, if the thread stays stuck */
+  int exited = dlpg__thread_wait_or_give_up(&w->mu, &w->cv, &w->exited, &w->detached,
+                                            DLPG__WORKER_GRACE_S);
+  /* The running task's backend, named if the thread stays stuck. */
+  const char *stuck_in = !exited && w->running ? dlpg__backend_name(w->running_slot) : NULL;
   pthread_mutex_unlock(&w->mu);
-
-  if (!exited) {
-    DLPG_WARN(COLL, g->rank, "group \"%s\": queued operations did not finish within %g s "
-              "at destroy; aborting them", g->name, g->timeout_s);
-    dlpg_group_abort(g);
-    pthread_mutex_lock(&w->mu);
-    dlpg__worker_wait_exit(w, dlpg__now() + DLPG__WORKER_GRACE_S);
-    exited = w->exited;
-    if (!exited) w->detached = 1;
-    stuck_in = w->running ? dlpg__backend_name(w->running_slot) : NULL;
-    pthread_mutex_unlock(&w->mu);
-  }
 
   pthread_mutex_lock(&dlpg__workers_mu);
   g->worker = NULL;
   pthread_mutex_unlock(&dlpg__workers_mu);
 
+  if (!exited && stuck_in)
+    DLPG_WARN(COLL, g->rank, "group \"%s\": the worker thread is stuck in the %s backend; "
+              "detaching it", g->name, stuck_in);
+  else if (!exited)
+    DLPG_WARN(COLL, g->rank, "group \"%s\": the worker thread does not exit; detaching it",
+              g->name);
+  dlpg__thread_reap(w->thread, exited);
   if (exited) {
-    pthread_join(w->thread, NULL);
     for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++) free(w->ctx_msg[i]);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
     free(w);
-  } else {
-    if (stuck_in)
-      DLPG_WARN(COLL, g->rank, "group \"%s\": the worker thread is stuck in the %s backend; "
-                "detaching it", g->name, stuck_in);
-    else
-      DLPG_WARN(COLL, g->rank, "group \"%s\": the worker thread does not exit; detaching it",
-                g->name);
-    pthread_detach(w->thread);
   }
 }

@@ -25,9 +25,15 @@ dlpg_status_t dlpg__worker_submit_sync(struct dlpg_group *g, dlpg__op_t **ops, i
 /* Any thread: complete queued tasks with DLPG_ERR_ABORTED and abort the running one. */
 void dlpg__worker_abort(struct dlpg_group *g);
 
-/* Stop the worker after its queue drains, joining it within the group's timeout; a thread
- * still stuck in Gloo after that is aborted and, if it still does not return, detached (it
- * holds a group reference and frees its state when it finishes). */
+/* At destroy, first: stop the worker after its queue drains, waiting up to the group's
+ * timeout for the thread to exit. 1 when it exited (or there is none); 0 (logged) when
+ * operations are still running or queued: the caller then aborts the group, so that the
+ * thread stuck in the backend returns, and shuts the worker down. */
+int dlpg__worker_drain(struct dlpg_group *g);
+
+/* Then: give the thread a grace period to exit, join it and free the worker; a thread that
+ * still does not return is detached (it holds a group reference and frees its state when it
+ * finishes). */
 void dlpg__worker_shutdown(struct dlpg_group *g);
 
 #ifdef __cplusplus

@@ -20,21 +20,6 @@
 
 namespace dlpg_gloo {
 
-ReduceFn checked_reduce_fn(const dlpg__op_t &op) {
-  ReduceFn fn = reduce_fn(op.in[0].dtype, op.rop);
-  if (!fn)
-    throw StatusError(DLPG_ERR_UNSUPPORTED,
-                      std::string("Gloo cannot reduce ") + dlpg__dtype_name(op.in[0].dtype) +
-                          " with " + dlpg__reduce_op_name(op.rop));
-  return fn;
-}
-
-void average(const dlpg__tensor_t &t, void *ptr, size_t numel, int size) {
-  if (!divide_elements(t.dtype, ptr, numel, size))
-    throw StatusError(DLPG_ERR_UNSUPPORTED,
-                      std::string("Gloo cannot average ") + dlpg__dtype_name(t.dtype));
-}
-
 namespace {
 
 // In-place allreduce of numel elements at ptr (dtype of t).

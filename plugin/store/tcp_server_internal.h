@@ -80,9 +80,12 @@ void dlpg__conn_kill(dlpg__tcp_server_t *s, dlpg__conn_t *c, const char *why);
 void dlpg__conn_clear_wait(dlpg__tcp_server_t *s, dlpg__conn_t *c);
 /* Write what the socket takes now, then update c's epoll interest. */
 void dlpg__conn_flush(dlpg__tcp_server_t *s, dlpg__conn_t *c);
-/* Read what the socket has and run the complete frames (tcp_server_conn.c). */
+/* Whether c may run its next request now: not closing, no parked WAIT, fewer unread reply
+ * bytes than the limit (the back-pressure rule). */
+int dlpg__conn_can_run(const dlpg__tcp_server_t *s, const dlpg__conn_t *c);
+/* Read what the socket has and run the complete frames (tcp_server_frames.c). */
 void dlpg__conn_read(dlpg__tcp_server_t *s, dlpg__conn_t *c);
-/* Run the complete frames buffered on c while it may (not parked, replies drained). */
+/* Run the complete frames buffered on c while it may (tcp_server_frames.c). */
 void dlpg__conn_process(dlpg__tcp_server_t *s, dlpg__conn_t *c);
 /* Register exactly the events c can act on now (reading only while it may process). */
 void dlpg__conn_update_events(dlpg__tcp_server_t *s, dlpg__conn_t *c);

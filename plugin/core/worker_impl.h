@@ -1,0 +1,51 @@
+/* The per-group CPU executor's state (private to the worker: worker_queue.c, worker.c).
+ * The queue and how its tasks end are worker_queue.c's, below the abort that empties it;
+ * the thread that runs the tasks is worker.c's, above the failure handling it calls. */
+#ifndef DLPG_CORE_WORKER_IMPL_H_
+#define DLPG_CORE_WORKER_IMPL_H_
+
+#include <pthread.h>
+
+#include "core/group.h"
+#include "core/op.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dlpg__task {
+  dlpg__op_t **ops;
+  int n;
+  struct dlpg__task *next;
+} dlpg__task_t;
+
+typedef struct dlpg__worker {
+  pthread_mutex_t mu;
+  pthread_cond_t cv; /* CLOCK_MONOTONIC: new task, stop, thread exit */
+  dlpg__task_t *head, *tail;
+  int stop, aborted, running, exited, detached;
+  pthread_t thread;
+  struct dlpg_group *g; /* retained by the thread for its whole life */
+  int running_slot;     /* backend of the running task (under mu, with running) */
+  /* Per backend slot: whether the thread tried to create the group's state, and why that
+   * failed (once it failed, every later task fails with it). */
+  int ctx_tried[DLPG__GROUP_BACKEND_SLOTS];
+  dlpg_status_t ctx_status[DLPG__GROUP_BACKEND_SLOTS];
+  char *ctx_msg[DLPG__GROUP_BACKEND_SLOTS];
+} dlpg__worker_t;
+
+/* Guards g->worker of every group (creation at the first task, removal at shutdown), and
+ * keeps a worker alive while dlpg__worker_abort uses it. Held only briefly. */
+extern pthread_mutex_t dlpg__workers_mu;
+
+/* Complete every op with status (message: "<op>: <msg>") and free the ops and the array. */
+void dlpg__ops_finish(dlpg__op_t **ops, int n, dlpg_status_t st, const char *msg);
+/* The same for a task's ops, and free the task. */
+void dlpg__task_finish(dlpg__task_t *t, dlpg_status_t st, const char *msg);
+/* Finish a task with DLPG_ERR_ABORTED ("group aborted"). */
+void dlpg__task_abort(dlpg__task_t *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
