@@ -18,8 +18,8 @@ int main(void) {
          DLPG_ABI_MAJOR);
   printf("build: %s\n", info);
   printf("backends:\n");
-  for (int i = 0; i < dlpg__backend_count; i++) {
-    const dlpg__backend_entry_t *e = &dlpg__backend_registry[i];
+  for (int i = 0; i < dlpg__backend_count(); i++) {
+    const dlpg__backend_entry_t *e = dlpg__backend_entry(i);
     const dlpg__backend_vtbl_t *be = NULL;
     if (dlpg__backend_get("dlpg-info", i, &be) == DLPG_OK)
       printf("  %-6s %s: %s\n", e->name, e->builtin ? "built in" : "module loaded",
@@ -29,5 +29,6 @@ int main(void) {
   }
   printf("parameters:\n");
   dlpg__params_print(stdout);
+  dlpg__backend_params_print(stdout); /* those the loaded backends declare themselves */
   return 0;
 }

@@ -82,7 +82,11 @@ static const char *dlpg__level_name(dlpg__log_level_t level) {
   }
 }
 
+static const char *dlpg__subsys_extra_name(int bit);
+
 static const char *dlpg__subsys_name(dlpg__log_subsys_t sub) {
+  const char *extra = dlpg__subsys_extra_name((int)sub);
+  if (extra) return extra;
   switch (sub) {
     case DLPG__SUB_INIT: return "INIT";
     case DLPG__SUB_STORE: return "STORE";
@@ -111,4 +115,62 @@ void dlpg__log(dlpg__log_level_t level, dlpg__log_subsys_t sub, int rank, const 
   va_start(ap, fmt);
   dlpg__vlog(level, sub, rank, fmt, ap);
   va_end(ap);
+}
+
+/* ------------------------------------------------------------------ owners' subsystems */
+
+/* Subsystems registered by name beyond the fixed ones: bits from DLPG__SUB_NCCL << 1 up. */
+#define DLPG__SUBSYS_EXTRA_MAX 8
+static struct {
+  char name[16];
+  int bit;
+} dlpg__subsys_extra[DLPG__SUBSYS_EXTRA_MAX];
+static int dlpg__nsubsys_extra;
+static pthread_mutex_t dlpg__subsys_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *dlpg__subsys_extra_name(int bit) {
+  int n = __atomic_load_n(&dlpg__nsubsys_extra, __ATOMIC_ACQUIRE);
+  for (int i = 0; i < n; i++)
+    if (dlpg__subsys_extra[i].bit == bit) return dlpg__subsys_extra[i].name;
+  return NULL;
+}
+
+/* Whether DLPG_DEBUG_SUBSYS selects name (a comma list; "^" inverts; unset or ALL: all). */
+static int dlpg__subsys_selected(const char *name) {
+  const char *sub = dlpg__param_str(DLPG__PARAM_DEBUG_SUBSYS);
+  if (!sub || !sub[0]) return 1;
+  int invert = sub[0] == '^', named = 0;
+  for (const char *p = sub + invert; *p;) {
+    size_t len = strcspn(p, ",");
+    if ((len == strlen(name) && strncasecmp(p, name, len) == 0) ||
+        (len == 3 && strncasecmp(p, "ALL", 3) == 0))
+      named = 1;
+    p += len;
+    if (*p == ',') p++;
+  }
+  return invert ? !named : named;
+}
+
+int dlpg__log_subsys_register(const char *name) {
+  if (!name || !name[0]) return 0;
+  int bit = dlpg__subsys_bit(name, strlen(name));
+  if (bit == 0x7fffffff) return 0; /* "ALL" names no subsystem */
+  if (bit) return bit;
+  dlpg__log_init();
+  pthread_mutex_lock(&dlpg__subsys_mu);
+  bit = 0;
+  for (int i = 0; i < dlpg__nsubsys_extra && !bit; i++)
+    if (strcasecmp(dlpg__subsys_extra[i].name, name) == 0) bit = dlpg__subsys_extra[i].bit;
+  if (!bit && dlpg__nsubsys_extra < DLPG__SUBSYS_EXTRA_MAX) {
+    int i = dlpg__nsubsys_extra;
+    bit = DLPG__SUB_NCCL << (i + 1);
+    snprintf(dlpg__subsys_extra[i].name, sizeof dlpg__subsys_extra[i].name, "%s", name);
+    dlpg__subsys_extra[i].bit = bit;
+    /* The mask was computed from the fixed names; settle the new bit by its name. */
+    if (dlpg__subsys_selected(name)) __atomic_or_fetch(&dlpg__log_mask, bit, __ATOMIC_RELAXED);
+    else __atomic_and_fetch(&dlpg__log_mask, ~bit, __ATOMIC_RELAXED);
+    __atomic_store_n(&dlpg__nsubsys_extra, i + 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&dlpg__subsys_mu);
+  return bit;
 }

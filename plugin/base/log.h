@@ -28,6 +28,11 @@ void dlpg__log(dlpg__log_level_t level, dlpg__log_subsys_t sub, int rank, const 
 
 void dlpg__vlog(dlpg__log_level_t level, dlpg__log_subsys_t sub, int rank, const char *fmt,
                 va_list ap);
+
+/* A subsystem named by its owner (a backend's table, core/backend.c's host table): the bit
+ * of a known name, else a new bit, selected by DLPG_DEBUG_SUBSYS as the fixed ones are; the
+ * same bit for the same name. 0 when no bit is left. */
+int dlpg__log_subsys_register(const char *name);
 #define DLPG_LOG(level, sub, rank, ...)                                         \
   do {                                                                          \
     if (dlpg__log_enabled(DLPG__LOG_##level, DLPG__SUB_##sub))                  \

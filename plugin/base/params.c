@@ -81,19 +81,22 @@ int dlpg__param_double(dlpg__param_id_t id, double *out) {
   return 1;
 }
 
-int dlpg__param_long(dlpg__param_id_t id, long *out) {
-  const char *v = dlpg__param_str(id);
-  if (!v) return 0;
+int dlpg__param_parse_long(const char *env, const char *v, long *out) {
   char *end = NULL;
   errno = 0;
   long l = strtol(v, &end, 10);
   while (end && (*end == ' ' || *end == '\t')) end++;
   if (end == v || (end && *end) || errno == ERANGE) {
-    DLPG_WARN(INIT, -1, "%s=\"%s\" is not an integer; ignored", dlpg__params[id].env, v);
+    DLPG_WARN(INIT, -1, "%s=\"%s\" is not an integer; ignored", env, v);
     return 0;
   }
   if (out) *out = l;
   return 1;
+}
+
+int dlpg__param_long(dlpg__param_id_t id, long *out) {
+  const char *v = dlpg__param_str(id);
+  return v ? dlpg__param_parse_long(dlpg__params[id].env, v, out) : 0;
 }
 
 void dlpg__params_print(FILE *f) {
@@ -106,4 +109,50 @@ void dlpg__params_print(FILE *f) {
     fprintf(f, "  %-24s = %-12s (default %s%s) %s\n", p->env, val ? val : "(unset)",
             p->def ? p->def : "unset", env ? "; set in the environment" : "", p->desc);
   }
+}
+
+/* ------------------------------------------------------------------ owners' declarations */
+
+/* Variables a backend declares in its own table: one cache line per declaration, filled at
+ * its first read. Few exist (a handful per backend), so a short list under a lock serves;
+ * the values are copies that live until the process ends. */
+#define DLPG__PARAM_DECL_MAX 64
+static struct {
+  const void *decl;
+  const char *value;
+} dlpg__param_decls[DLPG__PARAM_DECL_MAX];
+static int dlpg__param_ndecls;
+static pthread_mutex_t dlpg__param_decls_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* decl's line, read from the environment when new (caller holds the lock); -1 when full. */
+static int dlpg__param_decl_line(const void *decl, const char *env) {
+  for (int i = 0; i < dlpg__param_ndecls; i++)
+    if (dlpg__param_decls[i].decl == decl) return i;
+  if (dlpg__param_ndecls == DLPG__PARAM_DECL_MAX) return -1;
+  const char *v = dlpg__env_value(env);
+  int i = dlpg__param_ndecls++;
+  dlpg__param_decls[i].decl = decl;
+  dlpg__param_decls[i].value = v ? strdup(v) : NULL;
+  return i;
+}
+
+const char *dlpg__param_decl_env(const void *decl, const char *env) {
+  pthread_mutex_lock(&dlpg__param_decls_mu);
+  int i = dlpg__param_decl_line(decl, env);
+  const char *v = i >= 0 ? dlpg__param_decls[i].value : dlpg__env_value(env);
+  pthread_mutex_unlock(&dlpg__param_decls_mu);
+  return v;
+}
+
+int dlpg__param_decl_default_env(const void *decl, const char *env, const char *value) {
+  if (!value) return 0;
+  pthread_mutex_lock(&dlpg__param_decls_mu);
+  int i = dlpg__param_decl_line(decl, env);
+  int set = 0;
+  if (i >= 0 ? dlpg__param_decls[i].value == NULL : dlpg__env_value(env) == NULL) {
+    set = setenv(env, value, 0) == 0;
+    if (set && i >= 0) dlpg__param_decls[i].value = strdup(value);
+  }
+  pthread_mutex_unlock(&dlpg__param_decls_mu);
+  return set;
 }

@@ -66,6 +66,16 @@ int dlpg__param_default_env(dlpg__param_id_t id, const char *value);
 /* Print every parameter with its value, default and description (dlpg-info). */
 void dlpg__params_print(FILE *f);
 
+/* Variables declared outside this map, by their owner (a backend's table, read through the
+ * host table of core/backend.c): the environment's value, read once per declaration and
+ * keyed by the declaration's address; NULL when unset or empty. */
+const char *dlpg__param_decl_env(const void *decl, const char *env);
+/* Set env to value unless it is set (as dlpg__param_default_env); later reads of decl
+ * return value. 1 if it set it. */
+int dlpg__param_decl_default_env(const void *decl, const char *env, const char *value);
+/* Parse v, the value of variable env, as an integer: 1 and *out, or 0 with a warning. */
+int dlpg__param_parse_long(const char *env, const char *v, long *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
-/* Backend lookup and loading (see backend.h): the registry's device masks, the lazy dlopen of
- * a module with the host services it gets instead of linking core, the per-group state slots
- * and the build-info line. */
+/* Backend registration, lookup and loading (see backend.h): the lines the registry hands
+ * core, their device masks, the lazy dlopen of a module through its versioned entry point
+ * with the host services it gets instead of linking core (core/backend_abi.h), the
+ * per-group state slots and the build-info line. */
 #include "core/backend.h"
 
 #include <dlfcn.h>
@@ -26,33 +27,101 @@ static dlpg__slot_t dlpg__slots[DLPG__BACKEND_MAX];
 _Static_assert(DLPG__BACKEND_MAX == DLPG__GROUP_BACKEND_SLOTS, "one group slot per backend");
 static pthread_mutex_t dlpg__slots_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* The registered lines, in registration order. Written by the registry's constructor before
+ * any operation; the count is published last (release), so readers need no lock. */
+static const dlpg__backend_entry_t *dlpg__entries[DLPG__BACKEND_MAX];
+static int dlpg__nentries;
+
+/* The table a backend hands core must be of this version and size: a built-in one always
+ * is (it is compiled with this header); a module's is checked at load. */
+static int dlpg__table_known(const dlpg__backend_vtbl_t *vt) {
+  return vt->version == DLPG__BACKEND_ABI_VERSION && vt->struct_size == sizeof *vt &&
+         vt->host_size <= sizeof(dlpg__host_t);
+}
+
+int dlpg__backend_register(const dlpg__backend_entry_t *e) {
+  pthread_mutex_lock(&dlpg__slots_mu);
+  int slot = dlpg__nentries;
+  if (slot < DLPG__BACKEND_MAX && e && (!e->builtin || dlpg__table_known(e->builtin))) {
+    dlpg__entries[slot] = e;
+    __atomic_store_n(&dlpg__nentries, slot + 1, __ATOMIC_RELEASE);
+  } else {
+    slot = -1;
+  }
+  pthread_mutex_unlock(&dlpg__slots_mu);
+  if (slot < 0)
+    DLPG_WARN(INIT, -1, "backend %s not registered: %s", e && e->name ? e->name : "(null)",
+              dlpg__nentries >= DLPG__BACKEND_MAX ? "DLPG__BACKEND_MAX backends are registered"
+                                                  : "its table is of another ABI version");
+  return slot;
+}
+
+int dlpg__backend_count(void) { return __atomic_load_n(&dlpg__nentries, __ATOMIC_ACQUIRE); }
+
+const dlpg__backend_entry_t *dlpg__backend_entry(int slot) {
+  return slot >= 0 && slot < dlpg__backend_count() ? dlpg__entries[slot] : NULL;
+}
+
 int dlpg__backend_for_device(int device_type) {
   if (device_type < 0 || device_type >= 32) return -1;
-  for (int i = 0; i < dlpg__backend_count && i < DLPG__BACKEND_MAX; i++)
-    if (dlpg__backend_registry[i].devices & DLPG__DEV_BIT(device_type)) return i;
+  int n = dlpg__backend_count();
+  for (int i = 0; i < n; i++)
+    if (dlpg__entries[i]->devices & DLPG__DEV_BIT(device_type)) return i;
   return -1;
 }
 
 void dlpg__backend_devices(char *buf, size_t cap) {
   size_t len = 0;
   buf[0] = 0;
-  for (int i = 0; i < dlpg__backend_count && len < cap; i++) {
+  int n = dlpg__backend_count();
+  for (int i = 0; i < n && len < cap; i++) {
     len += (size_t)snprintf(buf + len, cap - len, "%s", i ? "; " : "");
     int first = 1;
     for (int d = 0; d < 32 && len < cap; d++)
-      if (dlpg__backend_registry[i].devices & DLPG__DEV_BIT(d)) {
+      if (dlpg__entries[i]->devices & DLPG__DEV_BIT(d)) {
         len += (size_t)snprintf(buf + len, cap - len, "%s%s", first ? "" : ", ",
                                 dlpg__device_name(d));
         first = 0;
       }
     if (len < cap)
-      len += (size_t)snprintf(buf + len, cap - len, " (%s)", dlpg__backend_registry[i].name);
+      len += (size_t)snprintf(buf + len, cap - len, " (%s)", dlpg__entries[i]->name);
   }
 }
 
 const char *dlpg__backend_name(int slot) {
-  if (slot < 0 || slot >= dlpg__backend_count) return "no backend";
-  return dlpg__backend_registry[slot].name;
+  const dlpg__backend_entry_t *e = dlpg__backend_entry(slot);
+  return e ? e->name : "no backend";
+}
+
+/* ------------------------------------------------------------------ the host table */
+
+_Static_assert(DLPG__BE_LOG_WARN == DLPG__LOG_WARN && DLPG__BE_LOG_INFO == DLPG__LOG_INFO &&
+                   DLPG__BE_LOG_TRACE == DLPG__LOG_TRACE,
+               "the ABI's log levels are base/log.h's");
+
+static int dlpg__host_log_enabled(int level, int subsys) {
+  return dlpg__log_enabled((dlpg__log_level_t)level, (dlpg__log_subsys_t)subsys);
+}
+
+static void dlpg__host_vlog(int level, int subsys, int rank, const char *fmt, va_list ap) {
+  dlpg__vlog((dlpg__log_level_t)level, (dlpg__log_subsys_t)subsys, rank, fmt, ap);
+}
+
+/* A backend's declared variables: read once per declaration (base/params.c keeps the
+ * cache), the declaration's default otherwise. */
+static const char *dlpg__host_param_str(const dlpg__be_param_t *p) {
+  if (!p || !p->env) return NULL;
+  const char *v = dlpg__param_decl_env(p, p->env);
+  return v ? v : p->def;
+}
+
+static int dlpg__host_param_long(const dlpg__be_param_t *p, long *out) {
+  const char *v = dlpg__host_param_str(p);
+  return v ? dlpg__param_parse_long(p->env, v, out) : 0;
+}
+
+static int dlpg__host_param_default_env(const dlpg__be_param_t *p, const char *value) {
+  return p && p->env ? dlpg__param_decl_default_env(p, p->env, value) : 0;
 }
 
 static dlpg_status_t dlpg__host_store_get(dlpg_store_t *s, const char *key, double timeout_s,
@@ -62,16 +131,17 @@ static dlpg_status_t dlpg__host_store_get(dlpg_store_t *s, const char *key, doub
 
 static const dlpg__host_t dlpg__host = {
     .struct_size = sizeof(dlpg__host_t),
-    .abi = DLPG__HOST_ABI,
+    .version = DLPG__BACKEND_ABI_VERSION,
     .verror = dlpg__verror,
     .error_prefix = dlpg__error_prefix,
     .last_error = dlpg__last_error,
     .clear_error = dlpg__clear_error,
-    .log_enabled = dlpg__log_enabled,
-    .vlog = dlpg__vlog,
-    .param_str = dlpg__param_str,
-    .param_long = dlpg__param_long,
-    .param_default_env = dlpg__param_default_env,
+    .log_subsys = dlpg__log_subsys_register,
+    .log_enabled = dlpg__host_log_enabled,
+    .vlog = dlpg__host_vlog,
+    .param_str = dlpg__host_param_str,
+    .param_long = dlpg__host_param_long,
+    .param_default_env = dlpg__host_param_default_env,
     .op_name = dlpg__op_name,
     .dtype_name = dlpg__dtype_name,
     .reduce_op_name = dlpg__reduce_op_name,
@@ -102,10 +172,55 @@ static void dlpg__module_path(const dlpg__backend_entry_t *e, char *out, size_t 
   snprintf(out, cap, "%s", e->module_file);
 }
 
+/* The file name of path, for the version messages. */
+static const char *dlpg__base_name(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+/* A module without this version's entry point: does it export another version's? Then the
+ * message names both; a module can export only one (its version script). */
+static void dlpg__module_no_entry(void *h, const char *path, char *why, size_t cap) {
+  const char *err = dlerror();
+  char other[64];
+  for (int v = 0; v < 100; v++) {
+    if (v == DLPG__BACKEND_ABI_VERSION) continue;
+    snprintf(other, sizeof other, DLPG__BACKEND_INIT_PREFIX "%d", v);
+    if (dlsym(h, other)) {
+      snprintf(why, cap, "%s: module speaks backend ABI v%d, this libdlpg.so speaks v%d "
+               "(rebuild the module from the same dlpg version)", dlpg__base_name(path), v,
+               DLPG__BACKEND_ABI_VERSION);
+      return;
+    }
+  }
+  snprintf(why, cap, "it has no entry point %s: %s", DLPG__BACKEND_INIT_NAME,
+           err ? err : "dlsym failed");
+}
+
+/* Whether the module's table is of this version and size, else why not (naming both). Only
+ * the header (struct_size, version, host_size, the same in every version) is read first. */
+static int dlpg__module_table_ok(const dlpg__backend_vtbl_t *vt, const char *path, char *why,
+                                 size_t cap) {
+  const char *base = dlpg__base_name(path);
+  if (vt->version != DLPG__BACKEND_ABI_VERSION || vt->struct_size != sizeof *vt) {
+    snprintf(why, cap, "%s: module speaks backend ABI v%d (a backend table of %zu bytes), this "
+             "libdlpg.so speaks v%d (%zu bytes) (rebuild the module from the same dlpg version)",
+             base, vt->version, vt->struct_size, DLPG__BACKEND_ABI_VERSION, sizeof *vt);
+    return 0;
+  }
+  if (vt->host_size > sizeof(dlpg__host_t)) {
+    snprintf(why, cap, "%s: module needs a host table of %zu bytes, this libdlpg.so (backend "
+             "ABI v%d) offers %zu (rebuild the module from the same dlpg version)", base,
+             vt->host_size, DLPG__BACKEND_ABI_VERSION, sizeof(dlpg__host_t));
+    return 0;
+  }
+  return 1;
+}
+
 /* Load slot's module (under dlpg__slots_mu, once). */
 static void dlpg__module_load(int slot) {
   dlpg__slot_t *s = &dlpg__slots[slot];
-  const dlpg__backend_entry_t *e = &dlpg__backend_registry[slot];
+  const dlpg__backend_entry_t *e = dlpg__entries[slot];
   s->tried = 1;
   dlpg__module_path(e, s->path, sizeof s->path);
   DLPG_INFO(INIT, -1, "loading the %s backend module %s", e->name, s->path);
@@ -115,31 +230,44 @@ static void dlpg__module_load(int slot) {
     snprintf(s->why, sizeof s->why, "dlopen failed: %s", err ? err : "unknown error");
     return;
   }
-  dlpg__module_init_fn init = NULL;
-  *(void **)&init = dlsym(h, e->module_entry);
+  dlpg__backend_init_fn init = NULL;
+  *(void **)&init = dlsym(h, DLPG__BACKEND_INIT_NAME);
   if (!init) {
-    const char *err = dlerror();
-    snprintf(s->why, sizeof s->why, "it has no entry point %s: %s", e->module_entry,
-             err ? err : "dlsym failed");
+    dlpg__module_no_entry(h, s->path, s->why, sizeof s->why);
     dlclose(h);
     return;
   }
   const dlpg__backend_vtbl_t *vt = NULL;
   dlpg__clear_error();
   dlpg_status_t st = init(&dlpg__host, &vt);
-  if (st != DLPG_OK || !vt) {
-    snprintf(s->why, sizeof s->why, "its initialisation failed: %s",
-             dlpg__last_error()[0] ? dlpg__last_error() : dlpg_status_name(st));
+  if (st != DLPG_OK) {
+    /* A module that could not report (the host table too small for its verror) still
+     * hands its table, whose header says what it speaks. */
+    if (dlpg__last_error()[0] || !vt || dlpg__module_table_ok(vt, s->path, s->why, sizeof s->why))
+      snprintf(s->why, sizeof s->why, "its initialisation failed: %s",
+               dlpg__last_error()[0] ? dlpg__last_error() : dlpg_status_name(st));
+    dlclose(h);
+    return;
+  }
+  if (!vt) {
+    snprintf(s->why, sizeof s->why, "its initialisation returned no backend table");
+    dlclose(h);
+    return;
+  }
+  if (!dlpg__module_table_ok(vt, s->path, s->why, sizeof s->why)) {
     dlclose(h);
     return;
   }
   if ((vt->devices & e->devices) != e->devices || !vt->check || !vt->issue ||
-      !vt->state_create || !vt->abort || !vt->destroy || !vt->build_info) {
+      !vt->state_create || !vt->abort || !vt->destroy || !vt->build_info ||
+      vt->nparams < 0 || (vt->nparams > 0 && !vt->params)) {
     snprintf(s->why, sizeof s->why, "its table is incomplete or does not serve the devices "
              "the registry lists");
     dlclose(h); /* never loaded for good: no state of it exists */
     return;
   }
+  /* Its log subsystem becomes known by name (DLPG_DEBUG_SUBSYS may select it). */
+  if (vt->log_subsys) dlpg__log_subsys_register(vt->log_subsys);
   /* Record where the loader found it (a bare name resolves through the search path). */
   Dl_info where;
   if (dladdr(*(void **)&init, &where) && where.dli_fname)
@@ -151,8 +279,8 @@ static void dlpg__module_load(int slot) {
 }
 
 const dlpg__backend_vtbl_t *dlpg__backend_loaded(int slot) {
-  if (slot < 0 || slot >= dlpg__backend_count) return NULL;
-  const dlpg__backend_entry_t *e = &dlpg__backend_registry[slot];
+  const dlpg__backend_entry_t *e = dlpg__backend_entry(slot);
+  if (!e) return NULL;
   if (e->builtin) return e->builtin;
   return __atomic_load_n(&dlpg__slots[slot].vtbl, __ATOMIC_ACQUIRE);
 }
@@ -163,7 +291,7 @@ dlpg_status_t dlpg__backend_get(const char *fn, int slot, const dlpg__backend_vt
     *out = vt;
     return DLPG_OK;
   }
-  if (slot < 0 || slot >= dlpg__backend_count)
+  if (!dlpg__backend_entry(slot))
     return dlpg__error(DLPG_ERR_INTERNAL, "%s: backend slot %d out of range", fn, slot);
   pthread_mutex_lock(&dlpg__slots_mu);
   if (!dlpg__slots[slot].tried) dlpg__module_load(slot);
@@ -176,7 +304,7 @@ dlpg_status_t dlpg__backend_get(const char *fn, int slot, const dlpg__backend_vt
     *out = vt;
     return DLPG_OK;
   }
-  const dlpg__backend_entry_t *e = &dlpg__backend_registry[slot];
+  const dlpg__backend_entry_t *e = dlpg__entries[slot];
   return dlpg__error(DLPG_ERR_UNSUPPORTED,
                      "%s: the %s backend module %s could not be loaded (%s); set %s to its "
                      "path, or use CPU tensors",
@@ -197,7 +325,7 @@ dlpg_status_t dlpg__backend_state(struct dlpg_group *g, int slot, void **state) 
   pthread_mutex_lock(&g->be_mu);
   s = g->be_state[slot];
   if (!s) {
-    st = vt->state_create(g, &s);
+    st = vt->state_create(&g->view, &s);
     if (st == DLPG_OK) __atomic_store_n(&g->be_state[slot], s, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&g->be_mu);
@@ -207,8 +335,9 @@ dlpg_status_t dlpg__backend_state(struct dlpg_group *g, int slot, void **state) 
 
 void dlpg__backend_info(char *buf, size_t cap, int load) {
   size_t len = 0;
-  for (int i = 0; i < dlpg__backend_count && len < cap; i++) {
-    const dlpg__backend_entry_t *e = &dlpg__backend_registry[i];
+  int n = dlpg__backend_count();
+  for (int i = 0; i < n && len < cap; i++) {
+    const dlpg__backend_entry_t *e = dlpg__entries[i];
     const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(i);
     if (!vt && load) dlpg__backend_get("dlpg", i, &vt) == DLPG_OK ? (void)0 : dlpg__clear_error();
     const char *sep = i ? "; " : "";
@@ -236,5 +365,23 @@ void dlpg__backend_info(char *buf, size_t cap, int load) {
     else
       len += (size_t)snprintf(buf + len, cap - len, "%s%s module %s %s, not loaded yet", sep,
                               e->name, path, found);
+  }
+}
+
+void dlpg__backend_params_print(FILE *f) {
+  if (!f) return;
+  int n = dlpg__backend_count();
+  for (int i = 0; i < n; i++) {
+    const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(i);
+    if (!vt || vt->nparams <= 0) continue;
+    fprintf(f, "  (the %s backend's, log subsystem %s)\n", vt->name,
+            vt->log_subsys ? vt->log_subsys : "none");
+    for (int k = 0; k < vt->nparams; k++) {
+      const dlpg__be_param_t *p = &vt->params[k];
+      const char *env = dlpg__param_decl_env(p, p->env);
+      const char *val = env ? env : p->def;
+      fprintf(f, "  %-24s = %-12s (default %s%s) %s\n", p->env, val ? val : "(unset)",
+              p->def ? p->def : "unset", env ? "; set in the environment" : "", p->desc);
+    }
   }
 }

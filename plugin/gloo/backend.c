@@ -2,11 +2,11 @@
  * call, collectives run on the group's worker thread, sends and receives issued on the
  * caller's thread to pairwise contexts (p2p.h), and the dtype/reduce-op rules of the Gloo path,
  * written once here. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 
 #include "core/backend.h"
-#include "core/group.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "gloo/create.h"
@@ -48,7 +48,7 @@ dlpg_status_t dlpg__gloo_check_reduce(const char *fn, dlpg__dtype_t dt, dlpg_red
                      opn, dtn);
 }
 
-static dlpg_status_t dlpg__gloo_check(const char *fn, const dlpg__op_t *op) {
+static dlpg_status_t dlpg__gloo_check(const char *fn, const dlpg__be_op_t *op) {
   if (op->kind == DLPG__OP_ALLREDUCE || op->kind == DLPG__OP_REDUCE ||
       op->kind == DLPG__OP_REDUCE_SCATTER)
     return dlpg__gloo_check_reduce(fn, op->in[0].dtype, op->rop);
@@ -74,20 +74,22 @@ static void dlpg__sigpipe_default_ignore(void) {
  * receive, under the group's lock): an empty state, which connects nothing yet. The mesh is
  * rendezvoused by the worker at the first collective, each pairwise context by the first
  * transfer with that peer (p2p.h). */
-static dlpg_status_t dlpg__gloo_state_create(struct dlpg_group *g, void **state) {
+static dlpg_status_t dlpg__gloo_state_create(const dlpg__be_group_t *g, void **state) {
   pthread_once(&dlpg__sigpipe_once, dlpg__sigpipe_default_ignore);
   dlpg__gloo_group_t *gg = NULL;
   dlpg_status_t st = dlpg__gloo_group_create(g->store, g->name, g->rank, g->size, g->timeout_s, &gg);
   /* dlpg_group_abort sets the flag before it aborts the states present under the group's
    * lock, which is held here: a state made after that is aborted at birth. */
-  if (st == DLPG_OK && atomic_load(&g->aborted)) dlpg__gloo_group_abort(gg);
+  if (st == DLPG_OK && dlpg__be_group_aborted(g)) dlpg__gloo_group_abort(gg);
   *state = gg;
   return st;
 }
 
 /* Sends and receives arrive here on the caller's thread (p2p_direct) and go to the pairwise
  * path; everything else arrives on the worker and runs on the mesh. */
-static dlpg_status_t dlpg__gloo_issue(dlpg__op_t *const *ops, int n) {
+static dlpg_status_t dlpg__gloo_issue(dlpg__be_op_t *const *views, int n) {
+  /* Built in, Gloo works on core's ops themselves (the views are their first member). */
+  dlpg__op_t *const *ops = dlpg__ops_of_views(views);
   if (ops[0]->kind == DLPG__OP_SEND || ops[0]->kind == DLPG__OP_RECV)
     return dlpg__gloo_p2p_issue(ops, n);
   dlpg__gloo_ctx_t *mesh = NULL;
@@ -109,6 +111,9 @@ static const char *dlpg__gloo_build_info(void) {
 }
 
 const dlpg__backend_vtbl_t dlpg__gloo_backend = {
+    .struct_size = sizeof(dlpg__backend_vtbl_t),
+    .version = DLPG__BACKEND_ABI_VERSION,
+    .host_size = sizeof(dlpg__host_t),
     .name = "gloo",
     .devices = DLPG__DEV_BIT(kDLCPU) | DLPG__DEV_BIT(kDLCUDAHost),
     .max_tensors = 1,
