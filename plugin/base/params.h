@@ -1,5 +1,6 @@
-/* Every environment variable dlpg reads, declared once (model: NCCL_PARAM). No getenv()
- * anywhere else. DLPG_* tuning variables are read once and cached; the launcher's
+/* Every environment variable core reads, declared once (model: NCCL_PARAM); a backend's own
+ * are declared in its table (core/backend_abi.h) and read through dlpg__param_decl_env
+ * below. No getenv() anywhere else. DLPG_* tuning variables are read once and cached; the launcher's
  * variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) are read at each use, because they
  * describe the job rather than tune the library. */
 #ifndef DLPG_BASE_PARAMS_H_
@@ -34,9 +35,6 @@ extern "C" {
   X(DEBUG_SUBSYS, "DLPG_DEBUG_SUBSYS", "ALL", 1, "comma list: INIT,STORE,COLL,P2P,GLOO,NCCL") \
   X(GLOO_HOSTNAME, "DLPG_GLOO_HOSTNAME", NULL, 1, "address Gloo binds to (default: the store host's route)") \
   X(GLOO_IFACE, "DLPG_GLOO_IFACE", NULL, 1, "network interface Gloo binds to")               \
-  X(NCCL_COMM_MODE, "DLPG_NCCL_COMM_MODE", NULL, 1, "split (default): non-blocking init (deadline-polled), ops on a blocking ncclCommSplit child; nonblocking: ops on the non-blocking communicator (~70 us more per op); blocking: blocking init, no deadline inside NCCL") \
-  X(NCCL_BLOCKING_INIT, "DLPG_NCCL_BLOCKING_INIT", "0", 1, "deprecated: 1 means DLPG_NCCL_COMM_MODE=blocking when that is unset") \
-  X(NCCL_RUNTIME_CONNECT, "NCCL_RUNTIME_CONNECT", NULL, 0, "NCCL's own variable; dlpg sets 0 when it is unset, so collective connections are made inside the deadline-polled creation") \
   X(NCCL_BACKEND, "DLPG_NCCL_BACKEND", NULL, 1, "path of the NCCL backend module (default: libdlpg_nccl.so beside libdlpg.so)") \
   X(FLIGHT_RECORDER_ENTRIES, "DLPG_FLIGHT_RECORDER_ENTRIES", "64", 1, "operations each group's flight recorder keeps (0: none)") \
   X(PROPAGATE_FAILURES, "DLPG_PROPAGATE_FAILURES", "1", 1, "0: a rank's failure is not recorded in the store for its peers") \
