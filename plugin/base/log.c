@@ -22,7 +22,7 @@ static char dlpg__log_host[64];
 static int dlpg__subsys_bit(const char *name, size_t len) {
   static const struct { const char *name; int bit; } subs[] = {
       {"INIT", DLPG__SUB_INIT}, {"STORE", DLPG__SUB_STORE}, {"COLL", DLPG__SUB_COLL},
-      {"P2P", DLPG__SUB_P2P},   {"GLOO", DLPG__SUB_GLOO},   {"NCCL", DLPG__SUB_NCCL},
+      {"P2P", DLPG__SUB_P2P},   {"GLOO", DLPG__SUB_GLOO},
       {"ALL", 0x7fffffff}};
   for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
     if (strlen(subs[i].name) == len && strncasecmp(subs[i].name, name, len) == 0)
@@ -93,7 +93,6 @@ static const char *dlpg__subsys_name(dlpg__log_subsys_t sub) {
     case DLPG__SUB_COLL: return "COLL";
     case DLPG__SUB_P2P: return "P2P";
     case DLPG__SUB_GLOO: return "GLOO";
-    case DLPG__SUB_NCCL: return "NCCL";
   }
   return "?";
 }
@@ -119,7 +118,7 @@ void dlpg__log(dlpg__log_level_t level, dlpg__log_subsys_t sub, int rank, const 
 
 /* ------------------------------------------------------------------ owners' subsystems */
 
-/* Subsystems registered by name beyond the fixed ones: bits from DLPG__SUB_NCCL << 1 up. */
+/* Subsystems registered by name beyond the fixed ones: bits from DLPG__SUB_GLOO << 1 up. */
 #define DLPG__SUBSYS_EXTRA_MAX 8
 static struct {
   char name[16];
@@ -163,7 +162,7 @@ int dlpg__log_subsys_register(const char *name) {
     if (strcasecmp(dlpg__subsys_extra[i].name, name) == 0) bit = dlpg__subsys_extra[i].bit;
   if (!bit && dlpg__nsubsys_extra < DLPG__SUBSYS_EXTRA_MAX) {
     int i = dlpg__nsubsys_extra;
-    bit = DLPG__SUB_NCCL << (i + 1);
+    bit = DLPG__SUB_GLOO << (i + 1);
     snprintf(dlpg__subsys_extra[i].name, sizeof dlpg__subsys_extra[i].name, "%s", name);
     dlpg__subsys_extra[i].bit = bit;
     /* The mask was computed from the fixed names; settle the new bit by its name. */

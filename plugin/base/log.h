@@ -12,7 +12,8 @@ extern "C" {
 typedef enum { DLPG__LOG_NONE = 0, DLPG__LOG_WARN = 1, DLPG__LOG_INFO = 2, DLPG__LOG_TRACE = 3 } dlpg__log_level_t;
 typedef enum {
   DLPG__SUB_INIT = 1, DLPG__SUB_STORE = 2, DLPG__SUB_COLL = 4,
-  DLPG__SUB_P2P = 8, DLPG__SUB_GLOO = 16, DLPG__SUB_NCCL = 32
+  DLPG__SUB_P2P = 8, DLPG__SUB_GLOO = 16
+  /* A module's subsystem ("NCCL") is registered by name: dlpg__log_subsys_register. */
 } dlpg__log_subsys_t;
 
 extern int dlpg__log_level;  /* -1 until initialised from DLPG_DEBUG */

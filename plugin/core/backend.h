@@ -40,7 +40,8 @@ typedef struct dlpg__backend_entry {
 /* Hand core a backend: called by the registry (plugin/registry/backends.c) from a
  * constructor, before any operation, once per line in its order (for a device two lines
  * claim, the first registered serves it: dlpg__backend_for_device). e must live for the
- * process. Returns its slot, or -1 (a message) when DLPG__BACKEND_MAX are registered. */
+ * process. Returns its slot, or -1 (with a warning) when DLPG__BACKEND_MAX are registered or
+ * a built-in table is of another ABI version. */
 int dlpg__backend_register(const dlpg__backend_entry_t *e);
 /* How many are registered, and slot's line (NULL out of range). */
 int dlpg__backend_count(void);

@@ -1,6 +1,10 @@
 /* Private state of the NCCL path, shared by its files: the communicator cache (comm.c), the
  * rendezvous and creation (comm_create.c), the dtype/op tables (types.c), the enqueueing of
- * operations (issue.c) and the CUDA-event pollers behind work (events.c). */
+ * operations (issue.c), the CUDA-event pollers behind work (events.c) and their event pool
+ * (event_pool.c), error translation (errors.c). Core is reached only through the host table
+ * (host.h) and seen only through the views of core/backend_abi.h; the module's settings are
+ * settings.h's. Calls go one way: backend.c -> issue.c -> comm_create.c, events.c -> comm.c
+ * -> event_pool.c -> errors.c -> host.c. */
 #ifndef DLPG_NCCL_NCCL_INTERNAL_H_
 #define DLPG_NCCL_NCCL_INTERNAL_H_
 
