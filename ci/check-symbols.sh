@@ -12,11 +12,11 @@ soname=$(objdump -p "$lib" | awk '/SONAME/ {print $2}')
 [ "$soname" = "libdlpg.so.0" ] || { echo "ci/check-symbols.sh: SONAME is '$soname', want libdlpg.so.0" >&2; exit 1; }
 echo "ci/check-symbols.sh: $(echo "$got" | wc -l) symbols, SONAME $soname: OK"
 # The NCCL backend module, when built, exports its entry point and nothing else (core reaches
-# the rest through its table; the host services it forwards to stay core's).
+# the rest through its table; the host services it forwards to stay core's; the name carries the backend ABI version).
 mod="$(dirname "$lib")/libdlpg_nccl.so"
 if [ -f "$mod" ]; then
   mgot=$(nm -D --defined-only "$mod" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' | sed 's/@.*//' | sort -u)
-  [ "$mgot" = "dlpg_nccl_backend_init" ] || {
-    echo "ci/check-symbols.sh: $mod exports '$(echo $mgot)', want dlpg_nccl_backend_init only" >&2; exit 1; }
-  echo "ci/check-symbols.sh: $mod exports dlpg_nccl_backend_init only: OK"
+  [ "$mgot" = "dlpg_backend_init_v1" ] || {
+    echo "ci/check-symbols.sh: $mod exports '$(echo $mgot)', want dlpg_backend_init_v1 only" >&2; exit 1; }
+  echo "ci/check-symbols.sh: $mod exports dlpg_backend_init_v1 only: OK"
 fi

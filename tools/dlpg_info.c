@@ -20,8 +20,8 @@ int main(void) {
          DLPG_ABI_MAJOR);
   printf("build: %s\n", info);
   printf("backends:\n");
-  for (int i = 0; i < dlpg__backend_count; i++) {
-    const dlpg__backend_entry_t *e = &dlpg__backend_registry[i];
+  for (int i = 0; i < dlpg__backend_count(); i++) {
+    const dlpg__backend_entry_t *e = dlpg__backend_entry(i);
     const dlpg__backend_vtbl_t *be = NULL;
     if (dlpg__backend_get("dlpg-info", i, &be) == DLPG_OK)
       printf("  %-6s %s: %s\n", e->name, e->builtin ? "built in" : "module loaded",
@@ -29,7 +29,7 @@ int main(void) {
     else
       printf("  %-6s not loaded: %s\n", e->name, dlpg_last_error());
   }
-  printf("parameters (by owner):\n");
+  printf("parameters (by owner; a module's once it is loaded, as above):\n");
   dlpg__params_print(stdout);
   return 0;
 }

@@ -97,6 +97,7 @@ dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
   g->size = world_size;
   g->timeout_s = timeout_s;
   g->name = name_copy;
+  dlpg__group_view_init(g);
   atomic_init(&g->aborted, 0);
   atomic_init(&g->refs, 1); /* the caller's handle */
   g->flight = dlpg__flight_new();

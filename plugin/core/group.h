@@ -1,10 +1,12 @@
-/* The group object behind dlpg_group_t, visible to the backends (they read the store, the
- * rank, the size, the name, the deadline and the abort flag). */
+/* The group object behind dlpg_group_t. Core and the built-in backends read it; a module
+ * sees only its view (g->view, a dlpg__be_group_t of core/backend_abi.h). */
 #ifndef DLPG_CORE_GROUP_H_
 #define DLPG_CORE_GROUP_H_
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 #include "dlpg/dlpg.h"
 #include "base/clock.h"
 #include "core/op.h"
@@ -40,7 +42,37 @@ struct dlpg_group {
    * and the failure watcher (core/failure.h); either may be NULL (no memory). */
   struct dlpg__flight *flight;
   struct dlpg__watch *watch;
+
+  /* What a backend is handed instead of the group (filled by dlpg__group_view_init). */
+  dlpg__be_group_t view;
 };
+
+#ifndef __cplusplus
+_Static_assert(sizeof(atomic_int) == sizeof(int), "the view reads the abort flag as an int");
+#endif
+
+/* Fill g's view once rank, size, timeout_s, name and store are set. */
+static inline void dlpg__group_view_init(struct dlpg_group *g) {
+  g->view.struct_size = sizeof g->view;
+  g->view.rank = g->rank;
+  g->view.size = g->size;
+  g->view.timeout_s = g->timeout_s;
+  g->view.name = g->name;
+  g->view.store = g->store;
+  g->view.aborted = (const int *)&g->aborted;
+}
+
+/* The group whose view v is (built-in backends, which may read the group itself). */
+static inline struct dlpg_group *dlpg__group_of_view(const dlpg__be_group_t *v) {
+  return (struct dlpg_group *)((char *)(uintptr_t)v - offsetof(struct dlpg_group, view));
+}
+
+/* Bind op to g: its core pointer and the view a backend reads. */
+static inline void dlpg__op_set_group(dlpg__op_t *op, struct dlpg_group *g) {
+  op->group = g;
+  op->gview = &g->view;
+  op->struct_size = sizeof(dlpg__be_op_t);
+}
 
 
 void dlpg__group_retain(struct dlpg_group *g);

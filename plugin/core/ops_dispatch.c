@@ -71,7 +71,7 @@ static dlpg_status_t dlpg__issue_direct(const dlpg__backend_vtbl_t *be, dlpg__op
   }
   if (st == DLPG_OK) {
     dlpg__clear_error();
-    st = be->issue(ops, n);
+    st = be->issue(dlpg__op_views(ops), n);
     if (st != DLPG_OK) dlpg__error_prefix(st, dlpg__op_name(ops[0]->kind));
   }
   if (st != DLPG_OK) {
@@ -225,7 +225,7 @@ static dlpg_status_t dlpg__batch_flush(dlpg__batch_entry_t *v, int n) {
     return first;
   }
 
-  for (int slot = 0; slot < dlpg__backend_count; slot++) {
+  for (int slot = 0; slot < dlpg__backend_count(); slot++) {
     const dlpg__backend_vtbl_t *be = dlpg__backend_loaded(slot);
     if (!be || (be->on_worker && !be->p2p_direct)) continue;
     int nn = 0;

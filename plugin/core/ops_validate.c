@@ -116,7 +116,7 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
 
   memset(op, 0, sizeof *op);
   op->kind = a->kind;
-  op->group = g;
+  dlpg__op_set_group(op, g);
   op->rop = a->rop;
   op->root = a->root;
   op->peer = a->peer;
@@ -234,7 +234,7 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
                        "%s: op is %d, not a dlpg_reduce_op_t (DLPG_SUM..DLPG_BXOR = 0..7)", fn,
                        (int)a->rop);
   /* The backend's own rules (dtype, reduce op, device capability). */
-  DLPG_CHECK(be->check(fn, op));
+  DLPG_CHECK(be->check(fn, &op->be));
 
   if (a->streams)
     for (int i = 0; i < n; i++) op->streams[i] = a->streams[i];

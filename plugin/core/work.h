@@ -5,18 +5,14 @@
 #define DLPG_CORE_WORK_H_
 
 #include "dlpg/dlpg.h"
+#include "core/backend_abi.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef struct dlpg__work_backend {
-  /* Non-blocking: *done = 1 once finished; the returned status is the operation's
-   * (DLPG_OK while pending). May record a message with dlpg__error. */
-  dlpg_status_t (*poll)(void *data, int *done);
-  /* Called when the work is released. */
-  void (*release)(void *data);
-} dlpg__work_backend_t;
+/* dlpg__work_backend_t, the poller a caller-thread backend attaches, is part of the
+ * backend ABI (core/backend_abi.h). */
 
 /* New pending work of group g (g's internals are retained). Two references: the caller's
  * handle and the executor's. */

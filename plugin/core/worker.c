@@ -70,7 +70,7 @@ static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
     dlpg__flight_start(g, t->ops[i]->work->flight_id);
   }
   dlpg__clear_error();
-  dlpg_status_t st = be->issue(t->ops, t->n);
+  dlpg_status_t st = be->issue(dlpg__op_views(t->ops), t->n);
   if (st != DLPG_OK && atomic_load(&g->aborted)) {
     /* A run cut short by an abort reports the abort, whatever the backend said. */
     char m[DLPG__ERROR_MAX];

@@ -2,34 +2,17 @@
  * call, collectives run on the group's worker thread, sends and receives issued on the
  * caller's thread to pairwise contexts (p2p.h), and the dtype/reduce-op rules of the Gloo path,
  * written once here. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 
 #include "core/backend.h"
-#include "core/group.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "gloo/create.h"
 #include "gloo/gloo.h"
 #include "gloo/p2p.h"
 #include "gloo/params.h"
-
-const dlpg__param_decl_t dlpg__gloo_params[DLPG__GLOO_PARAM_COUNT] = {
-#define DLPG__GLOO_PARAM_DEF(id, env, def, flags, desc) {env, def, flags, desc},
-    DLPG__GLOO_PARAM_MAP(DLPG__GLOO_PARAM_DEF)
-#undef DLPG__GLOO_PARAM_DEF
-};
-
-/* 0 (lines filtered by level only) until registered below. */
-dlpg__log_subsys_t dlpg__gloo_log_subsys;
-
-/* Registered when the object holding Gloo (libdlpg.so, or a tool linking core) is loaded,
- * before anything can read, print or log them; registering reads no variable, so a host
- * may still set them after loading the library. */
-__attribute__((constructor)) static void dlpg__gloo_register(void) {
-  dlpg__params_register("gloo", dlpg__gloo_params, DLPG__GLOO_PARAM_COUNT);
-  dlpg__gloo_log_subsys = dlpg__log_subsys_register("GLOO");
-}
 
 #define R_(op) (1u << (op))
 #define ARITH (R_(DLPG_SUM) | R_(DLPG_PROD) | R_(DLPG_MIN) | R_(DLPG_MAX))
@@ -66,7 +49,7 @@ dlpg_status_t dlpg__gloo_check_reduce(const char *fn, dlpg__dtype_t dt, dlpg_red
                      opn, dtn);
 }
 
-static dlpg_status_t dlpg__gloo_check(const char *fn, const dlpg__op_t *op) {
+static dlpg_status_t dlpg__gloo_check(const char *fn, const dlpg__be_op_t *op) {
   if (op->kind == DLPG__OP_ALLREDUCE || op->kind == DLPG__OP_REDUCE ||
       op->kind == DLPG__OP_REDUCE_SCATTER)
     return dlpg__gloo_check_reduce(fn, op->in[0].dtype, op->rop);
@@ -92,20 +75,22 @@ static void dlpg__sigpipe_default_ignore(void) {
  * receive, under the group's lock): an empty state, which connects nothing yet. The mesh is
  * rendezvoused by the worker at the first collective, each pairwise context by the first
  * transfer with that peer (p2p.h). */
-static dlpg_status_t dlpg__gloo_state_create(struct dlpg_group *g, void **state) {
+static dlpg_status_t dlpg__gloo_state_create(const dlpg__be_group_t *g, void **state) {
   pthread_once(&dlpg__sigpipe_once, dlpg__sigpipe_default_ignore);
   dlpg__gloo_group_t *gg = NULL;
   dlpg_status_t st = dlpg__gloo_group_create(g->store, g->name, g->rank, g->size, g->timeout_s, &gg);
   /* dlpg_group_abort sets the flag before it aborts the states present under the group's
    * lock, which is held here: a state made after that is aborted at birth. */
-  if (st == DLPG_OK && atomic_load(&g->aborted)) dlpg__gloo_group_abort(gg);
+  if (st == DLPG_OK && dlpg__be_group_aborted(g)) dlpg__gloo_group_abort(gg);
   *state = gg;
   return st;
 }
 
 /* Sends and receives arrive here on the caller's thread (p2p_direct) and go to the pairwise
  * path; everything else arrives on the worker and runs on the mesh. */
-static dlpg_status_t dlpg__gloo_issue(dlpg__op_t *const *ops, int n) {
+static dlpg_status_t dlpg__gloo_issue(dlpg__be_op_t *const *views, int n) {
+  /* Built in, Gloo works on core's ops themselves (the views are their first member). */
+  dlpg__op_t *const *ops = dlpg__ops_of_views(views);
   if (ops[0]->kind == DLPG__OP_SEND || ops[0]->kind == DLPG__OP_RECV)
     return dlpg__gloo_p2p_issue(ops, n);
   dlpg__gloo_ctx_t *mesh = NULL;
@@ -127,6 +112,9 @@ static const char *dlpg__gloo_build_info(void) {
 }
 
 const dlpg__backend_vtbl_t dlpg__gloo_backend = {
+    .struct_size = sizeof(dlpg__backend_vtbl_t),
+    .version = DLPG__BACKEND_ABI_VERSION,
+    .host_size = sizeof(dlpg__host_t),
     .name = "gloo",
     .devices = DLPG__DEV_BIT(kDLCPU) | DLPG__DEV_BIT(kDLCUDAHost),
     .max_tensors = 1,
@@ -138,4 +126,9 @@ const dlpg__backend_vtbl_t dlpg__gloo_backend = {
     .abort = dlpg__gloo_abort,
     .destroy = dlpg__gloo_destroy,
     .build_info = dlpg__gloo_build_info,
+    /* Its variables, in base/params.h's declaration (the ABI's dlpg__be_param_t has the same
+     * layout, asserted in core/backend.c). */
+    .params = (const dlpg__be_param_t *)(const void *)dlpg__gloo_params,
+    .nparams = DLPG__GLOO_PARAM_COUNT,
+    .log_subsys = "GLOO",
 };

@@ -1,7 +1,7 @@
 /* The Gloo backend's own environment variables and log subsystem, declared here rather than
- * in core (base/params.h, base/log.h hold only core's) and registered with core when
- * libdlpg.so is loaded (backend.c), so dlpg-info lists them and DLPG_DEBUG_SUBSYS=GLOO
- * selects Gloo's lines. */
+ * in core (base/params.h, base/log.h hold only core's) and handed to core in the backend's
+ * table, which core registers with the registry's line (core/backend.c), so dlpg-info
+ * lists them and DLPG_DEBUG_SUBSYS=GLOO selects Gloo's lines. */
 #ifndef DLPG_GLOO_PARAMS_H_
 #define DLPG_GLOO_PARAMS_H_
 
@@ -30,8 +30,8 @@ extern const dlpg__param_decl_t dlpg__gloo_params[DLPG__GLOO_PARAM_COUNT];
 #define DLPG__GLOO_PARAM(id) (&dlpg__gloo_params[DLPG__GLOO_PARAM_##id])
 
 /* The bit of the "GLOO" log subsystem; DLPG_INFO(GLOO, ...) logs under it. */
-extern dlpg__log_subsys_t dlpg__gloo_log_subsys;
-#define DLPG__SUB_GLOO dlpg__gloo_log_subsys
+dlpg__log_subsys_t dlpg__gloo_log_subsys(void);
+#define DLPG__SUB_GLOO dlpg__gloo_log_subsys()
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,11 @@
-/* The NCCL backend's table and the module's entry point (core/backend.h). Core loads
- * libdlpg_nccl.so with dlopen at the first CUDA tensor and calls dlpg_nccl_backend_init, the
+/* The NCCL backend's table and the module's entry point (core/backend_abi.h). Core loads
+ * libdlpg_nccl.so with dlopen at the first CUDA tensor and calls dlpg_backend_init_v1, the
  * module's only exported symbol; everything else the module needs from core comes through
- * the host services it is handed (host.c). */
+ * the host table it is handed (kept by host.c). */
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 
-#include "core/backend.h"
 #include "nccl/nccl_internal.h"
 #include "nccl/rules.h"
 
@@ -13,7 +14,7 @@
 static int dlpg__nccl_version;
 
 /* The rules of rules.c for op, with the device's capability read only for fp8. */
-static dlpg_status_t dlpg__nccl_check(const char *fn, const dlpg__op_t *op) {
+static dlpg_status_t dlpg__nccl_check(const char *fn, const dlpg__be_op_t *op) {
   if (op->kind != DLPG__OP_ALLREDUCE && op->kind != DLPG__OP_REDUCE &&
       op->kind != DLPG__OP_REDUCE_SCATTER)
     return DLPG_OK;
@@ -27,7 +28,7 @@ static dlpg_status_t dlpg__nccl_check(const char *fn, const dlpg__op_t *op) {
   return DLPG_OK;
 }
 
-static dlpg_status_t dlpg__nccl_state_create(struct dlpg_group *g, void **state) {
+static dlpg_status_t dlpg__nccl_state_create(const dlpg__be_group_t *g, void **state) {
   dlpg__nccl_t *st = NULL;
   dlpg_status_t s = dlpg__nccl_create(g, &st);
   *state = st;
@@ -38,6 +39,9 @@ static void dlpg__nccl_abort_state(void *state) { dlpg__nccl_abort((dlpg__nccl_t
 static void dlpg__nccl_destroy_state(void *state) { dlpg__nccl_destroy((dlpg__nccl_t *)state); }
 
 static const dlpg__backend_vtbl_t dlpg__nccl_backend = {
+    .struct_size = sizeof(dlpg__backend_vtbl_t),
+    .version = DLPG__BACKEND_ABI_VERSION,
+    .host_size = sizeof(dlpg__host_t),
     .name = "nccl",
     .devices = DLPG__DEV_BIT(kDLCUDA) | DLPG__DEV_BIT(kDLCUDAManaged),
     .max_tensors = DLPG__MAX_LOCAL_DEVICES,
@@ -48,34 +52,40 @@ static const dlpg__backend_vtbl_t dlpg__nccl_backend = {
     .abort = dlpg__nccl_abort_state,
     .destroy = dlpg__nccl_destroy_state,
     .build_info = dlpg__nccl_build_info,
+    .params = dlpg__nccl_params,
+    .nparams = DLPG__NCCL_NPARAMS,
+    .log_subsys = "NCCL",
 };
 
-/* Set by the entry point, read by host.c's forwarders. */
-const dlpg__host_t *dlpg__nccl_host;
+/* A message through a host whose verror is known to lie inside its struct_size, before the
+ * module keeps it (host.c's forwarders are not set yet). */
+static dlpg_status_t dlpg__nccl_host_error(const dlpg__host_t *host, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  dlpg_status_t st = host->verror(DLPG_ERR_UNSUPPORTED, fmt, ap);
+  va_end(ap);
+  return st;
+}
 
-const dlpg__param_decl_t dlpg__nccl_params[DLPG__NCCL_PARAM_COUNT] = {
-#define DLPG__NCCL_PARAM_DEF(id, env, def, flags, desc) {env, def, flags, desc},
-    DLPG__NCCL_PARAM_MAP(DLPG__NCCL_PARAM_DEF)
-#undef DLPG__NCCL_PARAM_DEF
-};
-dlpg__log_subsys_t dlpg__nccl_log_subsys; /* 0 (filtered by level only) until registered */
-
-__attribute__((visibility("default"))) dlpg_status_t dlpg_nccl_backend_init(
+__attribute__((visibility("default"))) dlpg_status_t DLPG__BACKEND_INIT(
     const dlpg__host_t *host, const dlpg__backend_vtbl_t **out);
 
-dlpg_status_t dlpg_nccl_backend_init(const dlpg__host_t *host, const dlpg__backend_vtbl_t **out) {
-  if (!host || host->struct_size < sizeof(dlpg__host_t) || host->abi != DLPG__HOST_ABI) {
-    /* Without a matching host there is no way to record a message: the loader reports the
-     * status alone. */
+dlpg_status_t DLPG__BACKEND_INIT(const dlpg__host_t *host, const dlpg__backend_vtbl_t **out) {
+  /* The table goes out whatever happens: on a mismatch its header tells core what this
+   * module speaks, even when the host is too small to carry a message. */
+  *out = &dlpg__nccl_backend;
+  size_t reach = host ? host->struct_size : 0;
+  if (!host || reach < offsetof(dlpg__host_t, verror) + sizeof host->verror)
     return DLPG_ERR_UNSUPPORTED;
-  }
-  dlpg__nccl_host = host;
-  /* The module is never unloaded once initialised (-z nodelete), so its table may be kept. */
-  host->params_register("nccl", dlpg__nccl_params, DLPG__NCCL_PARAM_COUNT);
-  dlpg__nccl_log_subsys = host->log_subsys_register("NCCL");
+  if (host->version != DLPG__BACKEND_ABI_VERSION || reach < sizeof(dlpg__host_t))
+    return dlpg__nccl_host_error(host, "libdlpg_nccl.so: module speaks backend ABI v%d (a host "
+                                 "table of %zu bytes), this libdlpg.so speaks v%d (%zu bytes) "
+                                 "(rebuild the module from the same dlpg version)",
+                                 DLPG__BACKEND_ABI_VERSION, sizeof(dlpg__host_t),
+                                 host->version, reach);
+  dlpg__nccl_host_set(host, dlpg__nccl_backend.log_subsys);
   int v = 0;
   if (ncclGetVersion(&v) != ncclSuccess) v = 0;
   dlpg__nccl_version = v < NCCL_VERSION_CODE ? v : NCCL_VERSION_CODE;
-  *out = &dlpg__nccl_backend;
   return DLPG_OK;
 }

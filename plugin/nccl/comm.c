@@ -1,13 +1,13 @@
 /* The NCCL path's per-group state: its lifetime (create, abort, destroy), the process-wide
- * lock that keeps NCCL handles alive while another thread uses them, error translation and
- * the build string. Creation of the communicators themselves lives in comm_create.c. */
+ * lock that keeps NCCL handles alive while another thread uses them, and the build string.
+ * Creation of the communicators themselves lives in comm_create.c, error translation in
+ * errors.c, the event pool in event_pool.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "nccl/nccl_internal.h"
-#include "base/log.h"
 
 /* ------------------------------------------------------------------ process-wide lock */
 
@@ -35,22 +35,6 @@ void dlpg__nccl_wrlock(void) {
 }
 void dlpg__nccl_unlock(void) { pthread_rwlock_unlock(&dlpg__nccl_lock); }
 
-/* ------------------------------------------------------------------ errors */
-
-dlpg_status_t dlpg__nccl_result(ncclResult_t r, ncclComm_t comm, const char *fn, const char *what) {
-  if (r == ncclSuccess || r == ncclInProgress) return DLPG_OK;
-  const char *last = ncclGetLastError(comm);
-  dlpg_status_t st = r == ncclRemoteError ? DLPG_ERR_REMOTE : DLPG_ERR_SYSTEM;
-  return dlpg__error(st, "%s: %s failed: %s (%d)%s%s", fn, what, ncclGetErrorString(r), (int)r,
-                     last && *last ? ": " : "", last ? last : "");
-}
-
-dlpg_status_t dlpg__cuda_result(cudaError_t e, const char *fn, const char *what) {
-  if (e == cudaSuccess) return DLPG_OK;
-  return dlpg__error(DLPG_ERR_SYSTEM, "%s: %s failed: %s (%s)", fn, what, cudaGetErrorString(e),
-                     cudaGetErrorName(e));
-}
-
 /* ------------------------------------------------------------------ references */
 
 void dlpg__nccl_state_retain(struct dlpg__nccl *st) { atomic_fetch_add(&st->refs, 1); }
@@ -77,7 +61,7 @@ void dlpg__nccl_comm_release(dlpg__nccl_comm_t *c) {
 
 /* ------------------------------------------------------------------ lifecycle */
 
-dlpg_status_t dlpg__nccl_create(struct dlpg_group *g, dlpg__nccl_t **out) {
+dlpg_status_t dlpg__nccl_create(const dlpg__be_group_t *g, dlpg__nccl_t **out) {
   if (!g || !out) return dlpg__error(DLPG_ERR_INTERNAL, "dlpg__nccl_create: NULL argument");
   struct dlpg__nccl *st = calloc(1, sizeof(*st));
   int *pairs = calloc((size_t)g->size, sizeof(int));
@@ -110,7 +94,7 @@ static void dlpg__nccl_abort_pair(struct dlpg__nccl *st, const char *key, int de
     if (!hs[h]) continue;
     ncclResult_t r = ncclCommAbort(hs[h]);
     if (r != ncclSuccess)
-      DLPG_WARN(NCCL, st->rank, "ncclCommAbort of communicator '%s'%s device %d: %s", key,
+      DLPG_NCCL_WARN(st->rank, "ncclCommAbort of communicator '%s'%s device %d: %s", key,
                 h ? " (parent)" : "", dev, ncclGetErrorString(r));
   }
 }
@@ -179,7 +163,7 @@ void dlpg__nccl_abort(dlpg__nccl_t *st) {
   pthread_mutex_unlock(&st->mu);
   dlpg__nccl_unlock();
   if (cur >= 0) cudaSetDevice(cur);
-  DLPG_INFO(NCCL, st->rank, "group '%s': NCCL communicators aborted", st->name);
+  DLPG_NCCL_INFO(st->rank, "group '%s': NCCL communicators aborted", st->name);
 }
 
 /* A device synchronisation the caller can stop waiting for: cudaDeviceSynchronize on a
@@ -233,7 +217,7 @@ static int dlpg__drain_devices(struct dlpg__nccl *st, dlpg__nccl_comm_t *list, d
     while (!atomic_load(&ds[k]->done) && dlpg__now() < deadline) dlpg__sleep(200e-6);
     if (!atomic_load(&ds[k]->done)) {
       ok = 0;
-      DLPG_WARN(NCCL, st->rank, "group '%s': device %d still busy at the deadline; aborting its "
+      DLPG_NCCL_WARN(st->rank, "group '%s': device %d still busy at the deadline; aborting its "
                 "communicators", st->name, ds[k]->dev);
     }
     dlpg__drain_release(ds[k]);
@@ -285,7 +269,7 @@ void dlpg__nccl_destroy(dlpg__nccl_t *st) {
       cudaSetDevice(c->devs[i]);
       ncclResult_t r = ncclCommFinalize(h);
       if (r != ncclSuccess && r != ncclInProgress) {
-        DLPG_WARN(NCCL, st->rank, "ncclCommFinalize of '%s' device %d: %s; aborting it", c->key,
+        DLPG_NCCL_WARN(st->rank, "ncclCommFinalize of '%s' device %d: %s; aborting it", c->key,
                   c->devs[i], ncclGetErrorString(r));
         c->state = DLPG__COMM_FAILED;
       }
@@ -310,7 +294,7 @@ void dlpg__nccl_destroy(dlpg__nccl_t *st) {
     }
     if (!pending) break;
     if (dlpg__now() > deadline) {
-      DLPG_WARN(NCCL, st->rank, "group '%s': ncclCommFinalize still pending after %.1f s; aborting",
+      DLPG_NCCL_WARN(st->rank, "group '%s': ncclCommFinalize still pending after %.1f s; aborting",
                 st->name, timeout);
       for (dlpg__nccl_comm_t *c = list; c; c = c->next)
         if (c->state == DLPG__COMM_READY) c->state = DLPG__COMM_FAILED;

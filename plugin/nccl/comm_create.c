@@ -24,21 +24,19 @@
 #include <time.h>
 
 #include "nccl/nccl_internal.h"
-#include "base/log.h"
-#include "base/params.h"
 
 /* Longest single store wait, so an abort is noticed while a peer is awaited. */
 #define DLPG__STORE_SLICE_S 0.5
 
 static void dlpg__sleep_us(long us) { dlpg__sleep((double)us * 1e-6); }
 
-static int dlpg__is_sendrecv(const dlpg__op_t *op) {
+static int dlpg__is_sendrecv(const dlpg__be_op_t *op) {
   return op->kind == DLPG__OP_SEND || op->kind == DLPG__OP_RECV;
 }
 
 /* The cache key of op's communicator: its device list, after "p<peer>:" for a send/recv
  * with another rank and "s:" for one with this rank. */
-static void dlpg__devkey(const dlpg__op_t *op, int rank, char *key, size_t cap) {
+static void dlpg__devkey(const dlpg__be_op_t *op, int rank, char *key, size_t cap) {
   size_t n = 0;
   key[0] = 0;
   if (dlpg__is_sendrecv(op))
@@ -59,7 +57,7 @@ static dlpg_status_t dlpg__store_get_slices(const char *fn, struct dlpg__nccl *s
                                             void *buf, size_t cap, size_t *len, double deadline,
                                             const char *what) {
   for (;;) {
-    if (atomic_load(&st->aborted) || (st->g && atomic_load(&st->g->aborted)))
+    if (atomic_load(&st->aborted) || (st->g && dlpg__be_group_aborted(st->g)))
       return dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted while waiting for %s", fn,
                          st->name, what);
     double left = deadline - dlpg__now();
@@ -146,21 +144,6 @@ static dlpg_status_t dlpg__rdv_fetch(const char *fn, dlpg__nccl_comm_t *c, doubl
                        fn, key, len);
   memcpy(id, buf + 2, sizeof(*id));
   return DLPG_OK;
-}
-
-dlpg__nccl_mode_t dlpg__nccl_mode(void) {
-  const char *m = dlpg__param_get(DLPG__NCCL_PARAM(COMM_MODE));
-  if (!m) {
-    long blocking = 0;
-    dlpg__param_get_long(DLPG__NCCL_PARAM(BLOCKING_INIT), &blocking);
-    return blocking ? DLPG__MODE_BLOCKING : DLPG__MODE_SPLIT;
-  }
-  if (strcmp(m, "split") == 0) return DLPG__MODE_SPLIT;
-  if (strcmp(m, "nonblocking") == 0) return DLPG__MODE_NONBLOCKING;
-  if (strcmp(m, "blocking") == 0) return DLPG__MODE_BLOCKING;
-  DLPG_WARN(NCCL, -1, "DLPG_NCCL_COMM_MODE=\"%s\" is not split, nonblocking or blocking; using split",
-            m);
-  return DLPG__MODE_SPLIT;
 }
 
 dlpg_status_t dlpg__nccl_wait_ready(const char *fn, dlpg__nccl_comm_t *const *cs, int nc,
@@ -280,24 +263,12 @@ static dlpg_status_t dlpg__split_all(const char *fn, dlpg__nccl_comm_t **nw, int
   return dlpg__nccl_wait_ready(fn, nw, nn, 0, deadline);
 }
 
-/* NCCL 2.22+ connects collective peers lazily, at the first operation that needs a
- * connection. On a blocking communicator that connect would wait for the peer with no
- * deadline, so unless the user chose otherwise dlpg asks NCCL to connect during creation,
- * which dlpg polls against the group's deadline (the behaviour of NCCL before 2.22). Set
- * before NCCL's first call in this process, once. */
-static pthread_once_t dlpg__runtime_connect_once = PTHREAD_ONCE_INIT;
-static void dlpg__runtime_connect_default(void) {
-  if (dlpg__param_set_default_env(DLPG__NCCL_PARAM(RUNTIME_CONNECT), "0"))
-    DLPG_INFO(NCCL, -1, "NCCL_RUNTIME_CONNECT unset: set to 0 (connect during creation)");
-}
-
 /* Create the entries of new[0..nn) together: rendezvous all, one ncclGroupStart/End of all
  * inits, then poll all. */
 static dlpg_status_t dlpg__create_all(const char *fn, dlpg__nccl_comm_t **nw, int nn, double deadline) {
   dlpg_status_t s = DLPG_OK;
-  pthread_once(&dlpg__runtime_connect_once, dlpg__runtime_connect_default);
-  const char *rc = dlpg__param_get(DLPG__NCCL_PARAM(RUNTIME_CONNECT));
-  for (int k = 0; k < nn; k++) nw[k]->lazy_colls = !(rc && strcmp(rc, "0") == 0);
+  int lazy = dlpg__nccl_lazy_colls();
+  for (int k = 0; k < nn; k++) nw[k]->lazy_colls = lazy;
   ncclUniqueId *ids = calloc((size_t)nn, sizeof(ncclUniqueId));
   if (!ids) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
   /* Publishing never waits, so every member publishes before any root waits: no order of
@@ -341,7 +312,7 @@ static dlpg_status_t dlpg__create_all(const char *fn, dlpg__nccl_comm_t **nw, in
   if (cur >= 0) cudaSetDevice(cur);
   if (s == DLPG_OK)
     for (int k = 0; k < nn; k++)
-      DLPG_INFO(NCCL, nw[k]->st->rank, "group '%s': communicator %d on devices '%s' ready (%d NCCL "
+      DLPG_NCCL_INFO(nw[k]->st->rank, "group '%s': communicator %d on devices '%s' ready (%d NCCL "
                 "ranks, %s)", nw[k]->st->name, nw[k]->seq, nw[k]->key, nw[k]->nranks,
                 nw[k]->parents[0] ? "blocking split child" : nw[k]->mode == DLPG__MODE_BLOCKING
                                                                ? "blocking" : "non-blocking");
@@ -381,7 +352,7 @@ static void dlpg__finish_all(dlpg__nccl_comm_t **nw, int nn, dlpg_status_t s) {
 
 /* Whom new entry c connects, its NCCL rank count, creation index and rendezvous prefix,
  * for op (caller holds st->mu; c->st, ndev set). */
-static void dlpg__entry_members(dlpg__nccl_comm_t *c, const dlpg__op_t *op) {
+static void dlpg__entry_members(dlpg__nccl_comm_t *c, const dlpg__be_op_t *op) {
   struct dlpg__nccl *st = c->st;
   if (!dlpg__is_sendrecv(op)) {
     c->peer = DLPG__NCCL_GROUP;
@@ -419,7 +390,7 @@ static dlpg_status_t dlpg__entry_status(const char *fn, dlpg__nccl_comm_t *c) {
   }
 }
 
-dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__op_t *const *ops, int n,
+dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__be_op_t *const *ops, int n,
                                    dlpg__nccl_comm_t **comms) {
   dlpg__nccl_comm_t *nw[64];
   int nn = 0;
@@ -448,7 +419,7 @@ dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__op_t *const *ops, int n
   if (hits == n) return DLPG_OK;
   for (int i = 0; i < hits; i++) dlpg__nccl_comm_release(comms[i]), comms[i] = NULL;
 
-  double deadline = dlpg__now() + (ops[0]->group->timeout_s > 0 ? ops[0]->group->timeout_s : 300.0);
+  double deadline = dlpg__now() + (ops[0]->gview->timeout_s > 0 ? ops[0]->gview->timeout_s : 300.0);
 
   /* Pass 1: find or claim every op's entry. */
   for (int i = 0; i < n && s == DLPG_OK; i++) {
@@ -456,7 +427,7 @@ dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__op_t *const *ops, int n
     char key[DLPG__NCCL_KEY_MAX];
     dlpg__devkey(ops[i], st->rank, key, sizeof(key));
     pthread_mutex_lock(&st->mu);
-    if (atomic_load(&st->aborted) || atomic_load(&ops[i]->group->aborted)) {
+    if (atomic_load(&st->aborted) || dlpg__be_group_aborted(ops[i]->gview)) {
       s = dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted", fn, st->name);
     } else if (atomic_load(&st->destroyed)) {
       s = dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' is being destroyed", fn, st->name);

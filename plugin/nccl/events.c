@@ -1,14 +1,13 @@
 /* Completion of CUDA work: after an operation is enqueued, one CUDA event per device is
  * recorded on the caller's stream, and the work gets a poller that queries those events and
  * the communicator's asynchronous error. The host never synchronises on the fast path.
- * Events come from a per-group, per-device pool (created with cudaEventDisableTiming), so a
- * steady stream of operations creates no new CUDA objects. While a stream is being captured
+ * Events come from a per-group, per-device pool (event_pool.c), so a steady stream of
+ * operations creates no new CUDA objects. While a stream is being captured
  * into a CUDA graph no event is recorded: the work completes as soon as the operation is
  * enqueued (captured), and the graph's replays are ordered by the caller's stream. */
 #include <stdlib.h>
 
 #include "nccl/nccl_internal.h"
-#include "core/work.h"
 
 typedef struct dlpg__nccl_poll {
   dlpg__nccl_comm_t *c; /* retained */
@@ -17,53 +16,6 @@ typedef struct dlpg__nccl_poll {
   dlpg__nccl_event_t *ev[DLPG__MAX_LOCAL_DEVICES];
   int done[DLPG__MAX_LOCAL_DEVICES];
 } dlpg__nccl_poll_t;
-
-/* Take an event of device dev (the current device) from the pool, or create one. */
-static dlpg_status_t dlpg__event_get(const char *fn, struct dlpg__nccl *st, int dev,
-                                     dlpg__nccl_event_t **out) {
-  dlpg__nccl_event_t *e = NULL;
-  if (dev >= 0 && dev < DLPG__NCCL_MAX_DEVICE) {
-    pthread_mutex_lock(&st->mu);
-    e = st->free_events[dev];
-    if (e) st->free_events[dev] = e->next;
-    pthread_mutex_unlock(&st->mu);
-  }
-  if (!e) {
-    if (!(e = calloc(1, sizeof(*e)))) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
-    cudaError_t ce = cudaEventCreateWithFlags(&e->ev, cudaEventDisableTiming);
-    if (ce != cudaSuccess) {
-      free(e);
-      return dlpg__cuda_result(ce, fn, "cudaEventCreateWithFlags");
-    }
-    e->dev = dev;
-  }
-  e->next = NULL;
-  *out = e;
-  return DLPG_OK;
-}
-
-static void dlpg__event_put(struct dlpg__nccl *st, dlpg__nccl_event_t *e) {
-  if (e->dev < 0 || e->dev >= DLPG__NCCL_MAX_DEVICE) {
-    cudaEventDestroy(e->ev);
-    free(e);
-    return;
-  }
-  pthread_mutex_lock(&st->mu);
-  e->next = st->free_events[e->dev];
-  st->free_events[e->dev] = e;
-  pthread_mutex_unlock(&st->mu);
-}
-
-void dlpg__nccl_free_events(struct dlpg__nccl *st) {
-  for (int d = 0; d < DLPG__NCCL_MAX_DEVICE; d++) {
-    while (st->free_events[d]) {
-      dlpg__nccl_event_t *e = st->free_events[d];
-      st->free_events[d] = e->next;
-      cudaEventDestroy(e->ev);
-      free(e);
-    }
-  }
-}
 
 /* cudaEventQuery is a "potentially unsafe" call while a CUDA graph is being captured in the
  * default (global) mode, on this thread or any other: it would invalidate that capture (a
@@ -125,7 +77,7 @@ static void dlpg__nccl_poll_release(void *data) {
    * safe (CUDA defers the release), but it must not go back to the pool. */
   for (int i = 0; i < p->n; i++) {
     if (p->done[i] || dlpg__event_query(p->ev[i]->ev) == cudaSuccess) {
-      dlpg__event_put(st, p->ev[i]);
+      dlpg__nccl_event_put(st, p->ev[i]);
     } else {
       cudaEventDestroy(p->ev[i]->ev);
       free(p->ev[i]);
@@ -138,7 +90,7 @@ static void dlpg__nccl_poll_release(void *data) {
 static const dlpg__work_backend_t dlpg__nccl_work_backend = {dlpg__nccl_poll,
                                                              dlpg__nccl_poll_release};
 
-dlpg_status_t dlpg__nccl_attach_work(const char *fn, dlpg__op_t *op, dlpg__nccl_comm_t *c,
+dlpg_status_t dlpg__nccl_attach_work(const char *fn, dlpg__be_op_t *op, dlpg__nccl_comm_t *c,
                                      cudaStream_t *streams) {
   int capturing = 0;
   for (int i = 0; i < op->ntensors; i++) {
@@ -149,7 +101,7 @@ dlpg_status_t dlpg__nccl_attach_work(const char *fn, dlpg__op_t *op, dlpg__nccl_
   }
   if (capturing) {
     /* Captured, not run: complete as enqueued (documented in nccl.h). */
-    dlpg__work_complete(op->work, DLPG_OK, NULL);
+    dlpg__nccl_work_complete(op->work, DLPG_OK, NULL);
     return DLPG_OK;
   }
   dlpg__nccl_poll_t *p = calloc(1, sizeof(*p));
@@ -162,18 +114,18 @@ dlpg_status_t dlpg__nccl_attach_work(const char *fn, dlpg__op_t *op, dlpg__nccl_
     int dev = op->in[i].device_id;
     if (dev != cur) s = dlpg__cuda_result(cudaSetDevice(dev), fn, "cudaSetDevice");
     cur = dev;
-    if (s == DLPG_OK) s = dlpg__event_get(fn, c->st, dev, &p->ev[i]);
+    if (s == DLPG_OK) s = dlpg__nccl_event_get(fn, c->st, dev, &p->ev[i]);
     if (s != DLPG_OK) break;
     p->n++;
     s = dlpg__cuda_result(cudaEventRecord(p->ev[i]->ev, streams[i]), fn, "cudaEventRecord");
   }
   if (s != DLPG_OK) {
-    for (int i = 0; i < p->n; i++) dlpg__event_put(c->st, p->ev[i]);
+    for (int i = 0; i < p->n; i++) dlpg__nccl_event_put(c->st, p->ev[i]);
     free(p);
     return s;
   }
   dlpg__nccl_comm_retain(c);
   p->c = c;
-  dlpg__work_set_backend(op->work, &dlpg__nccl_work_backend, p);
+  dlpg__nccl_work_set_backend(op->work, &dlpg__nccl_work_backend, p);
   return DLPG_OK;
 }

@@ -1,16 +1,21 @@
-/* Core's functions as the NCCL module sees them: each forwards to the host services core
- * handed to dlpg_nccl_backend_init (backend.c), so the module keeps no copy of core's state
- * (last error, log configuration, parameter cache) and a message set here reaches the user
- * through dlpg_last_error. The module's version script keeps these names local. */
+/* The host table core handed the module's entry point, and the functions the module calls
+ * instead of core's (host.h): each forwards to the table. The module's version script keeps
+ * these names local. This file uses nothing else of the module: the others call it, the
+ * entry point sets the table. */
+#include "nccl/host.h"
+
 #include <stdarg.h>
 
-#include "core/backend.h"
 #include "base/status.h"
-#include "core/tensor.h"
-#include "nccl/nccl_internal.h"
 
-extern const dlpg__host_t *dlpg__nccl_host;
+static const dlpg__host_t *dlpg__nccl_host;
+static int dlpg__nccl_subsys;
 #define H dlpg__nccl_host
+
+void dlpg__nccl_host_set(const dlpg__host_t *host, const char *log_subsys) {
+  dlpg__nccl_host = host;
+  dlpg__nccl_subsys = host->log_subsys(log_subsys);
+}
 
 dlpg_status_t dlpg__verror(dlpg_status_t status, const char *fmt, va_list ap) {
   return H->verror(status, fmt, ap);
@@ -31,34 +36,31 @@ dlpg_status_t dlpg__error_prefix(dlpg_status_t status, const char *prefix) {
 const char *dlpg__last_error(void) { return H->last_error(); }
 void dlpg__clear_error(void) { H->clear_error(); }
 
-int dlpg__log_enabled(dlpg__log_level_t level, dlpg__log_subsys_t sub) {
-  return H->log_enabled(level, sub);
-}
+int dlpg__nccl_log_enabled(int level) { return H->log_enabled(level, dlpg__nccl_subsys); }
 
-void dlpg__log(dlpg__log_level_t level, dlpg__log_subsys_t sub, int rank, const char *fmt, ...) {
+void dlpg__nccl_log(int level, int rank, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  H->vlog(level, sub, rank, fmt, ap);
+  H->vlog(level, dlpg__nccl_subsys, rank, fmt, ap);
   va_end(ap);
 }
 
-const char *dlpg__param_get(const dlpg__param_decl_t *p) { return H->param_get(p); }
-int dlpg__param_get_long(const dlpg__param_decl_t *p, long *out) {
-  return H->param_get_long(p, out);
-}
-int dlpg__param_set_default_env(const dlpg__param_decl_t *p, const char *value) {
-  return H->param_set_default_env(p, value);
+const char *dlpg__nccl_param_str(const dlpg__be_param_t *p) { return H->param_str(p); }
+int dlpg__nccl_param_long(const dlpg__be_param_t *p, long *out) { return H->param_long(p, out); }
+int dlpg__nccl_param_default_env(const dlpg__be_param_t *p, const char *value) {
+  return H->param_default_env(p, value);
 }
 
 const char *dlpg__op_name(dlpg__op_kind_t kind) { return H->op_name(kind); }
 const char *dlpg__dtype_name(dlpg__dtype_t dt) { return H->dtype_name(dt); }
 const char *dlpg__reduce_op_name(dlpg_reduce_op_t op) { return H->reduce_op_name(op); }
 
-void dlpg__work_complete(struct dlpg_work *w, dlpg_status_t status, const char *msg) {
+void dlpg__nccl_work_complete(struct dlpg_work *w, dlpg_status_t status, const char *msg) {
   H->work_complete(w, status, msg);
 }
 
-void dlpg__work_set_backend(struct dlpg_work *w, const dlpg__work_backend_t *be, void *data) {
+void dlpg__nccl_work_set_backend(struct dlpg_work *w, const dlpg__work_backend_t *be,
+                                 void *data) {
   H->work_set_backend(w, be, data);
 }
 

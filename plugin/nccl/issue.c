@@ -23,11 +23,10 @@
 #include <string.h>
 
 #include "nccl/nccl_internal.h"
-#include "base/log.h"
 
 /* Enqueue one op on its communicator (inside the caller's ncclGroupStart/End, read lock
  * held). */
-static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__op_t *op, dlpg__nccl_comm_t *c,
+static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__be_op_t *op, dlpg__nccl_comm_t *c,
                                    int parents, cudaStream_t *streams, int *curdev) {
   const int nd = c->ndev;
   ncclResult_t r = ncclSuccess;
@@ -103,8 +102,8 @@ static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__op_t *op, dlpg__n
 }
 
 /* Checks before any communicator exists, so an unsupported request costs no rendezvous. */
-static dlpg_status_t dlpg__precheck(const char *fn, const dlpg__op_t *op) {
-  if (!op || !op->group)
+static dlpg_status_t dlpg__precheck(const char *fn, const dlpg__be_op_t *op) {
+  if (!op || !op->gview)
     return dlpg__error(DLPG_ERR_INTERNAL, "%s: op without group", fn);
   if (!op->state)
     return dlpg__error(DLPG_ERR_INTERNAL, "%s: group has no NCCL state", fn);
@@ -113,8 +112,8 @@ static dlpg_status_t dlpg__precheck(const char *fn, const dlpg__op_t *op) {
                        (int)op->kind);
   if (op->ntensors < 1 || op->ntensors > DLPG__MAX_LOCAL_DEVICES)
     return dlpg__error(DLPG_ERR_INTERNAL, "%s: ntensors %d", fn, op->ntensors);
-  if (atomic_load(&op->group->aborted))
-    return dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted", fn, op->group->name);
+  if (dlpg__be_group_aborted(op->gview))
+    return dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted", fn, op->gview->name);
   return DLPG_OK;
 }
 
@@ -135,7 +134,7 @@ static int dlpg__unique_comms(dlpg__nccl_comm_t **comms, int n, dlpg__nccl_comm_
 
 /* The size bucket of op for coll_warm: the bit length of its largest per-device byte
  * count (inputs or outputs), so 0 B is bucket 0 and 1 GiB bucket 31. */
-static unsigned dlpg__size_bucket(const dlpg__op_t *op) {
+static unsigned dlpg__size_bucket(const dlpg__be_op_t *op) {
   size_t nb = 0;
   for (int i = 0; i < op->ntensors; i++) {
     if (op->in[i].nbytes > nb) nb = op->in[i].nbytes;
@@ -146,13 +145,13 @@ static unsigned dlpg__size_bucket(const dlpg__op_t *op) {
   return b;
 }
 
-static int dlpg__is_p2p(const dlpg__op_t *op) {
+static int dlpg__is_p2p(const dlpg__be_op_t *op) {
   return op->kind == DLPG__OP_SEND || op->kind == DLPG__OP_RECV || op->kind == DLPG__OP_ALLTOALL;
 }
 
 /* Split mode: whether the point-to-point connections op needs exist (alltoall: with every
  * NCCL rank, both ways). Caller holds c->issue_mu. */
-static int dlpg__p2p_warm(const dlpg__op_t *op, const dlpg__nccl_comm_t *c) {
+static int dlpg__p2p_warm(const dlpg__be_op_t *op, const dlpg__nccl_comm_t *c) {
   if (!c->parents[0]) return 1;
   if (op->kind == DLPG__OP_ALLTOALL) {
     for (int p = 0; p < c->nranks; p++)
@@ -171,12 +170,12 @@ static int dlpg__p2p_warm(const dlpg__op_t *op, const dlpg__nccl_comm_t *c) {
  * op's kind ran at op's size bucket before. NCCL picks algorithm, protocol and channels by
  * size, so a larger size can need connections a smaller one did not; such a first op runs
  * on the parents. */
-static int dlpg__coll_warm(const dlpg__op_t *op, const dlpg__nccl_comm_t *c) {
+static int dlpg__coll_warm(const dlpg__be_op_t *op, const dlpg__nccl_comm_t *c) {
   if (!c->parents[0] || !c->lazy_colls || dlpg__is_p2p(op)) return 1;
   return (c->coll_warm[op->kind] >> dlpg__size_bucket(op)) & 1u;
 }
 
-static void dlpg__mark_p2p_warm(const dlpg__op_t *op, dlpg__nccl_comm_t *c) {
+static void dlpg__mark_p2p_warm(const dlpg__be_op_t *op, dlpg__nccl_comm_t *c) {
   if (op->kind == DLPG__OP_ALLTOALL) {
     memset(c->p2p_warm, 3, (size_t)c->nranks);
     return;
@@ -192,10 +191,10 @@ static void dlpg__mark_p2p_warm(const dlpg__op_t *op, dlpg__nccl_comm_t *c) {
  * parents when parents != 0): poll them against the group's deadline. A peer that never
  * connects leaves the communicators half set up: they are aborted, so nothing waits on
  * them later (the group is unusable for CUDA after a timeout, as after dlpg_work_wait's). */
-static dlpg_status_t dlpg__poll_issued(const char *fn, dlpg__op_t *const *ops, int n,
+static dlpg_status_t dlpg__poll_issued(const char *fn, dlpg__be_op_t *const *ops, int n,
                                        dlpg__nccl_comm_t **comms, dlpg__nccl_comm_t **uniq,
                                        int nu, int parents) {
-  double deadline = dlpg__now() + (ops[0]->group->timeout_s > 0 ? ops[0]->group->timeout_s : 300.0);
+  double deadline = dlpg__now() + (ops[0]->gview->timeout_s > 0 ? ops[0]->gview->timeout_s : 300.0);
   dlpg_status_t s = dlpg__nccl_wait_ready(fn, uniq, nu, parents, deadline);
   if (s == DLPG_ERR_TIMEOUT)
     for (int k = 0; k < n; k++) dlpg__nccl_abort(comms[k]->st);
@@ -208,7 +207,7 @@ static dlpg_status_t dlpg__poll_issued(const char *fn, dlpg__op_t *const *ops, i
  * a peer's point-to-point channels at the first transfer, whatever its size, so the real
  * operations then run on the blocking children without waiting for a connection. Only these
  * tiny transfers run on the parents. Caller holds the comms' issue_mu. */
-static dlpg_status_t dlpg__warm_p2p(const char *fn, dlpg__op_t *const *ops, int n,
+static dlpg_status_t dlpg__warm_p2p(const char *fn, dlpg__be_op_t *const *ops, int n,
                                     dlpg__nccl_comm_t **comms, dlpg__nccl_comm_t **uniq, int nu,
                                     cudaStream_t *streams, int *curdev) {
   for (int k = 0; k < n; k++) {
@@ -229,7 +228,7 @@ static dlpg_status_t dlpg__warm_p2p(const char *fn, dlpg__op_t *const *ops, int 
   s = dlpg__nccl_result(r, NULL, fn, "ncclGroupStart (connect)");
   for (int k = 0; k < n && s == DLPG_OK; k++) {
     dlpg__nccl_comm_t *c = comms[k];
-    const dlpg__op_t *op = ops[k];
+    const dlpg__be_op_t *op = ops[k];
     if (!dlpg__is_p2p(op) || dlpg__p2p_warm(op, c)) continue;
     for (int i = 0; i < op->ntensors && s == DLPG_OK; i++) {
       ncclComm_t comm = c->parents[i];
@@ -275,7 +274,7 @@ static dlpg_status_t dlpg__warm_p2p(const char *fn, dlpg__op_t *const *ops, int 
  * until its sender sent, so a rank that posts recv(prev) before send(next) (a ring without a
  * batch) would never start its send. (A capture keeps the caller's stream: a fork onto
  * another stream would have to be joined before the capture ends.) */
-static int dlpg__on_own_stream(const char *fn, const dlpg__op_t *op, const dlpg__nccl_comm_t *c,
+static int dlpg__on_own_stream(const char *fn, const dlpg__be_op_t *op, const dlpg__nccl_comm_t *c,
                                const cudaStream_t *streams, dlpg_status_t *s) {
   if (!op->work || c->peer < 0 || (op->kind != DLPG__OP_SEND && op->kind != DLPG__OP_RECV))
     return 0;
@@ -311,7 +310,7 @@ static dlpg_status_t dlpg__fork_streams(const char *fn, dlpg__nccl_comm_t *c, in
   return DLPG_OK;
 }
 
-dlpg_status_t dlpg__nccl_issue(dlpg__op_t *const *ops, int n) {
+dlpg_status_t dlpg__nccl_issue(dlpg__be_op_t *const *ops, int n) {
   if (!ops || n < 1) return dlpg__error(DLPG_ERR_INTERNAL, "dlpg__nccl_issue: empty batch");
   const char *fn = n == 1 ? dlpg__op_name(ops[0]->kind) : "dlpg_group_end";
   for (int k = 0; k < n; k++) DLPG_CHECK(dlpg__precheck(fn, ops[k]));

@@ -4,17 +4,16 @@
 #define DLPG_NCCL_NCCL_H_
 
 #include "dlpg/dlpg.h"
-#include "core/op.h"
+#include "core/backend_abi.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-struct dlpg_group;
 typedef struct dlpg__nccl dlpg__nccl_t; /* per-group state: communicator cache */
 
 /* Cheap: no communicator is created here. */
-dlpg_status_t dlpg__nccl_create(struct dlpg_group *g, dlpg__nccl_t **out);
+dlpg_status_t dlpg__nccl_create(const dlpg__be_group_t *g, dlpg__nccl_t **out);
 
 /* Enqueue ops[0..n) (all backend NCCL) on their streams; n > 1 is one NCCL group
  * (dlpg_group_start/end). The ops may belong to different groups: the batch of
@@ -24,14 +23,14 @@ dlpg_status_t dlpg__nccl_create(struct dlpg_group *g, dlpg__nccl_t **out);
  * Core has set op->state to the group's dlpg__nccl_t (dlpg__nccl_create) for every op
  * before the call. Creates the communicator of each device list lazily (store
  * rendezvous, non-blocking init polled against the group's deadline). Attaches to each
- * op->work a poller (CUDA event + ncclCommGetAsyncError) with dlpg__work_set_backend.
+ * op->work a poller (CUDA event + ncclCommGetAsyncError) through the host.
  * Returns once enqueued; never synchronises the host on the fast path.
  * CUDA graphs: when a stream of an op is being captured (cudaStreamIsCapturing), no event is
  * recorded and op->work completes with DLPG_OK as soon as the op is captured ("enqueued"):
  * completion of each replay is ordered by the caller's stream, as for any captured kernel.
  * The communicator must already exist (run the op once outside capture first), because
  * creating one is a host-side rendezvous that cannot be captured. */
-dlpg_status_t dlpg__nccl_issue(dlpg__op_t *const *ops, int n);
+dlpg_status_t dlpg__nccl_issue(dlpg__be_op_t *const *ops, int n);
 
 /* Abort every communicator (any thread). */
 void dlpg__nccl_abort(dlpg__nccl_t *st);

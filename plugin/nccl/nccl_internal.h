@@ -1,6 +1,10 @@
 /* Private state of the NCCL path, shared by its files: the communicator cache (comm.c), the
  * rendezvous and creation (comm_create.c), the dtype/op tables (types.c), the enqueueing of
- * operations (issue.c) and the CUDA-event pollers behind work (events.c). */
+ * operations (issue.c), the CUDA-event pollers behind work (events.c) and their event pool
+ * (event_pool.c), error translation (errors.c). Core is reached only through the host table
+ * (host.h) and seen only through the views of core/backend_abi.h; the module's settings are
+ * settings.h's. Calls go one way: backend.c -> issue.c -> comm_create.c, events.c -> comm.c
+ * -> event_pool.c -> errors.c -> host.c. */
 #ifndef DLPG_NCCL_NCCL_INTERNAL_H_
 #define DLPG_NCCL_NCCL_INTERNAL_H_
 
@@ -9,43 +13,16 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include "nccl/nccl.h"
-#include "core/group.h"
-#include "base/log.h"
-#include "base/params.h"
+#include "base/clock.h"
 #include "base/status.h"
+#include "core/backend_abi.h"
+#include "nccl/host.h"
+#include "nccl/nccl.h"
+#include "nccl/settings.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* The module's own environment variables (core's are in base/params.h), registered with core
- * through the host table when the module is loaded (backend.c).
- * X(id, env name, default as a string or NULL, flags, description) */
-#define DLPG__NCCL_PARAM_MAP(X)                                                              \
-  X(COMM_MODE, "DLPG_NCCL_COMM_MODE", NULL, DLPG__PARAM_CACHED,                             \
-    "split (default): non-blocking init (deadline-polled), ops on a blocking ncclCommSplit "  \
-    "child; nonblocking: ops on the non-blocking communicator (~70 us more per op); "         \
-    "blocking: blocking init, no deadline inside NCCL")                                      \
-  X(BLOCKING_INIT, "DLPG_NCCL_BLOCKING_INIT", "0", DLPG__PARAM_CACHED,                      \
-    "deprecated: 1 means DLPG_NCCL_COMM_MODE=blocking when that is unset")                  \
-  X(RUNTIME_CONNECT, "NCCL_RUNTIME_CONNECT", NULL, 0,                                        \
-    "NCCL's own variable; dlpg sets 0 when it is unset, so collective connections are made " \
-    "inside the deadline-polled creation")
-
-enum {
-#define DLPG__NCCL_PARAM_ENUM(id, env, def, flags, desc) DLPG__NCCL_PARAM_##id,
-  DLPG__NCCL_PARAM_MAP(DLPG__NCCL_PARAM_ENUM)
-#undef DLPG__NCCL_PARAM_ENUM
-  DLPG__NCCL_PARAM_COUNT
-};
-extern const dlpg__param_decl_t dlpg__nccl_params[DLPG__NCCL_PARAM_COUNT];
-#define DLPG__NCCL_PARAM(id) (&dlpg__nccl_params[DLPG__NCCL_PARAM_##id])
-
-/* The bit of the module's "NCCL" log subsystem (registered at load); DLPG_INFO(NCCL, ...)
- * logs under it. */
-extern dlpg__log_subsys_t dlpg__nccl_log_subsys;
-#define DLPG__SUB_NCCL dlpg__nccl_log_subsys
 
 /* Longest cache key: "p<peer>:" and 16 device ids of up to 4 digits and commas. */
 #define DLPG__NCCL_KEY_MAX 112
@@ -63,15 +40,7 @@ typedef enum dlpg__nccl_comm_state {
   DLPG__COMM_DESTROYED = 4 /* finalized and destroyed by dlpg__nccl_destroy */
 } dlpg__nccl_comm_state_t;
 
-/* How communicators are created and used (DLPG_NCCL_COMM_MODE). */
-typedef enum dlpg__nccl_mode {
-  DLPG__MODE_SPLIT = 0,       /* non-blocking init + blocking ncclCommSplit child for ops */
-  DLPG__MODE_NONBLOCKING = 1, /* non-blocking init, ops on the non-blocking communicator */
-  DLPG__MODE_BLOCKING = 2     /* blocking init and ops (no deadline inside NCCL's init) */
-} dlpg__nccl_mode_t;
-
-/* The mode of DLPG_NCCL_COMM_MODE (DLPG_NCCL_BLOCKING_INIT=1 when unset: blocking). */
-dlpg__nccl_mode_t dlpg__nccl_mode(void);
+/* dlpg__nccl_mode_t: settings.h (DLPG_NCCL_COMM_MODE). */
 
 /* One cached communicator: one ncclComm per local device of the key. Owned by the cache
  * (st->comms); live pollers hold references so the entry outlives dlpg__nccl_destroy. */
@@ -139,7 +108,7 @@ typedef struct dlpg__nccl_event {
 } dlpg__nccl_event_t;
 
 struct dlpg__nccl {
-  struct dlpg_group *g;       /* borrowed: the group owns st */
+  const dlpg__be_group_t *g;  /* borrowed view: the group owns st and outlives it */
   int rank, size;             /* copies of g's, for messages after g is gone */
   char name[520];             /* copy of g->name (group names are at most 512 bytes) */
   pthread_mutex_t mu;         /* comms list, states, seq, event pool */
@@ -165,7 +134,8 @@ void dlpg__nccl_rdlock(void);
 void dlpg__nccl_wrlock(void);
 void dlpg__nccl_unlock(void);
 
-/* Turn an NCCL result into a status + message naming fn and what ("ncclAllReduce"). */
+/* Turn an NCCL result into a status + message naming fn and what ("ncclAllReduce")
+ * (errors.c). */
 dlpg_status_t dlpg__nccl_result(ncclResult_t r, ncclComm_t comm, const char *fn, const char *what);
 dlpg_status_t dlpg__cuda_result(cudaError_t e, const char *fn, const char *what);
 
@@ -178,11 +148,11 @@ void dlpg__nccl_comm_release(dlpg__nccl_comm_t *c);
 /* Ensure the communicator of every op exists (comm_create.c). comms[i] receives op i's entry
  * with a reference the caller releases. All missing ones are created together, so one
  * thread can create the communicators of several ranks' groups. */
-dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__op_t *const *ops, int n,
+dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__be_op_t *const *ops, int n,
                                    dlpg__nccl_comm_t **comms);
 
 /* The NCCL rank, in c, of device i of op's peer (send/recv; alltoall uses none). */
-static inline int dlpg__nccl_peer_rank(const dlpg__nccl_comm_t *c, const dlpg__op_t *op, int i) {
+static inline int dlpg__nccl_peer_rank(const dlpg__nccl_comm_t *c, const dlpg__be_op_t *op, int i) {
   if (c->peer == DLPG__NCCL_GROUP) return op->peer * c->ndev + i;
   if (c->peer == DLPG__NCCL_SELF) return i;
   return (1 - c->member) * c->ndev + i;
@@ -201,16 +171,16 @@ dlpg_status_t dlpg__nccl_reduce_type(const char *fn, dlpg__dtype_t dt, dlpg_redu
 /* Compute capability major of device dev (cached; 0 when unknown). */
 int dlpg__nccl_device_cc_major(int dev);
 
-/* Core's store through the host services (host.c): the module links no part of core. */
-dlpg_status_t dlpg__nccl_store_set(dlpg_store_t *s, const char *key, const void *value,
-                                   size_t len);
-dlpg_status_t dlpg__nccl_store_get(dlpg_store_t *s, const char *key, double timeout_s,
-                                   void *buf, size_t cap, size_t *len);
-
-/* Events and work pollers (events.c). Attach a poller to w covering the ndev events
- * recorded on streams after the op, or complete w as enqueued when capturing. */
-dlpg_status_t dlpg__nccl_attach_work(const char *fn, dlpg__op_t *op, dlpg__nccl_comm_t *c,
+/* Work pollers (events.c). Attach a poller to w covering the ndev events recorded on
+ * streams after the op, or complete w as enqueued when capturing. */
+dlpg_status_t dlpg__nccl_attach_work(const char *fn, dlpg__be_op_t *op, dlpg__nccl_comm_t *c,
                                      cudaStream_t *streams);
+
+/* The per-group, per-device pool of CUDA events (event_pool.c): take one of device dev (the
+ * current device) or create it; give it back; destroy the pooled ones (last reference). */
+dlpg_status_t dlpg__nccl_event_get(const char *fn, struct dlpg__nccl *st, int dev,
+                                   dlpg__nccl_event_t **out);
+void dlpg__nccl_event_put(struct dlpg__nccl *st, dlpg__nccl_event_t *e);
 void dlpg__nccl_free_events(struct dlpg__nccl *st);
 
 #ifdef __cplusplus

@@ -6,6 +6,7 @@
 #include "nccl/rules.h"
 
 #include "base/status.h"
+#include "nccl/host.h"
 
 /* Which dtypes NCCL reduces: fp8 only from NCCL 2.24 on sm_90 or newer; bool as uint8 with
  * max/min (logical or/and); no 16-bit integers. */

@@ -3,7 +3,7 @@
 #define DLPG_NCCL_RULES_H_
 
 #include "dlpg/dlpg.h"
-#include "core/tensor.h"
+#include "core/backend_abi.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -21,6 +21,18 @@ const char *ExpectedFailure() {
   return v && v[0] ? v : nullptr;
 }
 
+// The '|'-separated parts of expect that msg lacks ("" when it has them all).
+std::string MissingParts(const std::string &msg, const std::string &expect) {
+  std::string missing;
+  for (size_t at = 0; at != std::string::npos;) {
+    size_t bar = expect.find('|', at);
+    std::string part = expect.substr(at, bar == std::string::npos ? bar : bar - at);
+    if (msg.find(part) == std::string::npos) missing += "\"" + part + "\" ";
+    at = bar == std::string::npos ? bar : bar + 1;
+  }
+  return missing;
+}
+
 // A CPU allreduce on 2 ranks, checked against the reference.
 void CpuAllreduce(RankCtx &c) {
   const size_t n = 1000;
@@ -63,13 +75,7 @@ TEST(BackendModule, CudaTensorWithoutModuleIsUnsupported) {
       std::string msg = c.api->last_error();
       EXPECT_NE(msg.find("dlpg_allreduce: inputs[0] is on cuda:0"), std::string::npos) << msg;
       EXPECT_NE(msg.find("the nccl backend module"), std::string::npos) << msg;
-      std::string want = expect;
-      for (size_t at = 0; at != std::string::npos;) {
-        size_t bar = want.find('|', at);
-        std::string part = want.substr(at, bar == std::string::npos ? bar : bar - at);
-        EXPECT_NE(msg.find(part), std::string::npos) << "missing \"" << part << "\" in " << msg;
-        at = bar == std::string::npos ? bar : bar + 1;
-      }
+      EXPECT_EQ(MissingParts(msg, expect), "") << "missing in " << msg;
       if (path) {
         EXPECT_NE(msg.find(path), std::string::npos) << msg;
       }
@@ -82,5 +88,28 @@ TEST(BackendModule, CudaTensorWithoutModuleIsUnsupported) {
     EXPECT_NE(s.find("gloo"), std::string::npos) << s;
     EXPECT_NE(s.find("nccl none (module"), std::string::npos) << s;
     EXPECT_NE(s.find("not loaded"), std::string::npos) << s;
+  });
+}
+
+// A module built for another backend ABI (or whose tables report another version or size)
+// is refused before it serves anything, and both sides are named: in the call's message
+// (above) and in the build info, which is what dlpg-info prints.
+TEST(BackendModule, OtherAbiNamesBothSides) {
+  const char *expect = ExpectedFailure();
+  if (!expect || !getenv("DLPG_TEST_EXPECT_ABI_MISMATCH"))
+    GTEST_SKIP() << "DLPG_TEST_EXPECT_ABI_MISMATCH is unset (run by ctest with a fake module)";
+  RunRanks(Mode::kThreads, 1, [&](RankCtx &c) {
+    HostTensor t(DT::F32, {8});
+    t.device_type = kDLCUDA;
+    DLTensor *tp = t.dl();
+    EXPECT_EQ(c.api->allreduce(c.group, &tp, nullptr, 1, DLPG_SUM, nullptr, nullptr),
+              DLPG_ERR_UNSUPPORTED);
+    std::string msg = c.api->last_error();
+    EXPECT_NE(msg.find("backend ABI v"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("this libdlpg.so"), std::string::npos) << msg;
+    const char *info = nullptr;
+    ASSERT_EQ(c.api->get_build_info(&info), DLPG_OK);
+    EXPECT_EQ(MissingParts(info, expect), "") << "missing in the build info " << info;
+    CpuAllreduce(c);
   });
 }

@@ -1,0 +1,54 @@
+/* The NCCL module's own settings, declared here and nowhere else: its table lists them
+ * (dlpg-info prints them once the module is loaded) and core reads them for it, once each,
+ * through the host table. DLPG_NCCL_BACKEND, which says where this module is, stays core's:
+ * it is read before the module exists. */
+#include "nccl/settings.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "nccl/host.h"
+
+const dlpg__be_param_t dlpg__nccl_params[DLPG__NCCL_NPARAMS] = {
+    [DLPG__NCCL_PARAM_COMM_MODE] = {"DLPG_NCCL_COMM_MODE", NULL, DLPG__BE_PARAM_CACHED,
+        "split (default): non-blocking init (deadline-polled), ops on a blocking ncclCommSplit "
+        "child; nonblocking: ops on the non-blocking communicator (~70 us more per op); "
+        "blocking: blocking init, no deadline inside NCCL"},
+    [DLPG__NCCL_PARAM_BLOCKING_INIT] = {"DLPG_NCCL_BLOCKING_INIT", "0", DLPG__BE_PARAM_CACHED,
+        "deprecated: 1 means DLPG_NCCL_COMM_MODE=blocking when that is unset"},
+    [DLPG__NCCL_PARAM_RUNTIME_CONNECT] = {"NCCL_RUNTIME_CONNECT", NULL, 0,
+        "NCCL's own variable; dlpg sets 0 when it is unset, so collective connections are made "
+        "inside the deadline-polled creation"},
+};
+
+dlpg__nccl_mode_t dlpg__nccl_mode(void) {
+  const char *m = dlpg__nccl_param_str(&dlpg__nccl_params[DLPG__NCCL_PARAM_COMM_MODE]);
+  if (!m) {
+    long blocking = 0;
+    dlpg__nccl_param_long(&dlpg__nccl_params[DLPG__NCCL_PARAM_BLOCKING_INIT], &blocking);
+    return blocking ? DLPG__MODE_BLOCKING : DLPG__MODE_SPLIT;
+  }
+  if (strcmp(m, "split") == 0) return DLPG__MODE_SPLIT;
+  if (strcmp(m, "nonblocking") == 0) return DLPG__MODE_NONBLOCKING;
+  if (strcmp(m, "blocking") == 0) return DLPG__MODE_BLOCKING;
+  DLPG_NCCL_WARN(-1, "DLPG_NCCL_COMM_MODE=\"%s\" is not split, nonblocking or blocking; using "
+                 "split", m);
+  return DLPG__MODE_SPLIT;
+}
+
+/* NCCL 2.22+ connects collective peers lazily, at the first operation that needs a
+ * connection. On a blocking communicator that connect would wait for the peer with no
+ * deadline, so unless the user chose otherwise dlpg asks NCCL to connect during creation,
+ * which dlpg polls against the group's deadline (the behaviour of NCCL before 2.22). Set
+ * before NCCL's first call in this process, once. */
+static pthread_once_t dlpg__runtime_connect_once = PTHREAD_ONCE_INIT;
+static void dlpg__runtime_connect_default(void) {
+  if (dlpg__nccl_param_default_env(&dlpg__nccl_params[DLPG__NCCL_PARAM_RUNTIME_CONNECT], "0"))
+    DLPG_NCCL_INFO(-1, "NCCL_RUNTIME_CONNECT unset: set to 0 (connect during creation)");
+}
+
+int dlpg__nccl_lazy_colls(void) {
+  pthread_once(&dlpg__runtime_connect_once, dlpg__runtime_connect_default);
+  const char *rc = dlpg__nccl_param_str(&dlpg__nccl_params[DLPG__NCCL_PARAM_RUNTIME_CONNECT]);
+  return !(rc && strcmp(rc, "0") == 0);
+}

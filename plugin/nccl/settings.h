@@ -1,0 +1,37 @@
+/* The NCCL module's settings (settings.c): its parameter declarations, which its table
+ * hands core, and what they decide. */
+#ifndef DLPG_NCCL_SETTINGS_H_
+#define DLPG_NCCL_SETTINGS_H_
+
+#include "core/backend_abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+  DLPG__NCCL_PARAM_COMM_MODE,
+  DLPG__NCCL_PARAM_BLOCKING_INIT,
+  DLPG__NCCL_PARAM_RUNTIME_CONNECT,
+  DLPG__NCCL_NPARAMS
+};
+extern const dlpg__be_param_t dlpg__nccl_params[DLPG__NCCL_NPARAMS];
+
+/* How communicators are created and used (DLPG_NCCL_COMM_MODE). */
+typedef enum dlpg__nccl_mode {
+  DLPG__MODE_SPLIT = 0,       /* non-blocking init + blocking ncclCommSplit child for ops */
+  DLPG__MODE_NONBLOCKING = 1, /* non-blocking init, ops on the non-blocking communicator */
+  DLPG__MODE_BLOCKING = 2     /* blocking init and ops (no deadline inside NCCL's init) */
+} dlpg__nccl_mode_t;
+
+/* The mode of DLPG_NCCL_COMM_MODE (DLPG_NCCL_BLOCKING_INIT=1 when unset: blocking). */
+dlpg__nccl_mode_t dlpg__nccl_mode(void);
+
+/* Whether NCCL connects collectives lazily: NCCL_RUNTIME_CONNECT not 0. Sets it to 0 first
+ * when unset (once, before NCCL's first communicator). */
+int dlpg__nccl_lazy_colls(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
