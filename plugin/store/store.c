@@ -206,36 +206,6 @@ dlpg_status_t dlpg_store_delete_key(dlpg_store_t *store, const char *key, int *d
   return DLPG_OK;
 }
 
-dlpg_status_t dlpg__store_get_alloc(dlpg_store_t *s, const char *key, double timeout_s,
-                                    void **value, size_t *len) {
-  static const char fn[] = "dlpg__store_get_alloc";
-  DLPG__STORE_ARG(fn, s);
-  DLPG_ARG_CHECK(value != NULL && len != NULL, "%s: value or len is NULL", fn);
-  double t;
-  DLPG_CHECK(dlpg__store_resolve_timeout(fn, timeout_s, s->timeout_s, &t));
-  double deadline = dlpg__now() + t;
-  size_t cap = 256;
-  for (;;) {
-    uint8_t *buf = (uint8_t *)malloc(cap);
-    if (!buf) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory for %zu bytes", fn, cap);
-    double left = deadline - dlpg__now();
-    size_t n = 0;
-    dlpg_status_t st = dlpg_store_get(s, key, left > 0.001 ? left : 0.001, buf, cap, &n);
-    if (st != DLPG_OK) {
-      free(buf);
-      return st;
-    }
-    if (n <= cap) {
-      *value = buf;
-      *len = n;
-      return DLPG_OK;
-    }
-    /* The value is longer (or was replaced by a longer one): retry with room for it. */
-    free(buf);
-    cap = n;
-  }
-}
-
 dlpg_status_t dlpg_store_port(dlpg_store_t *store, int *port) {
   static const char fn[] = "dlpg_store_port";
   DLPG__STORE_ARG(fn, store);
