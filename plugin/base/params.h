@@ -7,13 +7,15 @@
 
 #include <stdio.h>
 
+#include "base/timeout.h" /* DLPG__DEFAULT_TIMEOUT_STR */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* X(id, env name, default as a string or NULL, cached?, description) */
 #define DLPG__PARAM_MAP(X)                                                                   \
-  X(TIMEOUT, "DLPG_TIMEOUT", "300", 1, "seconds before any blocking step fails")             \
+  X(TIMEOUT, "DLPG_TIMEOUT", DLPG__DEFAULT_TIMEOUT_STR, 1, "seconds before any blocking step fails")             \
   X(GROUP_NAME, "DLPG_GROUP_NAME", "dlpg", 1, "default store key prefix of a group")         \
   X(STORE_PORT, "DLPG_STORE_PORT", NULL, 0, "env:// store port (default MASTER_PORT + 1)")   \
   X(STORE_BIND, "DLPG_STORE_BIND", NULL, 0, "env:// rank 0's server address (default MASTER_ADDR's; * = every interface)") \
