@@ -47,7 +47,7 @@ static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__op_t *op, dlpg__n
     const char *what = "";
     switch (op->kind) {
       case DLPG__OP_ALLREDUCE:
-        DLPG_CHECK(dlpg__nccl_reduce_type(fn, in->dtype, op->rop, &type, &rop));
+        dlpg__nccl_reduce_type(in->dtype, op->rop, &type, &rop);
         what = "ncclAllReduce";
         r = ncclAllReduce(in->ptr, out->ptr, (size_t)in->numel, type, rop, comm, s);
         break;
@@ -56,7 +56,7 @@ static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__op_t *op, dlpg__n
         r = ncclBroadcast(in->ptr, out->ptr, in->nbytes, ncclUint8, op->root * nd, comm, s);
         break;
       case DLPG__OP_REDUCE:
-        DLPG_CHECK(dlpg__nccl_reduce_type(fn, in->dtype, op->rop, &type, &rop));
+        dlpg__nccl_reduce_type(in->dtype, op->rop, &type, &rop);
         what = "ncclReduce";
         r = ncclReduce(in->ptr, out->ptr, (size_t)in->numel, type, rop, op->root * nd, comm, s);
         break;
@@ -65,7 +65,7 @@ static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__op_t *op, dlpg__n
         r = ncclAllGather(in->ptr, out->ptr, in->nbytes, ncclUint8, comm, s);
         break;
       case DLPG__OP_REDUCE_SCATTER:
-        DLPG_CHECK(dlpg__nccl_reduce_type(fn, in->dtype, op->rop, &type, &rop));
+        dlpg__nccl_reduce_type(in->dtype, op->rop, &type, &rop);
         what = "ncclReduceScatter";
         r = ncclReduceScatter(in->ptr, out->ptr, (size_t)out->numel, type, rop, comm, s);
         break;
