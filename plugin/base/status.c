@@ -26,6 +26,13 @@ const char *dlpg__last_error(void) { return dlpg__err_buf; }
 
 void dlpg__clear_error(void) { dlpg__err_buf[0] = '\0'; }
 
+void dlpg__error_save(dlpg__saved_error_t *s) { memcpy(s->msg, dlpg__err_buf, sizeof s->msg); }
+
+dlpg_status_t dlpg__error_restore(const dlpg__saved_error_t *s, dlpg_status_t status) {
+  memcpy(dlpg__err_buf, s->msg, sizeof dlpg__err_buf);
+  return status;
+}
+
 /* Marks a truncated message so a reader knows the tail is missing. */
 static void dlpg__mark_truncated(int written) {
   if (written >= DLPG__ERROR_MAX) memcpy(dlpg__err_buf + DLPG__ERROR_MAX - 4, "...", 4);

@@ -44,6 +44,16 @@ int dlpg__format_prefixed(char *out, size_t cap, const char *prefix, const char 
                           dlpg_status_t status);
 void dlpg__clear_error(void);
 
+/* The calling thread's last error kept across a step that may record its own (closing a
+ * store, dropping a work, a store request made on the caller's behalf):
+ *   dlpg__saved_error_t se; dlpg__error_save(&se); cleanup(); dlpg__error_restore(&se, st); */
+typedef struct dlpg__saved_error {
+  char msg[DLPG__ERROR_MAX];
+} dlpg__saved_error_t;
+void dlpg__error_save(dlpg__saved_error_t *s);
+/* Make the saved message the thread's last error again; returns status. */
+dlpg_status_t dlpg__error_restore(const dlpg__saved_error_t *s, dlpg_status_t status);
+
 /* Propagate a non-OK status. */
 #define DLPG_CHECK(call)                   \
   do {                                     \

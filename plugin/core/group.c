@@ -144,11 +144,10 @@ dlpg_status_t dlpg_group_create_from_env(const dlpg_group_options_t *options,
   if (st != DLPG_OK) return dlpg__error_prefix(st, fn);
   st = dlpg_group_create(store, (int)rank, (int)size, &o, group);
   /* The group holds its own reference to the store. */
-  char saved[DLPG__ERROR_MAX];
-  memcpy(saved, dlpg__last_error(), sizeof saved);
+  dlpg__saved_error_t se;
+  dlpg__error_save(&se);
   dlpg_store_close(store);
-  if (st != DLPG_OK) return dlpg__error(st, "%s", saved);
-  return DLPG_OK;
+  return st == DLPG_OK ? DLPG_OK : dlpg__error_restore(&se, st);
 }
 
 dlpg_status_t dlpg_group_rank(const dlpg_group_t *group, int *rank) {
