@@ -47,16 +47,23 @@ extern "C" {
 
 /* ------------------------------------------------------------------ status */
 
-/* Values are explicit and never renumbered. */
+/* X(name, value, meaning): every status, the one table behind the enum below and
+ * dlpg_status_name (model: libuv's UV_ERRNO_MAP). A host may expand it too. Values are
+ * explicit and never renumbered. */
+#define DLPG_STATUS_MAP(X)                                                                 \
+  X(DLPG_OK, 0, "success")                                                                 \
+  X(DLPG_ERR_INVALID_ARGUMENT, 1, "bad input: NULL, out of range, mismatched tensors")     \
+  X(DLPG_ERR_UNSUPPORTED, 2, "valid request this build or device cannot serve")            \
+  X(DLPG_ERR_TIMEOUT, 3, "a deadline passed (store key, rendezvous, wait)")                \
+  X(DLPG_ERR_REMOTE, 4, "a peer failed, left, or reported an error")                       \
+  X(DLPG_ERR_ABORTED, 5, "the group was aborted")                                          \
+  X(DLPG_ERR_SYSTEM, 6, "an OS, CUDA or NCCL call failed")                                 \
+  X(DLPG_ERR_INTERNAL, 7, "a bug in dlpg")
+
 typedef enum dlpg_status {
-  DLPG_OK = 0,
-  DLPG_ERR_INVALID_ARGUMENT = 1, /* bad input: NULL, out of range, mismatched tensors */
-  DLPG_ERR_UNSUPPORTED = 2,      /* valid request this build or device cannot serve */
-  DLPG_ERR_TIMEOUT = 3,          /* a deadline passed (store key, rendezvous, wait) */
-  DLPG_ERR_REMOTE = 4,           /* a peer failed, left, or reported an error */
-  DLPG_ERR_ABORTED = 5,          /* the group was aborted */
-  DLPG_ERR_SYSTEM = 6,           /* an OS, CUDA or NCCL call failed */
-  DLPG_ERR_INTERNAL = 7          /* a bug in dlpg */
+#define DLPG_STATUS_ENUMERATOR_(name, value, meaning) name = value,
+  DLPG_STATUS_MAP(DLPG_STATUS_ENUMERATOR_)
+#undef DLPG_STATUS_ENUMERATOR_
 } dlpg_status_t;
 
 /* "DLPG_OK", "DLPG_ERR_TIMEOUT", ...; "DLPG_ERR_UNKNOWN" for a value outside the enum.

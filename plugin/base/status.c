@@ -1,5 +1,5 @@
 /* Status names and the thread-local last error (ABI.md, "Status and errors"). The names
- * come from DLPG__STATUS_MAP, so the enum and its strings cannot drift apart. */
+ * come from DLPG_STATUS_MAP (dlpg.h), the enum's own table, so they cannot drift apart. */
 #include "base/status.h"
 
 #include <stdio.h>
@@ -11,10 +11,10 @@ static _Thread_local char dlpg__err_buf[DLPG__ERROR_MAX];
 
 const char *dlpg_status_name(dlpg_status_t status) {
   switch (status) {
-#define DLPG__STATUS_CASE(name, value, desc) \
-  case name:                                 \
+#define DLPG__STATUS_CASE(name, value, meaning) \
+  case name:                                    \
     return #name;
-    DLPG__STATUS_MAP(DLPG__STATUS_CASE)
+    DLPG_STATUS_MAP(DLPG__STATUS_CASE)
 #undef DLPG__STATUS_CASE
   }
   return "DLPG_ERR_UNKNOWN";
