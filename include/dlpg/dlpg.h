@@ -1,8 +1,9 @@
 /*
  * dlpg.h -- the dlpg ABI: a process group over DLPack tensors.
  *
- * This is the only header a host needs. It includes only <stddef.h>, <stdint.h> and
- * <dlpack/dlpack.h> and compiles as C99 and as C++. The contract it implements is
+ * This is the only header a host needs. It includes only <stddef.h>, <stdint.h>,
+ * <dlpack/dlpack.h> and its version, dlpg/dlpg_version.h (generated from the build's
+ * project() version, installed beside it), and compiles as C99 and as C++. The contract it implements is
  * shared/design/ABI.md; where the exact C spelling below refines that page, the comment
  * beside the declaration says so.
  *
@@ -24,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <dlpack/dlpack.h>
+#include "dlpg/dlpg_version.h" /* DLPG_VERSION_MAJOR, _MINOR, _PATCH */
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,9 +33,7 @@ extern "C" {
 
 /* ------------------------------------------------------------------ versions */
 
-#define DLPG_VERSION_MAJOR 0
-#define DLPG_VERSION_MINOR 1
-#define DLPG_VERSION_PATCH 0
+/* DLPG_VERSION_MAJOR, DLPG_VERSION_MINOR, DLPG_VERSION_PATCH: dlpg/dlpg_version.h. */
 /* MAJOR * 10000 + MINOR * 100 + PATCH, like NCCL_VERSION_CODE. */
 #define DLPG_VERSION_CODE (DLPG_VERSION_MAJOR * 10000 + DLPG_VERSION_MINOR * 100 + DLPG_VERSION_PATCH)
 /* The ABI major carried in the SONAME (libdlpg.so.0) and asked for by dlpg_get_api(). */
