@@ -28,7 +28,7 @@ cleanup() {
 trap cleanup EXIT
 
 bin="$work/netns_rank"
-cc -O2 -Wall -Wextra -o "$bin" tests/netns/netns_rank.c -Iinclude \
+cc -O2 -Wall -Wextra -o "$bin" tests/netns/netns_rank.c -Iinclude -I"$BUILD_DIR/include" \
   -L"$BUILD_DIR" -ldlpg -Wl,-rpath,"$PWD/$BUILD_DIR"
 
 ip netns add "$br"

@@ -6,11 +6,14 @@ cannot be installed into the isolated environment without an index). It builds a
 the `dlpg` package (plus `dlpg/libdlpg.so*` when one was copied beside the package, which
 makes the wheel platform-specific; from a checkout without one, the newest ../build*/libdlpg.so
 or one built now with the project's CMake), an sdist, and an editable wheel (a .pth file pointing
-at this directory). Name, version and the other metadata come from pyproject.toml.
+at this directory). Name and the other metadata come from pyproject.toml; the version from
+CMake's project() line in ../CMakeLists.txt (in an sdist, from the dlpg_version.h generated
+from it), read by dlpg/_version.py.
 """
 import base64
 import glob
 import hashlib
+import importlib.util
 import io
 import os
 import re
@@ -24,8 +27,34 @@ _ROOT = os.path.dirname(os.path.abspath(__file__))
 _PACKAGE = "dlpg"
 
 
+def _version_module():
+    """dlpg/_version.py, loaded by path (importing the package would run its __init__)."""
+    spec = importlib.util.spec_from_file_location(
+        "_dlpg_build_version", os.path.join(_ROOT, _PACKAGE, "_version.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _version():
+    """(major, minor, patch): the checkout's CMakeLists.txt, else (an sdist) the package's
+    generated dlpg_version.h."""
+    vm = _version_module()
+    v = vm.from_cmakelists() or vm.from_header()
+    if v is None:
+        raise RuntimeError("dlpg_build: no version: neither %s nor %s" % (vm.CMAKELISTS, vm.HEADER))
+    return v
+
+
 def _project():
-    """The [project] table of pyproject.toml (tomllib, or a small reader before 3.11)."""
+    """The [project] table of pyproject.toml (tomllib, or a small reader before 3.11), with
+    its dynamic version filled in."""
+    project = _project_table()
+    project["version"] = "%d.%d.%d" % _version()
+    return project
+
+
+def _project_table():
     with open(os.path.join(_ROOT, "pyproject.toml"), "rb") as f:
         raw = f.read()
     try:
@@ -80,9 +109,10 @@ def _is_package_file(name):
 
 
 def _package_files():
-    """(path in the wheel, path on disk) of every package file, and whether any is native.
-    The ABI header comes from the checkout's include/ (as dlpg/include/dlpg/dlpg.h), so an
-    installed package can still build its torch extension."""
+    """(path in the wheel, path on disk or the file's bytes) of every package file, and
+    whether any is native. The ABI header comes from the checkout's include/ (as
+    dlpg/include/dlpg/dlpg.h) with the version header it includes (generated here as CMake
+    generates it), so an installed package can still build its torch extension."""
     out, native = [], False
     for dirpath, dirnames, filenames in os.walk(os.path.join(_ROOT, _PACKAGE)):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
@@ -94,7 +124,18 @@ def _package_files():
     header = os.path.join(os.path.dirname(_ROOT), "include", "dlpg", "dlpg.h")
     if os.path.exists(header) and not any(a.endswith("include/dlpg/dlpg.h") for a, _ in out):
         out.append((_PACKAGE + "/include/dlpg/dlpg.h", header))
+        vm = _version_module()
+        out.append((_PACKAGE + "/include/dlpg/dlpg_version.h",
+                    vm.header_text(_version()).encode("utf-8")))
     return out, native
+
+
+def _read(disk):
+    """A _package_files entry's bytes."""
+    if isinstance(disk, bytes):
+        return disk
+    with open(disk, "rb") as f:
+        return f.read()
 
 
 def _checkout_library(log):
@@ -167,10 +208,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         if lib is not None:
             files.append(lib)
             native = True
-    entries = []
-    for arcname, disk in files:
-        with open(disk, "rb") as f:
-            entries.append((arcname, f.read()))
+    entries = [(arcname, _read(disk)) for arcname, disk in files]
     platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
     return _write_wheel(wheel_directory, entries,
                         "py3-none-%s" % platform if native else "py3-none-any")
@@ -190,10 +228,14 @@ def build_sdist(sdist_directory, config_settings=None):
     extra = [n for n in ("pyproject.toml", "README.md", "dlpg_build.py")
              if os.path.exists(os.path.join(_ROOT, n))]
     with tarfile.open(os.path.join(sdist_directory, name), "w:gz") as tar:
+        def add_bytes(arcname, data):
+            info = tarfile.TarInfo("%s/%s" % (base, arcname))
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
         for arcname, disk in [(n, os.path.join(_ROOT, n)) for n in extra] + files:
-            tar.add(disk, arcname="%s/%s" % (base, arcname))
-        info = tarfile.TarInfo("%s/PKG-INFO" % base)
-        data = _metadata(project).encode("utf-8")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
+            if isinstance(disk, bytes):
+                add_bytes(arcname, disk)
+            else:
+                tar.add(disk, arcname="%s/%s" % (base, arcname))
+        add_bytes("PKG-INFO", _metadata(project).encode("utf-8"))
     return name

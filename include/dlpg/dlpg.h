@@ -1,8 +1,9 @@
 /*
  * dlpg.h -- the dlpg ABI: a process group over DLPack tensors.
  *
- * This is the only header a host needs. It includes only <stddef.h>, <stdint.h> and
- * <dlpack/dlpack.h> and compiles as C99 and as C++. The contract it implements is
+ * This is the only header a host needs. It includes only <stddef.h>, <stdint.h>,
+ * <dlpack/dlpack.h> and its version, dlpg/dlpg_version.h (generated from the build's
+ * project() version, installed beside it), and compiles as C99 and as C++. The contract it implements is
  * shared/design/ABI.md; where the exact C spelling below refines that page, the comment
  * beside the declaration says so.
  *
@@ -24,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <dlpack/dlpack.h>
+#include "dlpg/dlpg_version.h" /* DLPG_VERSION_MAJOR, _MINOR, _PATCH */
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,9 +33,7 @@ extern "C" {
 
 /* ------------------------------------------------------------------ versions */
 
-#define DLPG_VERSION_MAJOR 0
-#define DLPG_VERSION_MINOR 1
-#define DLPG_VERSION_PATCH 0
+/* DLPG_VERSION_MAJOR, DLPG_VERSION_MINOR, DLPG_VERSION_PATCH: dlpg/dlpg_version.h. */
 /* MAJOR * 10000 + MINOR * 100 + PATCH, like NCCL_VERSION_CODE. */
 #define DLPG_VERSION_CODE (DLPG_VERSION_MAJOR * 10000 + DLPG_VERSION_MINOR * 100 + DLPG_VERSION_PATCH)
 /* The ABI major carried in the SONAME (libdlpg.so.0) and asked for by dlpg_get_api(). */
@@ -47,16 +47,23 @@ extern "C" {
 
 /* ------------------------------------------------------------------ status */
 
-/* Values are explicit and never renumbered. */
+/* X(name, value, meaning): every status, the one table behind the enum below and
+ * dlpg_status_name (model: libuv's UV_ERRNO_MAP). A host may expand it too. Values are
+ * explicit and never renumbered. */
+#define DLPG_STATUS_MAP(X)                                                                 \
+  X(DLPG_OK, 0, "success")                                                                 \
+  X(DLPG_ERR_INVALID_ARGUMENT, 1, "bad input: NULL, out of range, mismatched tensors")     \
+  X(DLPG_ERR_UNSUPPORTED, 2, "valid request this build or device cannot serve")            \
+  X(DLPG_ERR_TIMEOUT, 3, "a deadline passed (store key, rendezvous, wait)")                \
+  X(DLPG_ERR_REMOTE, 4, "a peer failed, left, or reported an error")                       \
+  X(DLPG_ERR_ABORTED, 5, "the group was aborted")                                          \
+  X(DLPG_ERR_SYSTEM, 6, "an OS, CUDA or NCCL call failed")                                 \
+  X(DLPG_ERR_INTERNAL, 7, "a bug in dlpg")
+
 typedef enum dlpg_status {
-  DLPG_OK = 0,
-  DLPG_ERR_INVALID_ARGUMENT = 1, /* bad input: NULL, out of range, mismatched tensors */
-  DLPG_ERR_UNSUPPORTED = 2,      /* valid request this build or device cannot serve */
-  DLPG_ERR_TIMEOUT = 3,          /* a deadline passed (store key, rendezvous, wait) */
-  DLPG_ERR_REMOTE = 4,           /* a peer failed, left, or reported an error */
-  DLPG_ERR_ABORTED = 5,          /* the group was aborted */
-  DLPG_ERR_SYSTEM = 6,           /* an OS, CUDA or NCCL call failed */
-  DLPG_ERR_INTERNAL = 7          /* a bug in dlpg */
+#define DLPG_STATUS_ENUMERATOR_(name, value, meaning) name = value,
+  DLPG_STATUS_MAP(DLPG_STATUS_ENUMERATOR_)
+#undef DLPG_STATUS_ENUMERATOR_
 } dlpg_status_t;
 
 /* "DLPG_OK", "DLPG_ERR_TIMEOUT", ...; "DLPG_ERR_UNKNOWN" for a value outside the enum.

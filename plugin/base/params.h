@@ -10,6 +10,8 @@
 
 #include <stdio.h>
 
+#include "base/timeout.h" /* DLPG__DEFAULT_TIMEOUT_STR */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -53,7 +55,7 @@ void dlpg__params_print(FILE *f);
 /* Core's own variables and the launcher's.
  * X(id, env name, default as a string or NULL, flags, description) */
 #define DLPG__PARAM_MAP(X)                                                                   \
-  X(TIMEOUT, "DLPG_TIMEOUT", "300", DLPG__PARAM_CACHED, "seconds before any blocking step fails") \
+  X(TIMEOUT, "DLPG_TIMEOUT", DLPG__DEFAULT_TIMEOUT_STR, DLPG__PARAM_CACHED, "seconds before any blocking step fails") \
   X(GROUP_NAME, "DLPG_GROUP_NAME", "dlpg", DLPG__PARAM_CACHED, "default store key prefix of a group") \
   X(STORE_PORT, "DLPG_STORE_PORT", NULL, 0, "env:// store port (default MASTER_PORT + 1)")   \
   X(STORE_BIND, "DLPG_STORE_BIND", NULL, 0, "env:// rank 0's server address (default MASTER_ADDR's; * = every interface)") \

@@ -1,5 +1,5 @@
 /* Status names and the thread-local last error (ABI.md, "Status and errors"). The names
- * come from DLPG__STATUS_MAP, so the enum and its strings cannot drift apart. */
+ * come from DLPG_STATUS_MAP (dlpg.h), the enum's own table, so they cannot drift apart. */
 #include "base/status.h"
 
 #include <stdio.h>
@@ -11,10 +11,10 @@ static _Thread_local char dlpg__err_buf[DLPG__ERROR_MAX];
 
 const char *dlpg_status_name(dlpg_status_t status) {
   switch (status) {
-#define DLPG__STATUS_CASE(name, value, desc) \
-  case name:                                 \
+#define DLPG__STATUS_CASE(name, value, meaning) \
+  case name:                                    \
     return #name;
-    DLPG__STATUS_MAP(DLPG__STATUS_CASE)
+    DLPG_STATUS_MAP(DLPG__STATUS_CASE)
 #undef DLPG__STATUS_CASE
   }
   return "DLPG_ERR_UNKNOWN";
@@ -25,6 +25,13 @@ const char *dlpg_last_error(void) { return dlpg__err_buf; }
 const char *dlpg__last_error(void) { return dlpg__err_buf; }
 
 void dlpg__clear_error(void) { dlpg__err_buf[0] = '\0'; }
+
+void dlpg__error_save(dlpg__saved_error_t *s) { memcpy(s->msg, dlpg__err_buf, sizeof s->msg); }
+
+dlpg_status_t dlpg__error_restore(const dlpg__saved_error_t *s, dlpg_status_t status) {
+  memcpy(dlpg__err_buf, s->msg, sizeof dlpg__err_buf);
+  return status;
+}
 
 /* Marks a truncated message so a reader knows the tail is missing. */
 static void dlpg__mark_truncated(int written) {

@@ -1,5 +1,5 @@
-/* Status table, thread-local last error and the check macros (models: libuv UV_ERRNO_MAP,
- * NCCL checks.h). Every internal function that fails records its message here with
+/* Status names (from DLPG_STATUS_MAP in dlpg.h), thread-local last error and the check
+ * macros (model: NCCL checks.h). Every internal function that fails records its message here with
  * dlpg__error() and returns the status, so the public entry point only propagates it. */
 #ifndef DLPG_BASE_STATUS_H_
 #define DLPG_BASE_STATUS_H_
@@ -11,17 +11,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* X(name, value, description): the one table behind the enum's names and messages. */
-#define DLPG__STATUS_MAP(X)                                             \
-  X(DLPG_OK, 0, "success")                                             \
-  X(DLPG_ERR_INVALID_ARGUMENT, 1, "invalid argument")                  \
-  X(DLPG_ERR_UNSUPPORTED, 2, "unsupported by this build or device")    \
-  X(DLPG_ERR_TIMEOUT, 3, "timed out")                                  \
-  X(DLPG_ERR_REMOTE, 4, "a peer failed or left")                       \
-  X(DLPG_ERR_ABORTED, 5, "the group was aborted")                      \
-  X(DLPG_ERR_SYSTEM, 6, "an OS, CUDA or NCCL call failed")             \
-  X(DLPG_ERR_INTERNAL, 7, "internal error")
 
 /* Longest message kept; longer ones are truncated with "...". */
 #define DLPG__ERROR_MAX 1024
@@ -43,6 +32,16 @@ dlpg_status_t dlpg__error_prefix(dlpg_status_t status, const char *prefix);
 int dlpg__format_prefixed(char *out, size_t cap, const char *prefix, const char *msg,
                           dlpg_status_t status);
 void dlpg__clear_error(void);
+
+/* The calling thread's last error kept across a step that may record its own (closing a
+ * store, dropping a work, a store request made on the caller's behalf):
+ *   dlpg__saved_error_t se; dlpg__error_save(&se); cleanup(); dlpg__error_restore(&se, st); */
+typedef struct dlpg__saved_error {
+  char msg[DLPG__ERROR_MAX];
+} dlpg__saved_error_t;
+void dlpg__error_save(dlpg__saved_error_t *s);
+/* Make the saved message the thread's last error again; returns status. */
+dlpg_status_t dlpg__error_restore(const dlpg__saved_error_t *s, dlpg_status_t status);
 
 /* Propagate a non-OK status. */
 #define DLPG_CHECK(call)                   \

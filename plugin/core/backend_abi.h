@@ -77,7 +77,7 @@ typedef enum dlpg__op_kind {
 typedef struct dlpg__be_group {
   size_t struct_size;    /* sizeof(dlpg__be_group_t) */
   int rank, size;
-  double timeout_s;      /* the group's deadline for any blocking step */
+  double timeout_s;      /* the group's deadline for any blocking step, resolved (> 0) */
   const char *name;      /* key prefix in the store */
   dlpg_store_t *store;   /* opaque: use the host's store_set/store_get */
   const int *aborted;    /* nonzero once aborted: read with dlpg__be_group_aborted */

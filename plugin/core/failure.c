@@ -34,10 +34,10 @@ static int dlpg__record(struct dlpg_group *g, dlpg_status_t st, const char *msg,
   char val[sizeof w->hard_val];
   snprintf(val, sizeof val, "%d %d\n%s", g->rank, (int)st, msg);
   if (!async) {
-    dlpg__fail_saved_error_t se;
-    dlpg__fail_save_error(&se);
+    dlpg__saved_error_t se;
+    dlpg__error_save(&se);
     dlpg__fail_record_now(g, val);
-    dlpg__fail_restore_error(&se);
+    dlpg__error_restore(&se, DLPG_OK);
     return 1;
   }
   pthread_mutex_lock(&w->mu);
@@ -120,8 +120,8 @@ static dlpg_status_t dlpg__op_failed(struct dlpg_group *g, uint64_t flight_id,
     return DLPG_ERR_REMOTE;
   }
   if (st == DLPG_ERR_ABORTED && atomic_load(&g->aborted)) return st; /* recorded at abort */
-  dlpg__fail_saved_error_t se;
-  dlpg__fail_save_error(&se);
+  dlpg__saved_error_t se;
+  dlpg__error_save(&se);
   char v[DLPG__ERROR_MAX + 64];
   int rank = -1;
   const char *pmsg = NULL;
@@ -140,7 +140,7 @@ static dlpg_status_t dlpg__op_failed(struct dlpg_group *g, uint64_t flight_id,
     dlpg__fail_adopt(g, rank, pmsg);
     dlpg__failure_remote(g, cause, sizeof cause);
     snprintf(msg, cap, "%s (here: %s)", cause, local);
-    dlpg__fail_restore_error(&se);
+    dlpg__error_restore(&se, DLPG_OK);
     return DLPG_ERR_REMOTE;
   }
   dlpg__flight_entry_t e = {0};
@@ -160,7 +160,7 @@ static dlpg_status_t dlpg__op_failed(struct dlpg_group *g, uint64_t flight_id,
     snprintf(what, sizeof what, "%s", orig);
   }
   dlpg__record(g, st, what, 0);
-  dlpg__fail_restore_error(&se);
+  dlpg__error_restore(&se, DLPG_OK);
   dlpg__group_abort(g);
   return st;
 }
@@ -170,15 +170,15 @@ static void dlpg__timed_out(struct dlpg_group *g, uint64_t flight_id, const char
   note[0] = '\0';
   if (!dlpg__fail_enabled(g)) return;
   if (dlpg__failure_remote(g, note, cap)) return;
-  dlpg__fail_saved_error_t se;
-  dlpg__fail_save_error(&se);
+  dlpg__saved_error_t se;
+  dlpg__error_save(&se);
   dlpg__flight_entry_t e = {0};
   dlpg__flight_get(g, flight_id, &e);
   dlpg__progress_note(g, &e, note, cap);
   char what[1280];
   snprintf(what, sizeof what, "%s did not complete within %g s (%s)", op_name, timeout_s, note);
   dlpg__record(g, DLPG_ERR_TIMEOUT, what, 0);
-  dlpg__fail_restore_error(&se);
+  dlpg__error_restore(&se, DLPG_OK);
 }
 
 /* The store requests made on a failing operation's thread (records, progress of the peers)

@@ -35,13 +35,6 @@ struct dlpg__watch {
 /* Propagation applies to groups of two or more ranks, unless DLPG_PROPAGATE_FAILURES=0. */
 int dlpg__fail_enabled(struct dlpg_group *g);
 
-/* The caller's last error survives the store calls made on its behalf. */
-typedef struct dlpg__fail_saved_error {
-  char msg[DLPG__ERROR_MAX];
-} dlpg__fail_saved_error_t;
-void dlpg__fail_save_error(dlpg__fail_saved_error_t *s);
-void dlpg__fail_restore_error(const dlpg__fail_saved_error_t *s);
-
 /* The incarnation number, taken from the store once (> 0), or 0 when the store failed. */
 int64_t dlpg__fail_gen(struct dlpg_group *g);
 /* Write "<name>/dlpg/<what>/<gen>[/<rank>]" (rank < 0: no rank part); a failure is logged. */

@@ -20,14 +20,6 @@ int dlpg__fail_enabled(struct dlpg_group *g) {
 
 /* ------------------------------------------------------------------ store access */
 
-void dlpg__fail_save_error(dlpg__fail_saved_error_t *s) {
-  snprintf(s->msg, sizeof s->msg, "%s", dlpg__last_error());
-}
-void dlpg__fail_restore_error(const dlpg__fail_saved_error_t *s) {
-  if (s->msg[0]) dlpg__error(DLPG_ERR_INTERNAL, "%s", s->msg);
-  else dlpg__clear_error();
-}
-
 /* The incarnation number, taken from the store once (> 0), or 0 when the store failed. */
 int64_t dlpg__fail_gen(struct dlpg_group *g) {
   struct dlpg__watch *w = g->watch;

@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "base/status.h"
+#include "base/timeout.h"
 #include "core/worker.h"
 #include "store/store.h"
 
@@ -37,26 +38,14 @@ static dlpg_status_t dlpg__read_options(const char *fn, const dlpg_group_options
   return DLPG_OK;
 }
 
-/* Longest group timeout kept (a year, as the store's): Gloo converts the deadline to
- * nanoseconds and would overflow (and time out at once) with a larger one. */
-#define DLPG__GROUP_MAX_TIMEOUT_S (365.0 * 86400.0)
-
-/* Timeout precedence: option > DLPG_TIMEOUT > 300 s. */
+/* The option must be finite; the rest is the timeout rule of every blocking step
+ * (base/timeout.h: option > DLPG_TIMEOUT > default). */
 static dlpg_status_t dlpg__resolve_timeout(const char *fn, const dlpg_group_options_t *o,
                                            double *timeout_s) {
   if (isnan(o->timeout_s) || isinf(o->timeout_s))
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: options->timeout_s is %g (must be finite)",
                        fn, o->timeout_s);
-  if (o->timeout_s > 0) {
-    *timeout_s = o->timeout_s < DLPG__GROUP_MAX_TIMEOUT_S ? o->timeout_s : DLPG__GROUP_MAX_TIMEOUT_S;
-    return DLPG_OK;
-  }
-  double env = 0;
-  if (dlpg__param_double(DLPG__PARAM_TIMEOUT, &env) && env > 0 && isfinite(env)) {
-    *timeout_s = env < DLPG__GROUP_MAX_TIMEOUT_S ? env : DLPG__GROUP_MAX_TIMEOUT_S;
-    return DLPG_OK;
-  }
-  *timeout_s = 300.0;
+  *timeout_s = dlpg__timeout_resolve(o->timeout_s);
   return DLPG_OK;
 }
 
@@ -70,7 +59,7 @@ dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
                  "must be in [0, %d))", fn, rank, world_size, world_size);
   dlpg_group_options_t o;
   DLPG_CHECK(dlpg__read_options(fn, options, &o));
-  double timeout_s = 300.0;
+  double timeout_s = 0;
   DLPG_CHECK(dlpg__resolve_timeout(fn, &o, &timeout_s));
 
   const char *name = (o.name && o.name[0]) ? o.name : dlpg__param_str(DLPG__PARAM_GROUP_NAME);
@@ -133,7 +122,7 @@ dlpg_status_t dlpg_group_create_from_env(const dlpg_group_options_t *options,
   DLPG_ARG_CHECK(rank < size, "%s: RANK is %ld but WORLD_SIZE is %ld", fn, rank, size);
   dlpg_group_options_t o;
   DLPG_CHECK(dlpg__read_options(fn, options, &o));
-  double timeout_s = 300.0;
+  double timeout_s = 0;
   DLPG_CHECK(dlpg__resolve_timeout(fn, &o, &timeout_s));
 
   dlpg_store_t *store = NULL;
@@ -141,11 +130,10 @@ dlpg_status_t dlpg_group_create_from_env(const dlpg_group_options_t *options,
   if (st != DLPG_OK) return dlpg__error_prefix(st, fn);
   st = dlpg_group_create(store, (int)rank, (int)size, &o, group);
   /* The group holds its own reference to the store. */
-  char saved[DLPG__ERROR_MAX];
-  memcpy(saved, dlpg__last_error(), sizeof saved);
+  dlpg__saved_error_t se;
+  dlpg__error_save(&se);
   dlpg_store_close(store);
-  if (st != DLPG_OK) return dlpg__error(st, "%s", saved);
-  return DLPG_OK;
+  return st == DLPG_OK ? DLPG_OK : dlpg__error_restore(&se, st);
 }
 
 dlpg_status_t dlpg_group_rank(const dlpg_group_t *group, int *rank) {

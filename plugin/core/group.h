@@ -23,7 +23,7 @@ struct dlpg__worker;
 struct dlpg_group {
   dlpg_store_t *store;   /* retained */
   int rank, size;
-  double timeout_s;      /* resolved: option > DLPG_TIMEOUT > 300 */
+  double timeout_s;      /* resolved (base/timeout.h), > 0 */
   char *name;            /* resolved key prefix */
   atomic_int aborted;
   atomic_int refs;       /* the caller's handle, each live work, the worker */

@@ -44,12 +44,12 @@ static void dlpg__batch_key_init(void) { pthread_key_create(&dlpg__batch_key, dl
 
 /* Fail every work of ops that the backend did not take, with the current message. */
 static void dlpg__fail_unclaimed(dlpg__op_t *const *ops, int n, dlpg_status_t st) {
-  char msg[DLPG__ERROR_MAX];
-  memcpy(msg, dlpg__last_error(), sizeof msg);
+  dlpg__saved_error_t se;
+  dlpg__error_save(&se);
   for (int i = 0; i < n; i++)
     if (ops[i]->work && dlpg__work_is_unclaimed(ops[i]->work))
-      dlpg__work_complete(ops[i]->work, st, msg);
-  dlpg__error(st, "%s", msg);
+      dlpg__work_complete(ops[i]->work, st, se.msg);
+  dlpg__error_restore(&se, st);
 }
 
 /* Whether op is issued on the caller's thread: every op of a caller-thread backend, and the
@@ -189,10 +189,10 @@ dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
   }
   if (st != DLPG_OK) {
     /* The work was completed with st; the caller gets no handle. */
-    char msg[DLPG__ERROR_MAX];
-    memcpy(msg, dlpg__last_error(), sizeof msg);
+    dlpg__saved_error_t se;
+    dlpg__error_save(&se);
     dlpg__work_unref(w);
-    return dlpg__error(st, "%s", msg);
+    return dlpg__error_restore(&se, st);
   }
   if (work) {
     *work = w;
@@ -212,7 +212,7 @@ dlpg_status_t dlpg_group_start(dlpg_group_t *g) {
  * on_worker ops whose caller passed no work. */
 static dlpg_status_t dlpg__batch_flush(dlpg__batch_entry_t *v, int n) {
   dlpg_status_t first = DLPG_OK;
-  char first_msg[DLPG__ERROR_MAX] = "";
+  dlpg__saved_error_t first_err = {{0}}; /* the message of the first failure */
   dlpg__op_t *stack_tmp[8];
   dlpg__op_t **tmp = n <= 8 ? stack_tmp : malloc(sizeof *tmp * (size_t)n);
   if (!tmp) {
@@ -238,7 +238,7 @@ static dlpg_status_t dlpg__batch_flush(dlpg__batch_entry_t *v, int n) {
     dlpg_status_t st = dlpg__issue_direct(be, tmp, nn);
     if (st != DLPG_OK && first == DLPG_OK) {
       first = st;
-      memcpy(first_msg, dlpg__last_error(), sizeof first_msg);
+      dlpg__error_save(&first_err);
     }
     for (int i = 0; i < nn; i++) free(tmp[i]);
   }
@@ -258,7 +258,7 @@ static dlpg_status_t dlpg__batch_flush(dlpg__batch_entry_t *v, int n) {
     dlpg_status_t st = dlpg__issue_worker(g, tmp, k, 0);
     if (st != DLPG_OK && first == DLPG_OK) {
       first = st;
-      memcpy(first_msg, dlpg__last_error(), sizeof first_msg);
+      dlpg__error_save(&first_err);
     }
   }
   if (tmp != stack_tmp) free(tmp);
@@ -274,10 +274,10 @@ static dlpg_status_t dlpg__batch_flush(dlpg__batch_entry_t *v, int n) {
     dlpg_status_t st = dlpg__finish_internal(w, !polled);
     if (st != DLPG_OK && first == DLPG_OK) {
       first = st;
-      memcpy(first_msg, dlpg__last_error(), sizeof first_msg);
+      dlpg__error_save(&first_err);
     }
   }
-  if (first != DLPG_OK) return dlpg__error(first, "%s", first_msg);
+  if (first != DLPG_OK) return dlpg__error_restore(&first_err, first);
   return DLPG_OK;
 }
 

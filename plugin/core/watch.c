@@ -195,10 +195,10 @@ void dlpg__watch_start(struct dlpg_group *g, int take_gen) {
    * thread before the operation's rendezvous, rather than by the new thread alongside it:
    * one more store round trip in sequence instead of a second connection in parallel. */
   if (take_gen) {
-    dlpg__fail_saved_error_t se;
-    dlpg__fail_save_error(&se);
+    dlpg__saved_error_t se;
+    dlpg__error_save(&se);
     dlpg__fail_gen(g);
-    dlpg__fail_restore_error(&se);
+    dlpg__error_restore(&se, DLPG_OK);
   }
   pthread_mutex_lock(&w->mu);
   if (!atomic_load(&w->started) && !w->stop) {

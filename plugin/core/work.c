@@ -11,6 +11,7 @@
 #include "core/group.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "base/timeout.h"
 #include "core/work_impl.h"
 
 dlpg_status_t dlpg__work_new(struct dlpg_group *g, struct dlpg_work **out) {

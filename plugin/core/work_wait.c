@@ -14,6 +14,7 @@
 #include "core/group.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "base/timeout.h"
 #include "core/work_impl.h"
 
 /* How long a CPU waiter sleeps at most before it rechecks the group's abort flag. */
@@ -90,7 +91,7 @@ dlpg_status_t dlpg__work_wait(struct dlpg_work *w, double timeout_s) {
   if (isnan(timeout_s))
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "dlpg_work_wait: timeout_s is NaN");
   struct dlpg_group *g = w->group;
-  if (timeout_s <= 0) timeout_s = g ? g->timeout_s : 300.0;
+  if (timeout_s <= 0) timeout_s = g ? g->timeout_s : dlpg__timeout_resolve(0);
   double deadline = dlpg__now() + timeout_s;
 
   pthread_mutex_lock(&w->mu);

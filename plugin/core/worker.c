@@ -157,11 +157,11 @@ static dlpg_status_t dlpg__worker_enqueue(struct dlpg_group *g, dlpg__op_t **ops
     dlpg_status_t st = dlpg__worker_start(g, &w);
     if (st != DLPG_OK) {
       pthread_mutex_unlock(&dlpg__workers_mu);
-      char m[DLPG__ERROR_MAX];
-      snprintf(m, sizeof m, "%s", dlpg__last_error());
+      dlpg__saved_error_t se;
+      dlpg__error_save(&se);
       const char *name = dlpg__op_name(ops[0]->kind);
-      dlpg__task_finish(t, st, m);
-      return dlpg__error(st, "%s: %s", name, m);
+      dlpg__task_finish(t, st, se.msg);
+      return dlpg__error(st, "%s: %s", name, se.msg);
     }
     g->worker = w;
   }

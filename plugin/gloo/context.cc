@@ -113,17 +113,11 @@ void signal_transport_abort(MeshContext &ctx, const std::string &why) {
 
 using dlpg_gloo::status_from_current_exception;
 
-extern "C" dlpg_status_t dlpg__gloo_ctx_create(dlpg_store_t *store, const char *prefix, int rank,
-                                               int size, double timeout_s,
-                                               dlpg__gloo_ctx_t **out) {
-  return dlpg__gloo_ctx_create_abortable(store, prefix, rank, size, timeout_s, nullptr, out);
-}
-
 extern "C" dlpg_status_t dlpg__gloo_ctx_create_abortable(dlpg_store_t *store, const char *prefix,
                                                          int rank, int size, double timeout_s,
                                                          const atomic_int *aborted,
                                                          dlpg__gloo_ctx_t **out) {
-  static const char *fn = "dlpg__gloo_ctx_create";
+  static const char *fn = "dlpg__gloo_ctx_create_abortable";
   if (!out) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
   *out = nullptr;
   if (!store) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: store is NULL", fn);

@@ -20,14 +20,11 @@ extern const struct dlpg__backend_vtbl dlpg__gloo_backend;
  * dtype and op. */
 dlpg_status_t dlpg__gloo_check_reduce(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op);
 
-/* Rendezvous a full-mesh Gloo context over store under key prefix, with Gloo's timeout set
- * to timeout_s, so a missing peer ends in DLPG_ERR_TIMEOUT. Blocking. */
-dlpg_status_t dlpg__gloo_ctx_create(dlpg_store_t *store, const char *prefix, int rank, int size,
-                                    double timeout_s, dlpg__gloo_ctx_t **out);
+/* Contexts are made by dlpg__gloo_ctx_create_abortable (create.h). */
 
-/* Run ops[0..n) (all backend GLOO) to completion. With n > 1 (a dlpg_group_start/end
- * batch) the sends and receives are posted together before any is waited on, then the
- * collectives run in order. Blocking; returns the first failure with its message. */
+/* Run the collectives ops[0..n) (all backend GLOO; no SEND or RECV, which run on pairwise
+ * contexts, p2p.h) to completion, in order. Blocking; returns the first failure with its
+ * message. */
 dlpg_status_t dlpg__gloo_run(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const *ops, int n);
 
 /* From another thread: make a blocked dlpg__gloo_run return soon (closes connections

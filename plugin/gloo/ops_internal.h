@@ -65,13 +65,9 @@ void prepost_next_first(dlpg__gloo_ctx_t *ctx) noexcept;
 // input is <= kSmallBytes and the headers agree). Defined in ops_small.cc.
 void run_small(dlpg__gloo_ctx_t *ctx, const dlpg__op_t &op);
 
-// Post every SEND and RECV of ops[0..n) (others are skipped), then wait for them all,
-// within one deadline of ctx's timeout. Throws on the first failure.
-void run_p2p(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const *ops, int n);
-
-// Where one transfer runs: ctx (a pairwise context, or the group's mesh), this rank's group
-// rank (the one its headers carry), the peer's rank within ctx, and the transfer's number
-// among those of its direction with that peer and tag (its slots; 0 on the mesh).
+// Where one transfer runs: ctx (the pair's 2-rank context), this rank's group rank (the one
+// its headers carry), the peer's rank within ctx, and the transfer's number among those of
+// its direction with that peer and tag (its slots).
 struct P2pLink {
   dlpg__gloo_ctx_t *ctx;
   int self;

@@ -8,12 +8,10 @@
 //  - a larger payload waits for the receiver's answer on the ack slot: an ACK, after which
 //    the receiver has posted a receive of exactly the agreed size on the data slot, or a
 //    NACK, after which both sides fail with INVALID_ARGUMENT naming both sizes.
-// A batch posts every first message and receive before waiting on any, and waits phase by
-// phase (first messages, answers, payloads), so a batch that exchanges with several peers
-// (a ring step, an alltoallv) cannot deadlock. On a pairwise context (p2p_pairs.cc) every
-// message of a transfer has its own slots, made of the tag and the transfer's sequence
-// number among the (peer, tag) transfers of its direction, so transfers run by different
-// threads in any order can never take each other's messages.
+// Each transfer runs on its pair's own 2-rank context (p2p_pairs.cc), and every message of a
+// transfer has its own slots, made of the tag and the transfer's sequence number among the
+// (peer, tag) transfers of its direction, so transfers run by different threads in any
+// order can never take each other's messages.
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -30,14 +28,13 @@ namespace {
 
 using UBuf = std::unique_ptr<::gloo::transport::UnboundBuffer>;
 
-// Gloo's Slot::build(prefix, tag) with the sequence number in bits 32..55 (0 on the mesh,
-// where the transfers of a batch are matched by post order).
+// Gloo's Slot::build(prefix, tag) with the sequence number in bits 32..55.
 uint64_t slot_of(uint8_t prefix, int tag, uint32_t seq) {
   return ::gloo::Slot::build(prefix, static_cast<uint32_t>(tag)) |
          (static_cast<uint64_t>(seq & 0xffffffu) << 32);
 }
 
-// One send or receive of a batch and the buffers of its messages.
+// One send or receive and the buffers of its messages.
 struct P2p {
   const dlpg__op_t *op = nullptr;
   P2pLink link{};
@@ -55,8 +52,8 @@ std::string who(const dlpg__op_t &op) {
 
 // Wait for b's receive (recv) or send of transfer p. A wake-up by the watchdog (gloo/peers.h)
 // for another peer's lost connection waits again; one for p's peer fails with
-// DLPG_ERR_REMOTE naming the peer's group rank (p.link.peer is its rank in p's context: the
-// mesh or the pair's own 2-rank context).
+// DLPG_ERR_REMOTE naming the peer's group rank (p.link.peer is its rank in the pair's own
+// 2-rank context).
 void wait_buf(const P2p &p, ::gloo::transport::UnboundBuffer *b, bool recv,
               std::chrono::steady_clock::time_point deadline) {
   dlpg__gloo_ctx_t *ctx = p.link.ctx;
@@ -163,78 +160,40 @@ void send_payload(P2p &p, LiveGuard &live) {
                    op.in[0].nbytes);
 }
 
-// Post, then wait phase by phase, within one deadline; throws the first mismatch found
-// (INVALID_ARGUMENT) once every wait has ended. Every buffer is registered with live (of
-// the context the transfers share).
-void run_phases(std::vector<P2p> &ps, LiveGuard &live,
-                std::chrono::steady_clock::time_point deadline) {
-  // Phase 1: every receive's first message and every send's first message (and the
-  // receive of its answer) are posted before anything is waited on.
-  for (auto &p : ps)
-    if (p.op->kind == DLPG__OP_RECV) post_first(p, live);
-  for (auto &p : ps)
-    if (p.op->kind == DLPG__OP_SEND) post_first(p, live);
-  // Phase 2: receivers check the senders' headers and answer the large ones. The senders'
-  // first messages were posted in their phase 1, so these waits depend on no answer.
-  for (auto &p : ps)
-    if (p.op->kind == DLPG__OP_RECV) {
-      wait_recv(p, p.first_buf.get(), deadline);
-      answer_first(p, live);
-    }
-  // Phase 3: senders see their first message taken and, for a large one, the answer.
-  for (auto &p : ps)
-    if (p.op->kind == DLPG__OP_SEND) {
-      wait_send(p, p.first_buf.get(), deadline);
-      if (!p.large) continue;
+// Post, then wait message by message (first message, answer, payload) within deadline;
+// throws a mismatch found (INVALID_ARGUMENT) once every wait has ended. Every buffer is
+// registered with live.
+void run_messages(P2p &p, LiveGuard &live, std::chrono::steady_clock::time_point deadline) {
+  post_first(p, live);
+  if (p.op->kind == DLPG__OP_RECV) {
+    // The receiver checks the sender's header and answers a large one.
+    wait_recv(p, p.first_buf.get(), deadline);
+    answer_first(p, live);
+    if (p.ack_buf) wait_send(p, p.ack_buf.get(), deadline);
+    if (p.data_buf) wait_recv(p, p.data_buf.get(), deadline);
+  } else {
+    // The sender sees its first message taken and, for a large one, the answer.
+    wait_send(p, p.first_buf.get(), deadline);
+    if (p.large) {
       wait_recv(p, p.ack_buf.get(), deadline);
       send_payload(p, live);
     }
-  // Phase 4: the answers and payloads.
-  for (auto &p : ps) {
-    const bool send = p.op->kind == DLPG__OP_SEND;
-    if (!send && p.ack_buf) wait_send(p, p.ack_buf.get(), deadline);
-    if (p.data_buf) {
-      if (send)
-        wait_send(p, p.data_buf.get(), deadline);
-      else
-        wait_recv(p, p.data_buf.get(), deadline);
-    }
+    if (p.data_buf) wait_send(p, p.data_buf.get(), deadline);
   }
-  for (auto &p : ps)
-    if (!p.error.empty())
-      throw StatusError(DLPG_ERR_INVALID_ARGUMENT,
-                        std::string(dlpg__op_name(p.op->kind)) + ": " + p.error);
+  if (!p.error.empty())
+    throw StatusError(DLPG_ERR_INVALID_ARGUMENT,
+                      std::string(dlpg__op_name(p.op->kind)) + ": " + p.error);
 }
 
 }  // namespace
 
 void run_p2p_one(const P2pLink &link, const dlpg__op_t &op,
                  std::chrono::steady_clock::time_point deadline) {
-  std::vector<P2p> ps(1);
-  ps[0].op = &op;
-  ps[0].link = link;
+  P2p p;
+  p.op = &op;
+  p.link = link;
   LiveGuard live(link.ctx);
-  run_phases(ps, live, deadline);
-}
-
-void run_p2p(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const *ops, int n) {
-  std::vector<P2p> ps;
-  for (int i = 0; i < n; i++) {
-    const dlpg__op_t &op = *ops[i];
-    if (op.kind != DLPG__OP_SEND && op.kind != DLPG__OP_RECV) continue;
-    if (op.peer < 0 || op.peer >= ctx->size || op.peer == ctx->rank)
-      throw StatusError(DLPG_ERR_INVALID_ARGUMENT,
-                        std::string(dlpg__op_name(op.kind)) + ": peer " +
-                            std::to_string(op.peer) + " is not another rank of [0, " +
-                            std::to_string(ctx->size) + ")");
-    ps.emplace_back();
-    ps.back().op = &op;
-    ps.back().link = P2pLink{ctx, ctx->rank, op.peer, 0};
-  }
-  if (ps.empty()) return;
-  LiveGuard live(ctx);
-  // One deadline for the whole batch.
-  run_phases(ps, live, std::chrono::steady_clock::now() + ctx->timeout);
+  run_messages(p, live, deadline);
 }
 
 }  // namespace dlpg_gloo

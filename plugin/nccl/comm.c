@@ -231,7 +231,7 @@ static int dlpg__drain_devices(struct dlpg__nccl *st, dlpg__nccl_comm_t *list, d
 void dlpg__nccl_destroy(dlpg__nccl_t *st) {
   if (!st) return;
   atomic_store(&st->destroyed, 1);
-  double timeout = st->g && st->g->timeout_s > 0 ? st->g->timeout_s : 300.0;
+  double timeout = st->g->timeout_s; /* resolved by core, always > 0 (backend_abi.h) */
   double deadline = dlpg__now() + timeout;
   int cur = -1;
   cudaGetDevice(&cur);

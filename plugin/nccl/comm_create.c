@@ -419,7 +419,7 @@ dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__be_op_t *const *ops, in
   if (hits == n) return DLPG_OK;
   for (int i = 0; i < hits; i++) dlpg__nccl_comm_release(comms[i]), comms[i] = NULL;
 
-  double deadline = dlpg__now() + (ops[0]->gview->timeout_s > 0 ? ops[0]->gview->timeout_s : 300.0);
+  double deadline = dlpg__now() + ops[0]->gview->timeout_s;
 
   /* Pass 1: find or claim every op's entry. */
   for (int i = 0; i < n && s == DLPG_OK; i++) {

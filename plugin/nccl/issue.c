@@ -46,7 +46,7 @@ static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__be_op_t *op, dlpg
     const char *what = "";
     switch (op->kind) {
       case DLPG__OP_ALLREDUCE:
-        DLPG_CHECK(dlpg__nccl_reduce_type(fn, in->dtype, op->rop, &type, &rop));
+        dlpg__nccl_reduce_type(in->dtype, op->rop, &type, &rop);
         what = "ncclAllReduce";
         r = ncclAllReduce(in->ptr, out->ptr, (size_t)in->numel, type, rop, comm, s);
         break;
@@ -55,7 +55,7 @@ static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__be_op_t *op, dlpg
         r = ncclBroadcast(in->ptr, out->ptr, in->nbytes, ncclUint8, op->root * nd, comm, s);
         break;
       case DLPG__OP_REDUCE:
-        DLPG_CHECK(dlpg__nccl_reduce_type(fn, in->dtype, op->rop, &type, &rop));
+        dlpg__nccl_reduce_type(in->dtype, op->rop, &type, &rop);
         what = "ncclReduce";
         r = ncclReduce(in->ptr, out->ptr, (size_t)in->numel, type, rop, op->root * nd, comm, s);
         break;
@@ -64,7 +64,7 @@ static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__be_op_t *op, dlpg
         r = ncclAllGather(in->ptr, out->ptr, in->nbytes, ncclUint8, comm, s);
         break;
       case DLPG__OP_REDUCE_SCATTER:
-        DLPG_CHECK(dlpg__nccl_reduce_type(fn, in->dtype, op->rop, &type, &rop));
+        dlpg__nccl_reduce_type(in->dtype, op->rop, &type, &rop);
         what = "ncclReduceScatter";
         r = ncclReduceScatter(in->ptr, out->ptr, (size_t)out->numel, type, rop, comm, s);
         break;
@@ -194,7 +194,7 @@ static void dlpg__mark_p2p_warm(const dlpg__be_op_t *op, dlpg__nccl_comm_t *c) {
 static dlpg_status_t dlpg__poll_issued(const char *fn, dlpg__be_op_t *const *ops, int n,
                                        dlpg__nccl_comm_t **comms, dlpg__nccl_comm_t **uniq,
                                        int nu, int parents) {
-  double deadline = dlpg__now() + (ops[0]->gview->timeout_s > 0 ? ops[0]->gview->timeout_s : 300.0);
+  double deadline = dlpg__now() + ops[0]->gview->timeout_s;
   dlpg_status_t s = dlpg__nccl_wait_ready(fn, uniq, nu, parents, deadline);
   if (s == DLPG_ERR_TIMEOUT)
     for (int k = 0; k < n; k++) dlpg__nccl_abort(comms[k]->st);

@@ -165,9 +165,9 @@ dlpg_status_t dlpg__nccl_wait_ready(const char *fn, dlpg__nccl_comm_t *const *cs
                                     int parents, double deadline);
 
 /* Types (types.c). */
-/* The NCCL type and op of a pair the backend's check accepted. */
-dlpg_status_t dlpg__nccl_reduce_type(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op,
-                                     ncclDataType_t *type, ncclRedOp_t *rop);
+/* The NCCL type and op of a pair the backend's check accepted (both read rules.h's table). */
+void dlpg__nccl_reduce_type(dlpg__dtype_t dt, dlpg_reduce_op_t op, ncclDataType_t *type,
+                            ncclRedOp_t *rop);
 /* Compute capability major of device dev (cached; 0 when unknown). */
 int dlpg__nccl_device_cc_major(int dev);
 

@@ -1,50 +1,62 @@
-/* What the NCCL path can reduce, written once (model: UCC tl_nccl's tables): the backend's
- * check (backend.c) applies it at the call, with the NCCL version the module runs on and the
- * device's compute capability. No CUDA or NCCL header here, so unit tests can drive the rule
- * with any version and architecture. Movement operations (broadcast, allgather, alltoall,
- * send, recv) move bytes and never ask. */
+/* The NCCL path's support rule, read from the table of rules.h: the backend's check
+ * (backend.c) applies it at the call, with the NCCL version the module runs on and the
+ * device's compute capability. */
 #include "nccl/rules.h"
 
 #include "base/status.h"
 #include "nccl/host.h"
 
-/* Which dtypes NCCL reduces: fp8 only from NCCL 2.24 on sm_90 or newer; bool as uint8 with
- * max/min (logical or/and); no 16-bit integers. */
-typedef enum { NO = 0, YES = 1, FP8 = 2 } dlpg__nccl_reducible_t;
+/* An entry's support; its NCCL name is types.c's. */
+#define DLPG__RULE_YES(nccl) DLPG__NCCL_YES
+#define DLPG__RULE_FP8(nccl) DLPG__NCCL_FP8
+#define DLPG__RULE_FLOAT(nccl) DLPG__NCCL_FLOAT
+#define DLPG__RULE_NONE DLPG__NCCL_NONE
 
-static const unsigned char dlpg__nccl_reducible[DLPG__DT_COUNT] = {
-    [DLPG__DT_INT8] = YES,    [DLPG__DT_INT16] = NO,    [DLPG__DT_INT32] = YES,
-    [DLPG__DT_INT64] = YES,   [DLPG__DT_UINT8] = YES,   [DLPG__DT_UINT16] = NO,
-    [DLPG__DT_UINT32] = YES,  [DLPG__DT_UINT64] = YES,  [DLPG__DT_FLOAT16] = YES,
-    [DLPG__DT_BFLOAT16] = YES, [DLPG__DT_FLOAT32] = YES, [DLPG__DT_FLOAT64] = YES,
-    [DLPG__DT_BOOL] = YES,    [DLPG__DT_FLOAT8_E4M3FN] = FP8, [DLPG__DT_FLOAT8_E5M2] = FP8,
+static const unsigned char dlpg__nccl_dtype_support[DLPG__DT_COUNT] = {
+#define DLPG__RULE_DTYPE(dt, entry) [DLPG__DT_##dt] = DLPG__RULE_##entry,
+    DLPG__NCCL_DTYPE_MAP(DLPG__RULE_DTYPE)
+#undef DLPG__RULE_DTYPE
 };
 
+static const unsigned char dlpg__nccl_op_support[DLPG_BXOR + 1] = {
+#define DLPG__RULE_OP(op, entry, bool_entry) [DLPG_##op] = DLPG__RULE_##entry,
+    DLPG__NCCL_REDOP_MAP(DLPG__RULE_OP)
+#undef DLPG__RULE_OP
+};
+
+/* Every dtype and reduce op has its entry, an unsupported one included. */
+#define DLPG__RULE_COUNT1(...) +1
+_Static_assert(0 DLPG__NCCL_DTYPE_MAP(DLPG__RULE_COUNT1) == DLPG__DT_COUNT,
+               "DLPG__NCCL_DTYPE_MAP: one entry per dtype");
+_Static_assert(0 DLPG__NCCL_REDOP_MAP(DLPG__RULE_COUNT1) == DLPG_BXOR + 1,
+               "DLPG__NCCL_REDOP_MAP: one entry per reduce op");
+#undef DLPG__RULE_COUNT1
+
 int dlpg__nccl_is_fp8(dlpg__dtype_t dt) {
-  return dt == DLPG__DT_FLOAT8_E4M3FN || dt == DLPG__DT_FLOAT8_E5M2;
+  return (int)dt >= 0 && dt < DLPG__DT_COUNT && dlpg__nccl_dtype_support[dt] == DLPG__NCCL_FP8;
 }
 
 dlpg_status_t dlpg__nccl_reduce_rule(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op,
                                      int nccl_version, int dev, int cc_major) {
   const char *opn = dlpg__reduce_op_name(op), *dtn = dlpg__dtype_name(dt);
-  if (op == DLPG_BAND || op == DLPG_BOR || op == DLPG_BXOR)
+  int ops = dlpg__nccl_op_support[op], dts = dlpg__nccl_dtype_support[dt];
+  if (ops == DLPG__NCCL_NONE)
     return dlpg__error(DLPG_ERR_UNSUPPORTED,
                        "%s: reduce op %s on %s: bitwise reductions are not supported by NCCL; "
                        "use CPU tensors (Gloo)", fn, opn, dtn);
-  int r = dlpg__nccl_reducible[dt];
-  if (r == NO)
+  if (dts == DLPG__NCCL_NONE)
     return dlpg__error(DLPG_ERR_UNSUPPORTED,
                        "%s: NCCL cannot reduce %s tensors (reduce op %s); use CPU tensors "
                        "(Gloo) or a wider dtype", fn, dtn, opn);
-  if (op == DLPG_AVG && !dlpg__dtype_is_float(dt))
+  if (ops == DLPG__NCCL_FLOAT && !dlpg__dtype_is_float(dt))
     return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                       "%s: reduce op avg needs a floating dtype, got %s (NCCL)", fn, dtn);
-  if (r == FP8 && nccl_version < DLPG__NCCL_FP8_VERSION)
+                       "%s: reduce op %s needs a floating dtype, got %s (NCCL)", fn, opn, dtn);
+  if (dts == DLPG__NCCL_FP8 && nccl_version < DLPG__NCCL_FP8_VERSION)
     return dlpg__error(DLPG_ERR_UNSUPPORTED,
                        "%s: NCCL %d.%d.%d cannot reduce %s tensors (fp8 reductions need NCCL "
                        "2.24 or newer); use a wider dtype", fn, nccl_version / 10000,
                        nccl_version / 100 % 100, nccl_version % 100, dtn);
-  if (r == FP8 && cc_major < 9)
+  if (dts == DLPG__NCCL_FP8 && cc_major < 9)
     return dlpg__error(DLPG_ERR_UNSUPPORTED,
                        "%s: NCCL reduces %s only on sm_90 or newer; cuda:%d is sm_%d", fn, dtn,
                        dev, cc_major * 10);

@@ -1,64 +1,41 @@
-/* dtype and reduce-op mapping of the NCCL path: the NCCL type and op each supported pair is
- * issued as. Which pairs are supported is rules.c's, checked at the call; movement
- * operations (broadcast, allgather, alltoall, send, recv) move bytes as ncclUint8. */
+/* The NCCL type and op of each reduction, read from the table of rules.h (whose support
+ * column the backend's check applied at the call), and the devices' compute capability. */
 #include "nccl/nccl_internal.h"
+#include "nccl/rules.h"
 
-#define DLPG__NCCL_NO_TYPE ((int)-1)
+/* No NCCL type or op: an entry the rule rejects, never issued. */
+#define DLPG__NCCL_NO_VALUE (-1)
 
-/* fp8 reductions arrived in NCCL 2.24 (ncclFloat8e4m3 / ncclFloat8e5m2). */
+/* An entry's NCCL name. fp8 types exist only in NCCL 2.24's headers and later: with older
+ * headers the module runs as an older NCCL (backend.c), whose rule rejects fp8. */
+#define DLPG__TYPE_YES(nccl) ((int)(nccl))
+#define DLPG__TYPE_FLOAT(nccl) ((int)(nccl))
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
-#define DLPG__NCCL_FP8_E4M3 ((int)ncclFloat8e4m3)
-#define DLPG__NCCL_FP8_E5M2 ((int)ncclFloat8e5m2)
+#define DLPG__TYPE_FP8(nccl) ((int)(nccl))
 #else
-#define DLPG__NCCL_FP8_E4M3 DLPG__NCCL_NO_TYPE
-#define DLPG__NCCL_FP8_E5M2 DLPG__NCCL_NO_TYPE
+#define DLPG__TYPE_FP8(nccl) DLPG__NCCL_NO_VALUE
 #endif
+#define DLPG__TYPE_NONE DLPG__NCCL_NO_VALUE
+
+static const int dlpg__nccl_types[DLPG__DT_COUNT] = {
+#define DLPG__TYPE_DTYPE(dt, entry) [DLPG__DT_##dt] = DLPG__TYPE_##entry,
+    DLPG__NCCL_DTYPE_MAP(DLPG__TYPE_DTYPE)
+#undef DLPG__TYPE_DTYPE
+};
+
+static const int dlpg__nccl_ops[DLPG_BXOR + 1][2] = {
+#define DLPG__TYPE_OP(op, entry, bool_entry) [DLPG_##op] = {DLPG__TYPE_##entry, DLPG__TYPE_##bool_entry},
+    DLPG__NCCL_REDOP_MAP(DLPG__TYPE_OP)
+#undef DLPG__TYPE_OP
+};
 
 /* Compute capability major of each device, cached (0: not read yet). */
 static atomic_int dlpg__cc_major[DLPG__NCCL_MAX_DEVICE];
 
-static const int dlpg__nccl_types[DLPG__DT_COUNT] = {
-    [DLPG__DT_INT8] = (int)ncclInt8,
-    [DLPG__DT_INT16] = DLPG__NCCL_NO_TYPE,
-    [DLPG__DT_INT32] = (int)ncclInt32,
-    [DLPG__DT_INT64] = (int)ncclInt64,
-    [DLPG__DT_UINT8] = (int)ncclUint8,
-    [DLPG__DT_UINT16] = DLPG__NCCL_NO_TYPE,
-    [DLPG__DT_UINT32] = (int)ncclUint32,
-    [DLPG__DT_UINT64] = (int)ncclUint64,
-    [DLPG__DT_FLOAT16] = (int)ncclFloat16,
-    [DLPG__DT_BFLOAT16] = (int)ncclBfloat16,
-    [DLPG__DT_FLOAT32] = (int)ncclFloat32,
-    [DLPG__DT_FLOAT64] = (int)ncclFloat64,
-    [DLPG__DT_BOOL] = (int)ncclUint8, /* reduced logically with ncclMax / ncclMin */
-    [DLPG__DT_FLOAT8_E4M3FN] = DLPG__NCCL_FP8_E4M3,
-    [DLPG__DT_FLOAT8_E5M2] = DLPG__NCCL_FP8_E5M2,
-};
-
-dlpg_status_t dlpg__nccl_reduce_type(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op,
-                                     ncclDataType_t *type, ncclRedOp_t *rop) {
-  int t = (int)dt >= 0 && dt < DLPG__DT_COUNT ? dlpg__nccl_types[dt] : DLPG__NCCL_NO_TYPE;
-  ncclRedOp_t r;
-  switch (op) {
-    case DLPG_SUM: r = ncclSum; break;
-    case DLPG_PROD: r = ncclProd; break;
-    case DLPG_MIN: r = ncclMin; break;
-    case DLPG_MAX: r = ncclMax; break;
-    case DLPG_AVG: r = ncclAvg; break;
-    default: t = DLPG__NCCL_NO_TYPE; r = ncclSum; break;
-  }
-  /* The backend's check (rules.c) rejected every other pair at the call. */
-  if (t == DLPG__NCCL_NO_TYPE)
-    return dlpg__error(DLPG_ERR_INTERNAL, "%s: reduce op %s on %s reached NCCL unchecked", fn,
-                       dlpg__reduce_op_name(op), dlpg__dtype_name(dt));
-  if (dt == DLPG__DT_BOOL) {
-    /* Logical reductions on 0/1 bytes: OR is max, AND is min. */
-    if (op == DLPG_SUM || op == DLPG_MAX) r = ncclMax;
-    else if (op == DLPG_PROD || op == DLPG_MIN) r = ncclMin;
-  }
-  *type = (ncclDataType_t)t;
-  *rop = r;
-  return DLPG_OK;
+void dlpg__nccl_reduce_type(dlpg__dtype_t dt, dlpg_reduce_op_t op, ncclDataType_t *type,
+                            ncclRedOp_t *rop) {
+  *type = (ncclDataType_t)dlpg__nccl_types[dt];
+  *rop = (ncclRedOp_t)dlpg__nccl_ops[op][dt == DLPG__DT_BOOL];
 }
 
 int dlpg__nccl_device_cc_major(int dev) {

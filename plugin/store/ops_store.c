@@ -223,7 +223,7 @@ dlpg_status_t dlpg_store_from_ops(const dlpg_store_ops_t *ops, void *ctx, double
   DLPG_ARG_CHECK(copy.get != NULL, "%s: ops->get is NULL (set, get and add are required)", fn);
   DLPG_ARG_CHECK(copy.add != NULL, "%s: ops->add is NULL (set, get and add are required)", fn);
   double t;
-  DLPG_CHECK(dlpg__store_resolve_timeout(fn, timeout_s, dlpg__store_default_timeout(), &t));
+  DLPG_CHECK(dlpg__store_resolve_timeout(fn, timeout_s, 0, &t));
   dlpg__ops_store_t *o = (dlpg__ops_store_t *)calloc(1, sizeof *o);
   if (!o) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
   o->ops = copy;

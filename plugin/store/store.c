@@ -4,12 +4,13 @@
  * on the store each hold one reference; the implementation is destroyed with the last. */
 #include <math.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/params.h"
 #include "base/clock.h"
 #include "base/status.h"
+#include "base/timeout.h"
 #include "store/store.h"
 #include "store/store_internal.h"
 #include "store/tcp_proto.h"
@@ -69,23 +70,14 @@ double dlpg__store_call_deadline(double timeout_s) {
 }
 
 double dlpg__store_timeout(const dlpg_store_t *s) {
-  return s && s->timeout_s > 0 ? s->timeout_s : dlpg__store_default_timeout();
-}
-
-double dlpg__store_default_timeout(void) {
-  double v = 0;
-  if (dlpg__param_double(DLPG__PARAM_TIMEOUT, &v) && v > 0 && isfinite(v)) return v;
-  return 300.0;
+  return s && s->timeout_s > 0 ? s->timeout_s : dlpg__timeout_resolve(0);
 }
 
 dlpg_status_t dlpg__store_resolve_timeout(const char *fn, double timeout_s, double dflt,
                                           double *out) {
   if (isnan(timeout_s))
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: timeout_s is NaN", fn);
-  double t = timeout_s > 0 ? timeout_s : dflt;
-  /* Clamp to a year: deadlines stay finite and fit every integer they are converted to. */
-  if (t > DLPG__STORE_MAX_TIMEOUT_S) t = DLPG__STORE_MAX_TIMEOUT_S;
-  *out = t;
+  *out = dflt > 0 ? dlpg__timeout_or(timeout_s, dflt) : dlpg__timeout_resolve(timeout_s);
   return DLPG_OK;
 }
 
@@ -204,36 +196,6 @@ dlpg_status_t dlpg_store_delete_key(dlpg_store_t *store, const char *key, int *d
   DLPG_CHECK(dlpg__store_fail(store->vt->delete_key(store->impl, key, &d), fn));
   if (deleted) *deleted = d ? 1 : 0;
   return DLPG_OK;
-}
-
-dlpg_status_t dlpg__store_get_alloc(dlpg_store_t *s, const char *key, double timeout_s,
-                                    void **value, size_t *len) {
-  static const char fn[] = "dlpg__store_get_alloc";
-  DLPG__STORE_ARG(fn, s);
-  DLPG_ARG_CHECK(value != NULL && len != NULL, "%s: value or len is NULL", fn);
-  double t;
-  DLPG_CHECK(dlpg__store_resolve_timeout(fn, timeout_s, s->timeout_s, &t));
-  double deadline = dlpg__now() + t;
-  size_t cap = 256;
-  for (;;) {
-    uint8_t *buf = (uint8_t *)malloc(cap);
-    if (!buf) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory for %zu bytes", fn, cap);
-    double left = deadline - dlpg__now();
-    size_t n = 0;
-    dlpg_status_t st = dlpg_store_get(s, key, left > 0.001 ? left : 0.001, buf, cap, &n);
-    if (st != DLPG_OK) {
-      free(buf);
-      return st;
-    }
-    if (n <= cap) {
-      *value = buf;
-      *len = n;
-      return DLPG_OK;
-    }
-    /* The value is longer (or was replaced by a longer one): retry with room for it. */
-    free(buf);
-    cap = n;
-  }
 }
 
 dlpg_status_t dlpg_store_port(dlpg_store_t *store, int *port) {

@@ -34,11 +34,6 @@ dlpg_status_t dlpg__store_new(const dlpg__store_vtbl_t *vt, void *impl, double t
                               const char *host, dlpg_store_t **out);
 void dlpg__store_retain(dlpg_store_t *s);
 void dlpg__store_release(dlpg_store_t *s);
-/* Get the whole value of key (timeout_s <= 0: the store's timeout) into a malloc'ed buffer
- * that grows until the value fits; the caller frees *value. For internal users (Gloo's
- * store adapter, the NCCL unique-id exchange) that do not know the length in advance. */
-dlpg_status_t dlpg__store_get_alloc(dlpg_store_t *s, const char *key, double timeout_s,
-                                    void **value, size_t *len);
 /* Accessors for the backends. host: the address clients reach a TCP store at (Gloo binds
  * its listening socket to the local address that routes there); NULL for other stores.
  * timeout: the store's default timeout in seconds (> 0). */

@@ -5,12 +5,9 @@
 #include "dlpg/dlpg.h"
 #include "store/store.h"
 
-/* Resolved timeouts never exceed a year, so deadlines stay finite. */
-#define DLPG__STORE_MAX_TIMEOUT_S (365.0 * 86400.0)
-
-/* DLPG_TIMEOUT from the environment when positive, else 300 s. */
-double dlpg__store_default_timeout(void);
-/* timeout_s <= 0 -> dflt; NaN is INVALID_ARGUMENT naming fn; clamped to a year. */
+/* NaN is INVALID_ARGUMENT naming fn; else timeout_s when > 0, else dflt when > 0 (the
+ * store's own timeout), else the default (dflt 0: opening a store); the rule and its clamp
+ * are base/timeout.h's. */
 dlpg_status_t dlpg__store_resolve_timeout(const char *fn, double timeout_s, double dflt,
                                           double *out);
 /* NULL, empty or over-long key -> INVALID_ARGUMENT "fn: arg ...". */

@@ -239,8 +239,7 @@ dlpg_status_t dlpg_store_open(const char *url, double timeout_s, dlpg_store_t **
   DLPG_ARG_CHECK(url != NULL, "%s: url is NULL", dlpg__open_fn);
   DLPG_ARG_CHECK(store != NULL, "%s: store is NULL (url \"%s\")", dlpg__open_fn, url);
   double t;
-  DLPG_CHECK(dlpg__store_resolve_timeout(dlpg__open_fn, timeout_s, dlpg__store_default_timeout(),
-                                         &t));
+  DLPG_CHECK(dlpg__store_resolve_timeout(dlpg__open_fn, timeout_s, 0, &t));
   dlpg_store_t *s = NULL;
   dlpg_status_t st;
   if (strncmp(url, "tcp://", 6) == 0) st = dlpg__open_tcp(url, t, &s);

@@ -94,15 +94,15 @@ static dlpg_status_t dlpg__conn_exchange(dlpg__tcp_store_t *t, dlpg__tcp_conn_t 
   if (st == DLPG_OK) return dlpg__conn_recv(t, c, deadline, r, got_any);
   /* A server that refuses a connection (a limit) says why, then closes: read that. */
   if (st == DLPG_ERR_REMOTE && !c->auth.on) {
-    char msg[DLPG__ERROR_MAX];
-    snprintf(msg, sizeof msg, "%s", dlpg__last_error());
+    dlpg__saved_error_t se;
+    dlpg__error_save(&se);
     double soon = dlpg__now() + 0.05;
     if (dlpg__conn_recv(t, c, soon < deadline ? soon : deadline, r, got_any) == DLPG_OK &&
         (r->type == DLPG__REPLY_ERROR || r->type == DLPG__REPLY_AUTH_FAILED))
       return DLPG_OK;
     dlpg__reply_free(r);
     *got_any = 0;
-    st = dlpg__error(st, "%s", msg);
+    st = dlpg__error_restore(&se, st);
   }
   return st;
 }

@@ -24,6 +24,13 @@ if [ -z "$dl" ]; then
   fi
 fi
 [ -n "$dl" ] || { echo "plugin/xla/build.sh: no dlpack/dlpack.h found" >&2; exit 1; }
+# dlpg.h's version header, written as CMake's configure_file writes it, from the one place the
+# version is written (project() in CMakeLists.txt).
+read -r vmaj vmin vpat <<<"$(sed -n 's/^project(dlpg VERSION \([0-9]*\)\.\([0-9]*\)\.\([0-9]*\).*/\1 \2 \3/p' CMakeLists.txt)"
+[ -n "${vpat:-}" ] || { echo "plugin/xla/build.sh: no project(dlpg VERSION x.y.z) in CMakeLists.txt" >&2; exit 1; }
+mkdir -p "$tmp/version/dlpg"
+sed -e "s/@PROJECT_VERSION_MAJOR@/$vmaj/" -e "s/@PROJECT_VERSION_MINOR@/$vmin/" \
+  -e "s/@PROJECT_VERSION_PATCH@/$vpat/" cmake/dlpg_version.h.in >"$tmp/version/dlpg/dlpg_version.h"
 cc="${CC:-cc}"
 defs=""
 printf '#include "xla/ffi/api/c_api.h"\nint main(void){XLA_FFI_DeviceOrdinal_Get_Args a; a.device_ordinal=0; return a.device_ordinal;}\n' >"$tmp/probe.c"
@@ -32,6 +39,6 @@ printf '#include "xla/ffi/api/c_api.h"\nint f(XLA_FFI_Metadata_Extension *m){ret
 "$cc" -I"$inc" -c "$tmp/probe2.c" -o "$tmp/probe2.o" 2>/dev/null && defs="$defs -DDLPG_XLA_EXTENSION_HAS_TYPE=1"
 mkdir -p "$out"
 "$cc" -std=c11 -O2 -fPIC -shared -fvisibility=hidden -D_GNU_SOURCE $defs -Wall -Wextra \
-  -Wno-unused-parameter -Iinclude -I"$dl" -I"$inc" plugin/xla/*.c -o "$out/libdlpg_xla.so" \
+  -Wno-unused-parameter -Iinclude -I"$tmp/version" -I"$dl" -I"$inc" plugin/xla/*.c -o "$out/libdlpg_xla.so" \
   -ldl -lpthread -Wl,--no-undefined
 echo "plugin/xla/build.sh: $out/libdlpg_xla.so (FFI headers $inc, dlpack $dl, ${defs:-no device ordinal})"

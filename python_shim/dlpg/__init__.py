@@ -17,7 +17,16 @@ from ._abi import (OK, ERR_INVALID_ARGUMENT, ERR_UNSUPPORTED, ERR_TIMEOUT, ERR_R
 from .group import Group, Work, reduce_op
 from .store import Store
 
-__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # __version__ is read when asked for (dlpg/_version.py says from where), so that a copy
+    # that must ask the library for it does not load the library at import.
+    if name == "__version__":
+        from ._version import version
+        return version()
+    raise AttributeError("module 'dlpg' has no attribute %r" % name)
+
 
 __all__ = ["Store", "Group", "Work", "DlpgError", "LibraryNotFoundError", "version",
            "build_info", "library_path", "status_name", "reduce_op", "ABI_MAJOR"]

@@ -38,7 +38,6 @@ STATUS_NAMES = {
 SUM, PROD, MIN, MAX, AVG, BAND, BOR, BXOR = range(8)
 
 ABI_MAJOR = 0
-VERSION_CODE = 100  # DLPG_VERSION_CODE of the header this binding was written against.
 
 
 class DlpgError(RuntimeError):

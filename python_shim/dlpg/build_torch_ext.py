@@ -31,6 +31,20 @@ def _dlpg_include():
                        "folder that holds dlpg/dlpg.h")
 
 
+def _version_include(build_dir, dlpg_include):
+    """dlpg.h includes dlpg/dlpg_version.h, which a CMake build generates (and an install and
+    the package's own copy carry beside dlpg.h). The repository's include/ has none: generate
+    it as CMake does."""
+    if os.path.exists(os.path.join(dlpg_include, "dlpg", "dlpg_version.h")):
+        return []
+    from . import _version
+    d = os.path.join(build_dir, "dlpg-version-include")
+    os.makedirs(os.path.join(d, "dlpg"), exist_ok=True)
+    with open(os.path.join(d, "dlpg", "dlpg_version.h"), "w") as f:
+        f.write(_version.header_text(_version.version_tuple()))
+    return [d]
+
+
 def _dlpack_include(build_dir, torch_includes):
     """dlpg.h includes <dlpack/dlpack.h>. Where no dlpack.h is installed (pip's torch ships
     only ATen/dlpack.h), a one-line header that includes torch's copy stands in."""
@@ -52,7 +66,9 @@ def build(verbose=False, build_dir=None):
     build_dir = build_dir or os.environ.get("DLPG_TORCH_BUILD_DIR") or os.path.join(
         tempfile.gettempdir(), "dlpg-torch-ext-%d" % os.getuid())
     os.makedirs(build_dir, exist_ok=True)
-    includes = [_dlpg_include()] + _dlpack_include(build_dir, cpp_extension.include_paths())
+    dlpg_include = _dlpg_include()
+    includes = ([dlpg_include] + _version_include(build_dir, dlpg_include) +
+                _dlpack_include(build_dir, cpp_extension.include_paths()))
     cpp_extension.load(name=NAME, sources=sources, extra_include_paths=includes,
                        extra_cflags=["-O2", "-std=c++17", "-Wno-unused-parameter"],
                        extra_ldflags=["-ldl"], build_directory=build_dir, with_cuda=False,

@@ -10,7 +10,12 @@ import zipfile
 
 import pytest
 
-from conftest import SHIM
+from conftest import REPO, SHIM
+
+from dlpg import _version
+
+# CMake's project() version, the one place it is written.
+VERSION = "%d.%d.%d" % _version.from_cmakelists(os.path.join(REPO, "CMakeLists.txt"))
 
 pytestmark = pytest.mark.skipif(
     subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode != 0,
@@ -31,10 +36,14 @@ def test_pip_install_offline_then_import(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                        timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.strip() == "0.1.0"
+    assert r.stdout.strip() == VERSION
     dist = [p for p in os.listdir(target) if p.endswith(".dist-info")]
-    assert dist == ["dlpg-0.1.0.dist-info"]
+    assert dist == ["dlpg-%s.dist-info" % VERSION]
     record = (target / dist[0] / "RECORD").read_text()
+    # The headers the torch extension builds against, the version one included.
+    assert "dlpg/include/dlpg/dlpg.h," in record
+    assert _version.from_header(str(target / "dlpg" / "include" / "dlpg" / "dlpg_version.h")) \
+        == tuple(int(x) for x in VERSION.split("."))
     for module in ("dlpg/__init__.py", "dlpg/_abi.py", "dlpg/group.py", "dlpg/store.py",
                    "dlpg/torch/process_group.py", "dlpg/torch/work.py"):
         assert module + "," in record, module
@@ -51,11 +60,12 @@ def test_sdist_and_editable_wheel(tmp_path):
         names = set(tar.getnames())
     for n in ("pyproject.toml", "dlpg_build.py", "PKG-INFO", "dlpg/__init__.py",
               "dlpg/torch/__init__.py"):
-        assert "dlpg-0.1.0/" + n in names, n
+        assert "dlpg-%s/%s" % (VERSION, n) in names, n
+    assert "dlpg-%s/dlpg/include/dlpg/dlpg_version.h" % VERSION in names
     wheel = dlpg_build.build_editable(str(tmp_path))
     with zipfile.ZipFile(tmp_path / wheel) as z:
         pth = z.read("_dlpg_editable.pth").decode().strip()
-        assert "dlpg-0.1.0.dist-info/RECORD" in z.namelist()
+        assert "dlpg-%s.dist-info/RECORD" % VERSION in z.namelist()
     assert os.path.samefile(pth, SHIM)
 
 
@@ -64,7 +74,8 @@ import os, sys
 import dlpg
 assert dlpg.__file__.startswith(sys.prefix), (dlpg.__file__, sys.prefix)
 print("LIB", dlpg.library_path())
-assert dlpg.version() == 100
+assert dlpg.version() == int(sys.argv[2]), dlpg.version()
+assert dlpg.__version__ == sys.argv[3], dlpg.__version__
 import torch, torch.distributed as dist
 import dlpg.torch
 print("IMPL", dlpg.torch.IMPLEMENTATION)
@@ -106,7 +117,9 @@ def test_fresh_venv_pip_install_finds_its_library(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     script = tmp_path / "check.py"
     script.write_text(VENV_CHECK)
-    r = subprocess.run([py, str(script), str(free_port())], capture_output=True, text=True,
+    code = sum(int(x) * m for x, m in zip(VERSION.split("."), (10000, 100, 1)))
+    r = subprocess.run([py, str(script), str(free_port()), str(code), VERSION],
+                       capture_output=True, text=True,
                        env=env, timeout=180, cwd=str(tmp_path))
     assert r.returncode == 0 and "VENV-OK" in r.stdout, r.stdout + r.stderr
     lib = [l for l in r.stdout.splitlines() if l.startswith("LIB ")][0][4:]

@@ -22,15 +22,29 @@
 
 #include "gloo/c_headers.h"
 #include "gloo/ctx.h"
+#include "gloo/p2p.h"
 #include "gloo/reduce_fns.h"
 
 using Clock = std::chrono::steady_clock;
 
-// Rank 0 serves a store on an ephemeral port; each rank gets a client and a Gloo context.
-// fn runs on one thread per rank; its failures are gtest failures of that thread.
+// The group's mesh as the backend makes it: the group's state (backend.c's state_create),
+// then its mesh at the first collective (the worker's issue). On failure *gg is still set
+// (destroy it) and *ctx is NULL.
+inline dlpg_status_t gloo_mesh(dlpg_store_t *s, const char *name, int rank, int size,
+                               double timeout_s, dlpg__gloo_group_t **gg, dlpg__gloo_ctx_t **ctx) {
+  *gg = nullptr;
+  *ctx = nullptr;
+  dlpg_status_t st = dlpg__gloo_group_create(s, name, rank, size, timeout_s, gg);
+  if (st != DLPG_OK) return st;
+  return dlpg__gloo_group_mesh(*gg, ctx);
+}
+
+// Rank 0 serves a store on an ephemeral port; each rank gets a client and its group's Gloo
+// mesh (group name name). fn runs on one thread per rank; its failures are gtest failures
+// of that thread.
 inline void run_ranks(int n, double timeout_s,
                const std::function<void(int rank, dlpg__gloo_ctx_t *ctx)> &fn,
-               const char *prefix = "t/gloo") {
+               const char *name = "t") {
   dlpg_store_t *server = nullptr;
   ASSERT_EQ(dlpg_store_open("tcp://127.0.0.1:0?serve=1", timeout_s, &server), DLPG_OK)
       << dlpg_last_error();
@@ -44,12 +58,13 @@ inline void run_ranks(int n, double timeout_s,
         std::string url = "tcp://127.0.0.1:" + std::to_string(port);
         ASSERT_EQ(dlpg_store_open(url.c_str(), timeout_s, &s), DLPG_OK) << dlpg_last_error();
       }
+      dlpg__gloo_group_t *gg = nullptr;
       dlpg__gloo_ctx_t *ctx = nullptr;
-      dlpg_status_t st = dlpg__gloo_ctx_create(s, prefix, r, n, timeout_s, &ctx);
+      dlpg_status_t st = gloo_mesh(s, name, r, n, timeout_s, &gg, &ctx);
       // Every rank's context is complete before any rank acts: a rank that closed its
       // connections right away could otherwise fail a peer still inside the rendezvous.
       if (st == DLPG_OK) {
-        const std::string up = std::string(prefix) + "/ctx-up";
+        const std::string up = std::string(name) + "/ctx-up";
         int64_t v = 0;
         dlpg_store_add(s, up.c_str(), 1, &v);
         for (double waited = 0; v < n && waited < timeout_s; waited += 0.005) {
@@ -57,10 +72,11 @@ inline void run_ranks(int n, double timeout_s,
           dlpg_store_add(s, up.c_str(), 0, &v);
         }
       }
-      if (r != 0) dlpg_store_close(s);
+      if (r != 0) dlpg_store_close(s);  // the group's state holds its own reference
+      if (st != DLPG_OK) dlpg__gloo_group_destroy(gg);
       ASSERT_EQ(st, DLPG_OK) << dlpg_last_error();
       fn(r, ctx);
-      dlpg__gloo_ctx_destroy(ctx);
+      dlpg__gloo_group_destroy(gg);
     });
   }
   for (auto &t : th) t.join();

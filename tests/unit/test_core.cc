@@ -60,6 +60,17 @@ TEST(CoreStatus, NamesAndLastError) {
   EXPECT_STREQ(dlpg_status_name(DLPG_OK), "DLPG_OK");
   EXPECT_STREQ(dlpg_status_name(DLPG_ERR_TIMEOUT), "DLPG_ERR_TIMEOUT");
   EXPECT_STREQ(dlpg_status_name(static_cast<dlpg_status_t>(99)), "DLPG_ERR_UNKNOWN");
+  // Every entry of the header's table names its own value, and no two share one.
+  int count = 0;
+#define CHECK_STATUS_ENTRY(name, value, meaning)                  \
+  EXPECT_EQ(static_cast<int>(name), value) << #name;              \
+  EXPECT_STREQ(dlpg_status_name(name), #name);                    \
+  EXPECT_GT(std::strlen(meaning), 0u) << #name;                   \
+  count++;
+  DLPG_STATUS_MAP(CHECK_STATUS_ENTRY)
+#undef CHECK_STATUS_ENTRY
+  EXPECT_EQ(count, 8);
+  EXPECT_STREQ(dlpg_status_name(static_cast<dlpg_status_t>(count)), "DLPG_ERR_UNKNOWN");
   EXPECT_EQ(dlpg__error(DLPG_ERR_REMOTE, "x %d", 7), DLPG_ERR_REMOTE);
   EXPECT_STREQ(dlpg_last_error(), "x 7");
   dlpg__error_prefix(DLPG_ERR_REMOTE, "dlpg_allreduce");

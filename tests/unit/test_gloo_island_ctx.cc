@@ -8,9 +8,10 @@
 TEST(GlooIsland, RendezvousTimeoutNamesTheWait) {
   dlpg_store_t *server = nullptr;
   ASSERT_EQ(dlpg_store_open("tcp://127.0.0.1:0?serve=1", 5, &server), DLPG_OK) << dlpg_last_error();
+  dlpg__gloo_group_t *gg = nullptr;
   dlpg__gloo_ctx_t *ctx = nullptr;
   auto t0 = Clock::now();
-  dlpg_status_t st = dlpg__gloo_ctx_create(server, "lonely/gloo", 0, 2, 1.0, &ctx);
+  dlpg_status_t st = gloo_mesh(server, "lonely", 0, 2, 1.0, &gg, &ctx);
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   EXPECT_EQ(st, DLPG_ERR_TIMEOUT) << dlpg_last_error();
   EXPECT_EQ(ctx, nullptr);
@@ -20,6 +21,11 @@ TEST(GlooIsland, RendezvousTimeoutNamesTheWait) {
   EXPECT_NE(std::string(dlpg_last_error()).find("rank 1 of 2 did not join"), std::string::npos)
       << dlpg_last_error();
   printf("message: %s\n", dlpg_last_error());
+  // The failure is repeated, not retried.
+  std::string first = dlpg_last_error();
+  EXPECT_EQ(dlpg__gloo_group_mesh(gg, &ctx), DLPG_ERR_TIMEOUT);
+  EXPECT_EQ(std::string(dlpg_last_error()), first);
+  dlpg__gloo_group_destroy(gg);
   dlpg_store_close(server);
 }
 
@@ -116,8 +122,9 @@ TEST(GlooIsland, FileStoreAndContextOverIt) {
     ranks.emplace_back([&, r] {
       dlpg_store_t *rs = nullptr;
       ASSERT_EQ(dlpg_store_open(("file://" + path).c_str(), 10.0, &rs), DLPG_OK) << dlpg_last_error();
+      dlpg__gloo_group_t *gg = nullptr;
       dlpg__gloo_ctx_t *ctx = nullptr;
-      ASSERT_EQ(dlpg__gloo_ctx_create(rs, "fs/gloo", r, 2, 10.0, &ctx), DLPG_OK) << dlpg_last_error();
+      ASSERT_EQ(gloo_mesh(rs, "fs", r, 2, 10.0, &gg, &ctx), DLPG_OK) << dlpg_last_error();
       double x[3] = {1.0 + r, 2.0 * r, -3.0};
       dlpg__op_t op = make_op(DLPG__OP_ALLREDUCE, tensor(x, 3, DLPG__DT_FLOAT64), tensor(x, 3, DLPG__DT_FLOAT64));
       op.rop = DLPG_SUM;
@@ -125,7 +132,7 @@ TEST(GlooIsland, FileStoreAndContextOverIt) {
       EXPECT_EQ(x[0], 3.0);
       EXPECT_EQ(x[1], 2.0);
       EXPECT_EQ(x[2], -6.0);
-      dlpg__gloo_ctx_destroy(ctx);
+      dlpg__gloo_group_destroy(gg);
       dlpg_store_close(rs);
     });
   for (auto &t : ranks) t.join();

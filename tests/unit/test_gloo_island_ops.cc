@@ -1,7 +1,8 @@
 // White-box tests of the Gloo island (plugin/gloo), below the public API, the operations:
 // contexts over the real TCP store on 127.0.0.1 (ranks are threads), every operation kind
 // against references computed here on random per-rank data, the float16/bfloat16
-// conversions, the public API through core, and bandwidth/latency. Links the plugin's
+// conversions, the public API through core (sends and receives only run there: core issues
+// them to the pairwise contexts), and bandwidth/latency. Links the plugin's
 // objects (dlpg_obj), not libdlpg.so. Context lifecycle and failures are in
 // gloo_island_ctx_test.cc; both build into gloo_island_test.
 #include "gloo_island_util.h"
@@ -104,55 +105,6 @@ TEST(GlooIsland, BroadcastReduceAllgatherReduceScatterAlltoall) {
   });
 }
 
-TEST(GlooIsland, SendRecvBatchRing) {
-  const int n = 4;
-  run_ranks(n, 30, [&](int r, dlpg__gloo_ctx_t *ctx) {
-    const size_t m = 100000;
-    const dlpg__dtype_t dt = DLPG__DT_INT64;
-    std::vector<int64_t> to_next(m), to_prev(m), from_prev(m), from_next(m);
-    for (size_t i = 0; i < m; i++) {
-      to_next[i] = r * 1000003 + (int64_t)i;
-      to_prev[i] = -(r * 1000003 + (int64_t)i);
-    }
-    int next = (r + 1) % n, prev = (r + n - 1) % n;
-    dlpg__op_t s1 = make_op(DLPG__OP_SEND, tensor(to_next.data(), m, dt), tensor(to_next.data(), m, dt));
-    s1.peer = next; s1.tag = 5;
-    dlpg__op_t s2 = make_op(DLPG__OP_SEND, tensor(to_prev.data(), m, dt), tensor(to_prev.data(), m, dt));
-    s2.peer = prev; s2.tag = 6;
-    dlpg__op_t r1 = make_op(DLPG__OP_RECV, tensor(from_prev.data(), m, dt), tensor(from_prev.data(), m, dt));
-    r1.peer = prev; r1.tag = 5;
-    dlpg__op_t r2 = make_op(DLPG__OP_RECV, tensor(from_next.data(), m, dt), tensor(from_next.data(), m, dt));
-    r2.peer = next; r2.tag = 6;
-    // Receives first on even ranks: only a batch that posts everything before waiting works.
-    dlpg__op_t *ops[4] = {&r1, &r2, &s1, &s2};
-    if (r % 2) { ops[0] = &s1; ops[1] = &s2; ops[2] = &r1; ops[3] = &r2; }
-    ASSERT_EQ(dlpg__gloo_run(ctx, ops, 4), DLPG_OK) << dlpg_last_error();
-    for (size_t i = 0; i < m; i++) {
-      ASSERT_EQ(from_prev[i], prev * 1000003 + (int64_t)i);
-      ASSERT_EQ(from_next[i], -(next * 1000003 + (int64_t)i));
-    }
-    // A zero-byte message and a batch mixing p2p with a collective.
-    int64_t dummy = 0;
-    dlpg__op_t z = make_op(r == 0 ? DLPG__OP_SEND : DLPG__OP_RECV, tensor(&dummy, 0, dt), tensor(&dummy, 0, dt));
-    z.peer = r == 0 ? 1 : 0; z.tag = 0;
-    float x = (float)r;
-    dlpg__op_t ar = make_op(DLPG__OP_ALLREDUCE, tensor(&x, 1, DLPG__DT_FLOAT32), tensor(&x, 1, DLPG__DT_FLOAT32));
-    ar.rop = DLPG_SUM;
-    if (r == 0) {
-      // Rank 0 sends to every other rank.
-      std::vector<dlpg__op_t> sends(n - 1, z);
-      std::vector<dlpg__op_t *> p;
-      p.push_back(&ar);
-      for (int k = 1; k < n; k++) { sends[k - 1].peer = k; p.push_back(&sends[k - 1]); }
-      ASSERT_EQ(dlpg__gloo_run(ctx, p.data(), (int)p.size()), DLPG_OK) << dlpg_last_error();
-    } else {
-      dlpg__op_t *p[2] = {&ar, &z};
-      ASSERT_EQ(dlpg__gloo_run(ctx, p, 2), DLPG_OK) << dlpg_last_error();
-    }
-    ASSERT_EQ(x, (float)(n * (n - 1) / 2));
-  });
-}
-
 TEST(GlooIsland, HalfAndBfloat16Conversions) {
   // Every half round-trips through float; float -> half agrees with the compiler's _Float16.
   for (uint32_t h = 0; h < 65536; h++) {
@@ -215,7 +167,106 @@ DLTensor dl_cpu(void *data, int64_t *shape, DLDataType dt) {
   return t;
 }
 
+// Rank n's group over a served store (rank 0 serves), through the public API; fn runs on
+// one thread per rank.
+void run_group_ranks(int n, double timeout_s, const char *name,
+                     const std::function<void(int rank, dlpg_group_t *g)> &fn) {
+  dlpg_store_t *server = nullptr;
+  ASSERT_EQ(dlpg_store_open("tcp://127.0.0.1:0?serve=1", timeout_s, &server), DLPG_OK)
+      << dlpg_last_error();
+  int port = 0;
+  ASSERT_EQ(dlpg_store_port(server, &port), DLPG_OK);
+  std::vector<std::thread> th;
+  for (int r = 0; r < n; r++)
+    th.emplace_back([&, r] {
+      dlpg_store_t *s = server;
+      if (r) {
+        std::string url = "tcp://127.0.0.1:" + std::to_string(port);
+        ASSERT_EQ(dlpg_store_open(url.c_str(), timeout_s, &s), DLPG_OK) << dlpg_last_error();
+      }
+      dlpg_group_options_t opt = DLPG_GROUP_OPTIONS_INIT;
+      opt.timeout_s = timeout_s;
+      opt.name = name;
+      dlpg_group_t *g = nullptr;
+      dlpg_status_t st = dlpg_group_create(s, r, n, &opt, &g);
+      if (r) dlpg_store_close(s);
+      ASSERT_EQ(st, DLPG_OK) << dlpg_last_error();
+      fn(r, g);
+      ASSERT_EQ(dlpg_group_destroy(g), DLPG_OK) << dlpg_last_error();
+    });
+  for (auto &t : th) t.join();
+  dlpg_store_close(server);
+}
+
+void wait_all(const std::vector<dlpg_work_t *> &ws) {
+  for (dlpg_work_t *w : ws) {
+    EXPECT_EQ(dlpg_work_wait(w, 30), DLPG_OK) << dlpg_work_error(w);
+    dlpg_work_free(w);
+  }
+}
+
 }  // namespace
+
+TEST(GlooIsland, SendRecvBatchRing) {
+  // Sends and receives as they run: issued by core on the caller's thread to the pairwise
+  // contexts (gloo/p2p.h), in dlpg_group_start/end batches.
+  const int n = 4;
+  run_group_ranks(n, 30, "ring", [&](int r, dlpg_group_t *g) {
+    int64_t m = 100000;  // beyond the inline size: the acknowledged large path
+    const DLDataType i64 = {kDLInt, 64, 1};
+    std::vector<int64_t> to_next(m), to_prev(m), from_prev(m), from_next(m);
+    for (int64_t i = 0; i < m; i++) {
+      to_next[i] = r * 1000003 + i;
+      to_prev[i] = -(r * 1000003 + i);
+    }
+    int next = (r + 1) % n, prev = (r + n - 1) % n;
+    DLTensor s1 = dl_cpu(to_next.data(), &m, i64), s2 = dl_cpu(to_prev.data(), &m, i64);
+    DLTensor r1 = dl_cpu(from_prev.data(), &m, i64), r2 = dl_cpu(from_next.data(), &m, i64);
+    std::vector<dlpg_work_t *> ws(4, nullptr);
+    ASSERT_EQ(dlpg_group_start(g), DLPG_OK) << dlpg_last_error();
+    // Receives first on even ranks, sends first on odd ones.
+    for (int k = 0; k < 2; k++) {
+      if ((k == 0) == (r % 2 == 0)) {
+        ASSERT_EQ(dlpg_recv(g, &r1, prev, 5, nullptr, &ws[0]), DLPG_OK) << dlpg_last_error();
+        ASSERT_EQ(dlpg_recv(g, &r2, next, 6, nullptr, &ws[1]), DLPG_OK) << dlpg_last_error();
+      } else {
+        ASSERT_EQ(dlpg_send(g, &s1, next, 5, nullptr, &ws[2]), DLPG_OK) << dlpg_last_error();
+        ASSERT_EQ(dlpg_send(g, &s2, prev, 6, nullptr, &ws[3]), DLPG_OK) << dlpg_last_error();
+      }
+    }
+    ASSERT_EQ(dlpg_group_end(g), DLPG_OK) << dlpg_last_error();
+    wait_all(ws);
+    for (int64_t i = 0; i < m; i++) {
+      ASSERT_EQ(from_prev[i], prev * 1000003 + i);
+      ASSERT_EQ(from_next[i], -(next * 1000003 + i));
+    }
+    // Zero-byte messages and a batch mixing sends and receives with a collective.
+    int64_t zero = 0, dummy = 0;
+    DLTensor z = dl_cpu(&dummy, &zero, i64);
+    int64_t one = 1;
+    float x = (float)r;
+    DLTensor xt = dl_cpu(&x, &one, {kDLFloat, 32, 1});
+    DLTensor *xp = &xt;
+    std::vector<dlpg_work_t *> mixed;
+    dlpg_work_t *w = nullptr;
+    ASSERT_EQ(dlpg_group_start(g), DLPG_OK) << dlpg_last_error();
+    ASSERT_EQ(dlpg_allreduce(g, &xp, &xp, 1, DLPG_SUM, nullptr, &w), DLPG_OK) << dlpg_last_error();
+    mixed.push_back(w);
+    if (r == 0) {
+      // Rank 0 sends to every other rank.
+      for (int k = 1; k < n; k++) {
+        ASSERT_EQ(dlpg_send(g, &z, k, 0, nullptr, &w), DLPG_OK) << dlpg_last_error();
+        mixed.push_back(w);
+      }
+    } else {
+      ASSERT_EQ(dlpg_recv(g, &z, 0, 0, nullptr, &w), DLPG_OK) << dlpg_last_error();
+      mixed.push_back(w);
+    }
+    ASSERT_EQ(dlpg_group_end(g), DLPG_OK) << dlpg_last_error();
+    wait_all(mixed);
+    ASSERT_EQ(x, (float)(n * (n - 1) / 2));
+  });
+}
 
 TEST(GlooIsland, PublicApiThroughCore) {
   // The same operations through the public API (core validates, its worker calls the island).

@@ -24,6 +24,7 @@
 #include "base/clock.h"
 #include "core/rendezvous.h"
 #include "gloo/ctx.h"
+#include "gloo/p2p.h"
 
 namespace {
 
@@ -220,9 +221,12 @@ TEST(GlooRendezvous, VanishedPeerEndsWithinTheDeadline) {
     dlpg_store_set(c, k2.c_str(), bytes.data(), bytes.size());
     dlpg_store_close(c);
   });
+  // The group's mesh as the backend makes it (its state, then the mesh at the first collective).
+  dlpg__gloo_group_t *gg = nullptr;
   dlpg__gloo_ctx_t *ctx = nullptr;
   double t0 = dlpg__now();
-  dlpg_status_t st = dlpg__gloo_ctx_create(s.server, "v/gloo", 0, 2, timeout, &ctx);
+  ASSERT_EQ(dlpg__gloo_group_create(s.server, "v", 0, 2, timeout, &gg), DLPG_OK) << dlpg_last_error();
+  dlpg_status_t st = dlpg__gloo_group_mesh(gg, &ctx);
   double secs = dlpg__now() - t0;
   fake.join();
   EXPECT_NE(st, DLPG_OK);
@@ -230,6 +234,7 @@ TEST(GlooRendezvous, VanishedPeerEndsWithinTheDeadline) {
   EXPECT_LT(secs, timeout + 1.0) << dlpg_last_error();
   EXPECT_TRUE(Has(dlpg_last_error(), "rank 1")) << dlpg_last_error();
   printf("vanished peer: %s after %.2f s: %s\n", dlpg_status_name(st), secs, dlpg_last_error());
+  dlpg__gloo_group_destroy(gg);
 }
 
 // Found 3 end to end: two jobs, one after the other, on one long-lived store with the same
@@ -238,18 +243,20 @@ TEST(GlooRendezvous, VanishedPeerEndsWithinTheDeadline) {
 TEST(GlooRendezvous, SecondJobOnALongLivedStore) {
   Served s;
   for (int job = 0; job < 2; job++) {
-    std::vector<dlpg__gloo_ctx_t *> ctx(3, nullptr);
+    std::vector<dlpg__gloo_group_t *> gg(3, nullptr);
     std::vector<std::thread> th;
     std::vector<dlpg_status_t> st(3, DLPG_OK);
     for (int r = 0; r < 3; r++)
       th.emplace_back([&, r] {
         dlpg_store_t *c = s.Client();
-        st[r] = dlpg__gloo_ctx_create(c, "same/gloo", r, 3, 10, &ctx[r]);
+        dlpg__gloo_ctx_t *mesh = nullptr;
+        st[r] = dlpg__gloo_group_create(c, "same", r, 3, 10, &gg[r]);
+        if (st[r] == DLPG_OK) st[r] = dlpg__gloo_group_mesh(gg[r], &mesh);
         if (st[r] != DLPG_OK) ADD_FAILURE() << "job " << job << " rank " << r << ": " << dlpg_last_error();
         dlpg_store_close(c);
       });
     for (auto &t : th) t.join();
-    for (auto *c : ctx) dlpg__gloo_ctx_destroy(c);
+    for (auto *g : gg) dlpg__gloo_group_destroy(g);
     EXPECT_FALSE(s.Exists("same/gloo/g" + std::to_string(job + 1) + "/0"));
     EXPECT_FALSE(s.Exists("same/gloo/g" + std::to_string(job + 1) + "/rank_2"));
   }
