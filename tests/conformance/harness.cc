@@ -27,6 +27,31 @@ double NowSeconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+double TimeScale() {
+  static const double scale = [] {
+    const char *v = getenv("DLPG_TEST_TIME_SCALE");
+    double f = v && *v ? atof(v) : 1.0;
+    return f > 0 ? f : 1.0;
+  }();
+  return scale;
+}
+
+bool ReduceSupported(const dlpg_api_t *api, DT dt, dlpg_reduce_op_t op, DLDevice device) {
+  dlpg_status_t s = api->reduce_supported(device, DLType(dt), op);
+  std::string what = std::string("reduce_supported(device type ") +
+                     std::to_string(device.device_type) + ", " + Info(dt).name + ", " +
+                     OpName(op) + ")";
+  if (s == DLPG_OK) return true;
+  std::string msg = api->last_error();
+  EXPECT_EQ(s, DLPG_ERR_UNSUPPORTED) << what << " -> " << api->status_name(s) << ": " << msg;
+  if (device.device_type == kDLCPU) {
+    EXPECT_FALSE(AbiRequiresReduce(dt, op)) << what << ": ABI.md promises this reduction: " << msg;
+  }
+  EXPECT_NE(msg.find(Info(dt).name), std::string::npos) << what << ": message lacks the dtype: " << msg;
+  EXPECT_NE(msg.find(OpName(op)), std::string::npos) << what << ": message lacks the op: " << msg;
+  return false;
+}
+
 bool MachineHasGpu() { return access("/dev/nvidia0", F_OK) == 0 || access("/dev/nvidiactl", F_OK) == 0; }
 
 // ------------------------------------------------------------------ failure forwarding
