@@ -27,15 +27,6 @@ double NowSeconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-double TimeScale() {
-  static const double scale = [] {
-    const char *v = getenv("DLPG_TEST_TIME_SCALE");
-    double f = v && *v ? atof(v) : 1.0;
-    return f > 0 ? f : 1.0;
-  }();
-  return scale;
-}
-
 bool ReduceSupported(const dlpg_api_t *api, DT dt, dlpg_reduce_op_t op, DLDevice device) {
   dlpg_status_t s = api->reduce_supported(device, DLType(dt), op);
   std::string what = std::string("reduce_supported(device type ") +

@@ -17,6 +17,7 @@
 
 #include "api_loader.h"
 #include "reference.h"
+#include "time_scale.h"
 
 namespace dlpgt {
 
@@ -124,13 +125,6 @@ std::vector<int64_t> CompactStrides(const std::vector<int64_t> &shape);
 // UNSUPPORTED message that does not name the dtype and the op fails the current test.
 bool ReduceSupported(const dlpg_api_t *api, DT dt, dlpg_reduce_op_t op,
                      DLDevice device = DLDevice{kDLCPU, 0});
-
-// Wall-clock bounds of the tests are multiplied by this factor: DLPG_TEST_TIME_SCALE from the
-// environment (ci/sanitize.sh sets it for the slower instrumented build), else 1. Bounds are
-// written generously for a loaded machine already; the factor is for builds that run slower.
-double TimeScale();
-// seconds * TimeScale(): every fixed wall-clock bound of a test goes through this.
-inline double Scaled(double seconds) { return seconds * TimeScale(); }
 
 double NowSeconds();  // CLOCK_MONOTONIC
 
