@@ -14,8 +14,12 @@ done
 if ((${#missing[@]})); then
   echo "ci/install-deps.sh: installing ${missing[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-  $SUDO apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # On a shared machine another install may hold dpkg's or apt's lock: wait for it (up to
+  # 10 min) instead of failing at once.
+  lock=(-o DPkg::Lock::Timeout=600)
+  $SUDO apt-get "${lock[@]}" update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get "${lock[@]}" install -y -q --no-install-recommends \
+    "${missing[@]}"
 else
   echo "ci/install-deps.sh: all Debian packages present"
 fi

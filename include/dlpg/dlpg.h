@@ -102,6 +102,9 @@ typedef struct dlpg_work dlpg_work_t;   /* one asynchronous operation */
  *   "env://"                   MASTER_ADDR and DLPG_STORE_PORT (else MASTER_PORT + 1); the
  *                              process with RANK 0 (or unset) serves
  * timeout_s also becomes the default deadline of get and wait on this store.
+ * An unknown scheme, a malformed URL or a port outside [0, 65535] is
+ * DLPG_ERR_INVALID_ARGUMENT (the message names the URL); a serving store whose port is taken
+ * is DLPG_ERR_SYSTEM naming the address.
  * The caller owns *store and releases it with dlpg_store_close.
  */
 dlpg_status_t dlpg_store_open(const char *url, double timeout_s, dlpg_store_t **store);
@@ -255,6 +258,26 @@ typedef enum dlpg_reduce_op {
  *    at dlpg_group_end. An operation of the batch with work == NULL is then treated as
  *    above: dlpg_group_end returns once such CPU operations completed (their status is
  *    returned) and such CUDA operations are enqueued.
+ *  - Which status a rejected call gets (every plugin of this ABI returns exactly these;
+ *    dlpg_reduce_supported answers the same for a device, dtype and reduce op):
+ *      DLPG_ERR_UNSUPPORTED       valid DLPack this library does not serve: a device type no
+ *                                 backend serves (kDLOpenCL, kDLVulkan, ...); dtype lanes != 1;
+ *                                 a dtype code or code/bits pair outside the list of ABI.md
+ *                                 (code 99, float with 24 bits); a (dtype, reduce op) pair the
+ *                                 device's backend cannot reduce (bitwise on float32, avg on
+ *                                 an integer, float8 on the CPU); a CUDA tensor when the NCCL
+ *                                 module is absent or cannot load (the message says why).
+ *      DLPG_ERR_INVALID_ARGUMENT  a call that breaks the rules whatever the build: NULL
+ *                                 pointers, ntensors out of range, a negative device id,
+ *                                 shape, strides or ndim, a reduce op outside
+ *                                 dlpg_reduce_op_t, root or peer outside [0, world_size), tensors
+ *                                 of one call that differ in dtype, size or device kind (a CPU
+ *                                 input with a CUDA output), a mismatch with the peers' tensors.
+ *      DLPG_ERR_SYSTEM            the NCCL module loaded but a CUDA or NCCL call failed, e.g.
+ *                                 a CUDA tensor on a machine with no usable GPU or driver (the
+ *                                 message names the call and CUDA's reason).
+ *    The message names the function, the argument ("inputs[0]", "outputs[0]", "tensor") and
+ *    the offending values (the lane count, the dtype code, the device, the sizes, the ranks).
  */
 dlpg_status_t dlpg_allreduce(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
                              int ntensors, dlpg_reduce_op_t op, void *const *streams,
@@ -321,6 +344,24 @@ dlpg_status_t dlpg_barrier(dlpg_group_t *g, dlpg_work_t **work);
  * ends must match the starts per thread. */
 dlpg_status_t dlpg_group_start(dlpg_group_t *g);
 dlpg_status_t dlpg_group_end(dlpg_group_t *g);
+
+/*
+ * Capability query: whether this library reduces tensors of dtype on device with op
+ * (dlpg_allreduce, dlpg_reduce and dlpg_reduce_scatter), answered by the backend that would
+ * serve the device, without a group and without running anything on the device (NCCL's
+ * float8 rule reads the device's compute capability). Returns what such a
+ * call would return at the door for a valid, otherwise correct tensor:
+ *   DLPG_OK                    supported;
+ *   DLPG_ERR_UNSUPPORTED       the device type is served by no backend, the backend's module
+ *                              cannot load, lanes != 1, an unknown dtype code or width, or a
+ *                              (dtype, op) pair the backend cannot reduce; the message names
+ *                              the device, the dtype and the op (or what failed to load);
+ *   DLPG_ERR_INVALID_ARGUMENT  device_id < 0, or op outside dlpg_reduce_op_t.
+ * A device type served at all is the query with DLPG_SUM on float32, which every backend
+ * reduces. It may load the backend's module (as the first CUDA operation would). Added in
+ * 0.1 at the end of dlpg_api_t (check struct_size).
+ */
+dlpg_status_t dlpg_reduce_supported(DLDevice device, DLDataType dtype, dlpg_reduce_op_t op);
 
 /* ------------------------------------------------------------------ work */
 
@@ -393,6 +434,7 @@ typedef struct dlpg_api {
   const char *(*work_error)(const dlpg_work_t *);
   dlpg_status_t (*work_free)(dlpg_work_t *);
   dlpg_status_t (*group_flight_record)(dlpg_group_t *, char *, size_t, size_t *);
+  dlpg_status_t (*reduce_supported)(DLDevice, DLDataType, dlpg_reduce_op_t);
 } dlpg_api_t;
 
 /* The table for ABI major abi_major, or NULL if this library does not implement it.

@@ -46,6 +46,7 @@ static const dlpg_api_t dlpg__api_v0 = {
     dlpg_work_error,
     dlpg_work_free,
     dlpg_group_flight_record,
+    dlpg_reduce_supported,
 };
 
 const dlpg_api_t *dlpg_get_api(uint32_t abi_major) {

@@ -10,7 +10,7 @@ through DLPG_LIBRARY, then beside this package, then the repository's build*/ fo
 """
 
 from ._abi import (ABI_MAJOR, DlpgError, LibraryNotFoundError, build_info, library_path,
-                   status_name, version)
+                   reduce_supported, status_name, version)
 from ._abi import (AVG, BAND, BOR, BXOR, MAX, MIN, PROD, SUM)  # noqa: F401
 from ._abi import (OK, ERR_INVALID_ARGUMENT, ERR_UNSUPPORTED, ERR_TIMEOUT, ERR_REMOTE,  # noqa: F401
                    ERR_ABORTED, ERR_SYSTEM, ERR_INTERNAL, STATUS_NAMES)
@@ -29,4 +29,5 @@ def __getattr__(name):
 
 
 __all__ = ["Store", "Group", "Work", "DlpgError", "LibraryNotFoundError", "version",
-           "build_info", "library_path", "status_name", "reduce_op", "ABI_MAJOR"]
+           "build_info", "library_path", "status_name", "reduce_op", "reduce_supported",
+           "ABI_MAJOR"]

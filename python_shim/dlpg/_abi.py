@@ -89,6 +89,14 @@ class GroupOptions(ctypes.Structure):
     _fields_ = [("struct_size", c_size_t), ("timeout_s", c_double), ("name", c_char_p)]
 
 
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
 _P = c_void_p          # opaque handles and DLTensor * travel as addresses
 _PP = POINTER(c_void_p)  # DLTensor *const *, void *const *, handle out-parameters
 _S = c_int             # dlpg_status_t
@@ -132,6 +140,7 @@ PROTOTYPES = {
     "dlpg_work_free": (_S, [_P]),
     "dlpg_get_api": (c_void_p, [c_uint32]),
     "dlpg_group_flight_record": (_S, [_P, c_char_p, c_size_t, POINTER(c_size_t)]),
+    "dlpg_reduce_supported": (_S, [DLDevice, DLDataType, c_int]),
 }
 
 _LIB_NAMES = ("libdlpg.so", "libdlpg.so.0")
@@ -276,3 +285,18 @@ def build_info():
 def library_path():
     lib._ensure()
     return lib.path
+
+
+def reduce_supported(device, dtype, op):
+    """Whether the library reduces dtype on device with op (dlpg_reduce_supported): device is
+    (DLDeviceType, device_id), dtype (DLDataTypeCode, bits) or (code, bits, lanes), op an
+    int. True, or False when the answer is DLPG_ERR_UNSUPPORTED (last_error() says why);
+    other statuses (a negative device id, an op outside the enum) raise DlpgError."""
+    code, bits = dtype[0], dtype[1]
+    lanes = dtype[2] if len(dtype) > 2 else 1
+    st = lib.dlpg_reduce_supported(DLDevice(int(device[0]), int(device[1])),
+                                   DLDataType(int(code), int(bits), int(lanes)), int(op))
+    if st == ERR_UNSUPPORTED:
+        return False
+    check(st)
+    return True

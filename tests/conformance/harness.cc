@@ -27,6 +27,22 @@ double NowSeconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+bool ReduceSupported(const dlpg_api_t *api, DT dt, dlpg_reduce_op_t op, DLDevice device) {
+  dlpg_status_t s = api->reduce_supported(device, DLType(dt), op);
+  std::string what = std::string("reduce_supported(device type ") +
+                     std::to_string(device.device_type) + ", " + Info(dt).name + ", " +
+                     OpName(op) + ")";
+  if (s == DLPG_OK) return true;
+  std::string msg = api->last_error();
+  EXPECT_EQ(s, DLPG_ERR_UNSUPPORTED) << what << " -> " << api->status_name(s) << ": " << msg;
+  if (device.device_type == kDLCPU) {
+    EXPECT_FALSE(AbiRequiresReduce(dt, op)) << what << ": ABI.md promises this reduction: " << msg;
+  }
+  EXPECT_NE(msg.find(Info(dt).name), std::string::npos) << what << ": message lacks the dtype: " << msg;
+  EXPECT_NE(msg.find(OpName(op)), std::string::npos) << what << ": message lacks the op: " << msg;
+  return false;
+}
+
 bool MachineHasGpu() { return access("/dev/nvidia0", F_OK) == 0 || access("/dev/nvidiactl", F_OK) == 0; }
 
 // ------------------------------------------------------------------ failure forwarding

@@ -17,6 +17,7 @@
 
 #include "api_loader.h"
 #include "reference.h"
+#include "time_scale.h"
 
 namespace dlpgt {
 
@@ -117,6 +118,13 @@ std::vector<int64_t> CompactStrides(const std::vector<int64_t> &shape);
     ASSERT_EQ(s_, DLPG_OK) << #expr << " -> " << (api)->status_name(s_) << ": "       \
                            << (api)->last_error();                                    \
   } while (0)
+
+// The plugin's answer to its capability query (dlpg_reduce_supported) for dt and op on a
+// device (default: the CPU): true for DLPG_OK, false for DLPG_ERR_UNSUPPORTED. Any other
+// status, an UNSUPPORTED answer to a reduction ABI.md promises (AbiRequiresReduce), or an
+// UNSUPPORTED message that does not name the dtype and the op fails the current test.
+bool ReduceSupported(const dlpg_api_t *api, DT dt, dlpg_reduce_op_t op,
+                     DLDevice device = DLDevice{kDLCPU, 0});
 
 double NowSeconds();  // CLOCK_MONOTONIC
 

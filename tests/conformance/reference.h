@@ -70,18 +70,18 @@ inline std::vector<dlpg_reduce_op_t> AllOps() {
   return {DLPG_SUM, DLPG_PROD, DLPG_MIN, DLPG_MAX, DLPG_AVG, DLPG_BAND, DLPG_BOR, DLPG_BXOR};
 }
 
-// Whether the CPU (Gloo) path is expected to reduce dt with op (ABI.md "Operations"; the
-// expected CPU table: sum/prod/min/max on every non-fp8 type, avg on floating types only,
-// bitwise on integers and bool, no float8 reductions).
-inline bool CpuReduceSupported(DT dt, dlpg_reduce_op_t op) {
+// The reductions ABI.md ("Operations", "Tensors") promises on every backend: sum, prod, min
+// and max on every integer, floating and bool dtype, avg on the floating ones. Beyond these
+// (bitwise ops, avg on integers, float8) a plugin says what it serves through its capability
+// query (dlpg_reduce_supported; harness.h ReduceSupported), which the suite then holds it to.
+inline bool AbiRequiresReduce(DT dt, dlpg_reduce_op_t op) {
   const DTInfo &i = Info(dt);
   if (i.is_fp8) return false;
   switch (op) {
     case DLPG_SUM: case DLPG_PROD: case DLPG_MIN: case DLPG_MAX: return true;
     case DLPG_AVG: return i.is_float;
-    case DLPG_BAND: case DLPG_BOR: case DLPG_BXOR: return i.is_int || i.is_bool;
+    default: return false;
   }
-  return false;
 }
 
 // ------------------------------------------------------------------ float16 / bfloat16

@@ -34,7 +34,7 @@ TEST(ErrorsPeers, MismatchedSizesAcrossRanks) {
         printf("note: rank %d: size mismatch across ranks ended in %s: %s\n", c.rank,
                c.api->status_name(s), c.api->last_error());
     }
-    EXPECT_LT(NowSeconds() - t0, 15.0);
+    EXPECT_LT(NowSeconds() - t0, Scaled(15.0));
   }, ro);
 }
 
@@ -61,7 +61,7 @@ void ExpectPeerMismatch(RankCtx &c, const char *fn, const std::function<dlpg_sta
       EXPECT_NE(msg.find(w), std::string::npos)
           << what << ": message lacks \"" << w << "\": \"" << msg << "\"";
   }
-  EXPECT_LT(NowSeconds() - t0, 10.0) << what;
+  EXPECT_LT(NowSeconds() - t0, Scaled(10.0)) << what;
   // The group must still work: a matching allreduce (small and large) gives the sum.
   for (int64_t n : {int64_t(5), int64_t(3000)}) {
     HostTensor t(DT::I32, {n});
@@ -190,7 +190,7 @@ TEST(ErrorsPeers, MismatchedSendRecvIsInvalidArgument) {
                     std::string::npos) << m;
         }
       }
-      EXPECT_LT(NowSeconds() - t0, 10.0) << what;
+      EXPECT_LT(NowSeconds() - t0, Scaled(10.0)) << what;
       // A matching transfer on the same tag still works.
       for (int64_t n : {int64_t(7), int64_t(5000)}) {
         HostTensor t(DT::I64, {n});

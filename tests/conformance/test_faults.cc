@@ -52,12 +52,12 @@ void ExpectSurvived(const Trial &t, const std::vector<int> &survivors, const std
     EXPECT_NE(o.Get(op + "_st"), "DLPG_OK");
     double secs = o.Secs(op + "_secs");
     EXPECT_GE(secs, 0);
-    EXPECT_LT(secs, bound) << o.Get(op + "_msg");
+    EXPECT_LT(secs, Scaled(bound)) << o.Get(op + "_msg");
     std::string msg = o.Get(op + "_msg");
     EXPECT_NE(msg, "");
     for (const auto &n : names) EXPECT_NE(msg.find(n), std::string::npos) << "lacks \"" << n << "\": " << msg;
     EXPECT_GE(o.Secs("destroy_secs"), 0);
-    EXPECT_LT(o.Secs("destroy_secs"), 2.0);
+    EXPECT_LT(o.Secs("destroy_secs"), Scaled(2.0));
     if (fresh) {
       EXPECT_EQ(o.Get("fresh"), "ok") << o.Get("fresh_op_msg");
       EXPECT_EQ(o.Get("samename"), "ok") << o.Get("samename_op_msg");
@@ -230,7 +230,7 @@ TEST(Faults, RankZeroLate) {
         // (failure propagation), which names rank 0 too.
         const std::string st = t.out[r].Get("op_st");
         EXPECT_TRUE(st == "DLPG_ERR_TIMEOUT" || st == "DLPG_ERR_REMOTE") << st;
-        EXPECT_LT(t.out[r].Secs("op_secs"), kTimeout + kSlack);
+        EXPECT_LT(t.out[r].Secs("op_secs"), Scaled(kTimeout + kSlack));
         EXPECT_NE(t.out[r].Get("op_msg").find("rank 0"), std::string::npos) << t.out[r].Get("op_msg");
       }
     }

@@ -82,7 +82,7 @@ TEST(Store, AddCheckDeleteWait) {
   const char *lk[] = {"late/a", "late/b"};
   double t0 = Now();
   EXPECT_EQ(A()->store_wait(srv.s, lk, 2, 5.0), DLPG_OK) << A()->last_error();
-  EXPECT_LT(Now() - t0, 2.0);
+  EXPECT_LT(Now() - t0, Scaled(3.0));
   EXPECT_EQ(Get(srv.s, "late/a"), late);
   setter.join();
   A()->store_close(c);
@@ -270,7 +270,7 @@ TEST(Store, FromOpsFullTable) {
   ASSERT_EQ(A()->store_wait(s, keys, 2, 1.0), DLPG_OK);
   double t0 = Now();
   EXPECT_EQ(A()->store_wait(s, keys, 3, 0.3), DLPG_ERR_TIMEOUT);
-  EXPECT_LT(Now() - t0, 2.0);
+  EXPECT_LT(Now() - t0, Scaled(3.0));
   EXPECT_NE(std::string(A()->last_error()).find("ops/missing"), std::string::npos)
       << A()->last_error();
   // Another thread sets the key a blocked get waits for, through the same handle.
@@ -337,11 +337,9 @@ TEST(Store, FileUrl) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   std::string url = std::string("file://") + dir;
   dlpg_store_t *s = nullptr;
+  // dlpg.h promises file:// (no skip: a plugin without it fails here).
   dlpg_status_t st = A()->store_open(url.c_str(), 2, &s);
-  if (st == DLPG_ERR_UNSUPPORTED || st == DLPG_ERR_INTERNAL) {
-    rmdir(dir);
-    GTEST_SKIP() << "file store not available yet: " << A()->last_error();
-  }
+  if (st != DLPG_OK) rmdir(dir);
   ASSERT_EQ(st, DLPG_OK) << A()->last_error();
   std::mt19937_64 rng(11);
   std::string v = RandomBytes(rng, 5000);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "api_loader.h"
+#include "time_scale.h"
 
 inline const dlpg_api_t *A() { return dlpg_test_api(); }
 

@@ -274,3 +274,17 @@ def test_flight_record_lists_the_operations():
     assert "op=dlpg_broadcast" in lines[1] and "dtype=int64" in lines[1] and \
         "count=5" in lines[1], lines[1]
     assert "coll_seq=1" in lines[0] and "coll_seq=2" in lines[1], lines
+
+
+def test_reduce_supported_asks_the_library():
+    """dlpg.reduce_supported mirrors dlpg_reduce_supported: what ABI.md promises on the CPU is
+    supported, valid DLPack the library does not serve is False, bad arguments raise."""
+    import dlpg
+    cpu, f32 = (1, 0), (2, 32)  # kDLCPU; kDLFloat, 32 bits
+    assert dlpg.reduce_supported(cpu, f32, dlpg.SUM)
+    assert dlpg.reduce_supported(cpu, f32, dlpg.AVG)
+    assert not dlpg.reduce_supported(cpu, (2, 32, 4), dlpg.SUM)  # lanes 4
+    assert not dlpg.reduce_supported((4, 0), f32, dlpg.SUM)  # kDLOpenCL
+    with pytest.raises(dlpg.DlpgError) as e:
+        dlpg.reduce_supported(cpu, f32, 99)
+    assert e.value.status == dlpg.ERR_INVALID_ARGUMENT and "99" in e.value.message

@@ -20,6 +20,7 @@
 #include <gloo/allreduce.h>
 #include <gloo/math.h>
 
+#include "../conformance/time_scale.h"
 #include "gloo/c_headers.h"
 #include "gloo/ctx.h"
 #include "gloo/p2p.h"
