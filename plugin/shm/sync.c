@@ -135,18 +135,21 @@ static dlpg_status_t dlpg__shm_peer_check(dlpg__shm_t *sh, int peer) {
   dlpg__shm_rankctl_t *c = &sh->ctl[peer];
   int32_t state = atomic_load(&c->state);
   const char *op = sh->op_name ? sh->op_name : "the operation";
-  if (state == DLPG__SHM_ALIVE) {
+  /* JOINING: the peer has its mapping but has not yet read every rank's answer. */
+  if (state == DLPG__SHM_ALIVE || state == DLPG__SHM_JOINING) {
     if (!dlpg__shm_pid_alive(c->pid, c->starttime)) return dlpg__shm_dead(sh, peer);
     return DLPG_OK;
   }
-  /* The peer gave up: when it did because some rank died, name the dead one -- the cause
-   * -- rather than the messenger. */
-  for (int q = 0; q < sh->size; q++)
-    if (q != sh->rank && !dlpg__shm_pid_alive(sh->ctl[q].pid, sh->ctl[q].starttime))
-      return dlpg__shm_dead(sh, q);
+  /* A peer that left may have exited since: it left, it did not die. */
   if (state == DLPG__SHM_LEFT)
     return dlpg__error(DLPG_ERR_REMOTE, "shm rank %d: rank %d (pid %d) left the group (destroyed it) during %s",
                        sh->rank, peer, c->pid, op);
+  /* The peer gave up: when it did because another rank died, name the dead one -- the
+   * cause -- rather than the messenger. */
+  for (int q = 0; q < sh->size; q++)
+    if (q != sh->rank && q != peer && atomic_load(&sh->ctl[q].state) != DLPG__SHM_LEFT &&
+        !dlpg__shm_pid_alive(sh->ctl[q].pid, sh->ctl[q].starttime))
+      return dlpg__shm_dead(sh, q);
   if (state == DLPG__SHM_ABORTED)
     return dlpg__error(DLPG_ERR_REMOTE, "shm rank %d: rank %d (pid %d) was aborted during %s",
                        sh->rank, peer, c->pid, op);
