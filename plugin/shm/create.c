@@ -6,8 +6,8 @@
  * all get a handle, or all fail -- with DLPG_ERR_UNSUPPORTED when the cause is that the
  * ranks do not share a host (socket unreachable, mapping refused, other pid namespace).
  *
- * Store keys, under "<name>/shm/<n>/" where n counts this rank's creations with that name
- * on that store (each rank counts its own, so they agree without meeting):
+ * Store keys, under "<name>/shm/<size>.<n>/" where n counts this rank's creations with that name
+ * and size on that store (each rank counts its own, so they agree without meeting):
  *   nonce    rank 0: "<nonce hex> <token hex>"
  *   res/<r>  rank r: "ok" or "no <reason>" */
 #ifndef _GNU_SOURCE
@@ -274,9 +274,11 @@ dlpg_status_t dlpg__shm_create(dlpg_store_t *store, const char *name, int rank, 
     goto fail;
   }
   int64_t gen = 0;
-  snprintf(key, sizeof key, "%s/shm/gen/%d", name, rank);
+  /* Per size too: a creation involves every rank of its size, so each rank's count of
+   * them is the same, but groups of another size under the same name count apart. */
+  snprintf(key, sizeof key, "%s/shm/gen/%d/%d", name, size, rank);
   DLPG_CHECK_GOTO(dlpg_store_add(store, key, 1, &gen), st, fail);
-  snprintf(prefix, sizeof prefix, "%s/shm/%" PRId64, name, gen);
+  snprintf(prefix, sizeof prefix, "%s/shm/%d.%" PRId64, name, size, gen);
 
   uint8_t secret[24]; /* nonce (8) + token (16) */
   char hex[2 * sizeof secret + 2];

@@ -34,6 +34,15 @@ TEST(ShmLife, NothingInDevShmAndSameNameAgain) {
   o.create = false;
   o.name = "again";
   auto codes = RunRanks(3, o, [](Rank &k) {
+    // First a group of 2 under the same name (rank 2 is not in it): the group of 3 after it
+    // must not meet that one's keys.
+    if (k.rank < 2) {
+      dlpg__shm_config_t cfg{4096, 0, 20, -1};
+      dlpg__shm_t *sh = nullptr;
+      ASSERT_EQ(dlpg__shm_create(k.store, "again", k.rank, 2, &cfg, &sh), DLPG_OK) << dlpg_last_error();
+      ASSERT_EQ(dlpg__shm_barrier(sh), DLPG_OK) << dlpg_last_error();
+      dlpg__shm_destroy(sh);
+    }
     for (int round = 0; round < 3; round++) {
       dlpg__shm_config_t cfg{4096, 0, 20, -1};
       dlpg__shm_t *sh = nullptr;
