@@ -1,0 +1,87 @@
+/* The collectives that move bytes without reducing them: broadcast, allgather, alltoall
+ * and barrier, pipelined through the ranks' slots in chunks of at most slot_bytes (one
+ * step per chunk, step.c). A zero-byte operation still takes one step, so it synchronises
+ * and its arguments are compared with the peers'. */
+#include <string.h>
+
+#include "base/status.h"
+#include "shm/seg.h"
+
+static size_t dlpg__shm_min(size_t a, size_t b) { return a < b ? a : b; }
+
+dlpg_status_t dlpg__shm_broadcast(dlpg__shm_t *sh, void *buf, size_t nbytes, int root) {
+  const char *fn = "dlpg__shm_broadcast";
+  DLPG_ARG_CHECK(sh, "%s: the engine is NULL", fn);
+  DLPG_ARG_CHECK(root >= 0 && root < sh->size, "%s: root %d is out of range (size %d)", fn, root,
+                 sh->size);
+  DLPG_ARG_CHECK(nbytes == 0 || buf, "%s: rank %d: buf is NULL for %zu bytes", fn, sh->rank, nbytes);
+  DLPG_CHECK(dlpg__shm_coll_start(sh, DLPG__SHM_BROADCAST, nbytes, 0, 0, root));
+  uint8_t *p = buf;
+  size_t off = 0;
+  do {
+    size_t n = dlpg__shm_min(nbytes - off, sh->slot_bytes);
+    DLPG_CHECK(dlpg__shm_step_begin(sh));
+    if (sh->rank == root && n) memcpy(dlpg__shm_cur_slot(sh, root), p + off, n);
+    dlpg__shm_step_post(sh);
+    if (sh->rank != root) {
+      DLPG_CHECK(dlpg__shm_step_wait(sh, root));
+      if (n) memcpy(p + off, dlpg__shm_cur_slot(sh, root), n);
+    }
+    off += n;
+  } while (off < nbytes);
+  return DLPG_OK;
+}
+
+dlpg_status_t dlpg__shm_allgather(dlpg__shm_t *sh, const void *in, void *out, size_t nbytes) {
+  const char *fn = "dlpg__shm_allgather";
+  DLPG_ARG_CHECK(sh, "%s: the engine is NULL", fn);
+  DLPG_ARG_CHECK(nbytes == 0 || (in && out), "%s: rank %d: in or out is NULL", fn, sh->rank);
+  DLPG_CHECK(dlpg__shm_coll_start(sh, DLPG__SHM_ALLGATHER, nbytes, 0, 0, 0));
+  const uint8_t *src = in;
+  uint8_t *dst = out;
+  size_t off = 0;
+  do {
+    size_t n = dlpg__shm_min(nbytes - off, sh->slot_bytes);
+    DLPG_CHECK(dlpg__shm_step_begin(sh));
+    if (n) memcpy(dlpg__shm_cur_slot(sh, sh->rank), src + off, n);
+    dlpg__shm_step_post(sh);
+    DLPG_CHECK(dlpg__shm_step_wait_all(sh));
+    for (int q = 0; n && q < sh->size; q++)
+      memcpy(dst + (size_t)q * nbytes + off, dlpg__shm_cur_slot(sh, q), n);
+    off += n;
+  } while (off < nbytes);
+  return DLPG_OK;
+}
+
+dlpg_status_t dlpg__shm_alltoall(dlpg__shm_t *sh, const void *in, void *out, size_t nbytes) {
+  const char *fn = "dlpg__shm_alltoall";
+  DLPG_ARG_CHECK(sh, "%s: the engine is NULL", fn);
+  DLPG_ARG_CHECK(nbytes == 0 || (in && out), "%s: rank %d: in or out is NULL", fn, sh->rank);
+  DLPG_CHECK(dlpg__shm_coll_start(sh, DLPG__SHM_ALLTOALL, nbytes, 0, 0, 0));
+  size_t N = (size_t)sh->size, r = (size_t)sh->rank;
+  /* The slot holds one piece per destination, each a whole number of lines. */
+  size_t sub = (sh->slot_bytes / N) & ~(size_t)(DLPG__SHM_LINE - 1);
+  const uint8_t *src = in;
+  uint8_t *dst = out;
+  size_t off = 0;
+  do {
+    size_t n = dlpg__shm_min(nbytes - off, sub);
+    DLPG_CHECK(dlpg__shm_step_begin(sh));
+    uint8_t *mine = dlpg__shm_cur_slot(sh, sh->rank);
+    for (size_t j = 0; n && j < N; j++) memcpy(mine + j * sub, src + j * nbytes + off, n);
+    dlpg__shm_step_post(sh);
+    DLPG_CHECK(dlpg__shm_step_wait_all(sh));
+    for (size_t q = 0; n && q < N; q++)
+      memcpy(dst + q * nbytes + off, dlpg__shm_cur_slot(sh, (int)q) + r * sub, n);
+    off += n;
+  } while (off < nbytes);
+  return DLPG_OK;
+}
+
+dlpg_status_t dlpg__shm_barrier(dlpg__shm_t *sh) {
+  DLPG_ARG_CHECK(sh, "dlpg__shm_barrier: the engine is NULL");
+  DLPG_CHECK(dlpg__shm_coll_start(sh, DLPG__SHM_BARRIER, 0, 0, 0, 0));
+  DLPG_CHECK(dlpg__shm_step_begin(sh));
+  dlpg__shm_step_post(sh);
+  return dlpg__shm_step_wait_all(sh);
+}

@@ -1,0 +1,156 @@
+/* The reducing collectives: allreduce, reduce and reduce_scatter, pipelined through the
+ * ranks' slots (step.c). Every element is reduced by exactly one rank, in rank order
+ * 0, 1, ..., size-1, and copied from there by all who need it, so every rank gets the same
+ * bits and a rerun gives the same bits.
+ *   small allreduce (one step): each rank writes its whole input, then reduces all slots
+ *     itself -- in the same order, so still bitwise equal everywhere; one synchronisation.
+ *   large allreduce/reduce (two steps per chunk of slot_bytes): each rank writes its chunk,
+ *     reduces slice r of it from all slots into its other slot, then everyone copies the
+ *     slices (reduce: the root alone).
+ *   reduce_scatter (one step per chunk): each rank writes its piece of every block, then
+ *     reduces the pieces of block r from all slots into its output. */
+#include <string.h>
+
+#include "base/status.h"
+#include "shm/reduce.h"
+#include "shm/seg.h"
+
+/* Inputs up to this many bytes take the one-step path: below it the second
+ * synchronisation costs more than reading every rank's input. */
+#define DLPG__SHM_SMALL_BYTES ((size_t)64 << 10)
+
+dlpg_status_t dlpg__shm_check_reduce(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op) {
+  dlpg__shm_reducer_t r;
+  if ((unsigned)dt < DLPG__DT_COUNT && dlpg__shm_reducer(dt, op, &r)) return DLPG_OK;
+  const char *dtn = (unsigned)dt < DLPG__DT_COUNT ? dlpg__dtype_name(dt) : "unknown";
+  if (op == DLPG_AVG)
+    return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: reduce op avg needs a floating dtype, got %s (shm)",
+                       fn, dtn);
+  if (op == DLPG_BAND || op == DLPG_BOR || op == DLPG_BXOR)
+    return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                       "%s: bitwise reduce op %s needs an integer or bool dtype, got %s (shm)", fn,
+                       dlpg__reduce_op_name(op), dtn);
+  return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: shm cannot reduce %s tensors (reduce op %s)", fn,
+                     dtn, dlpg__reduce_op_name(op));
+}
+
+/* dst[0..n) = src[0] op src[1] op ... over the ranks' slots at byte offset off, in rank
+ * order; then the avg division. */
+static void dlpg__shm_reduce_slots(dlpg__shm_t *sh, const dlpg__shm_reducer_t *rd, void *dst,
+                                   size_t off, size_t n) {
+  if (n == 0) return;
+  if (sh->size == 1) {
+    memcpy(dst, dlpg__shm_cur_slot(sh, 0) + off, n * rd->elem);
+  } else {
+    rd->comb(dst, dlpg__shm_cur_slot(sh, 0) + off, dlpg__shm_cur_slot(sh, 1) + off, n);
+    for (int q = 2; q < sh->size; q++) rd->acc(dst, dlpg__shm_cur_slot(sh, q) + off, n);
+  }
+  if (rd->avg) dlpg__shm_divide(rd->dt, dst, n, sh->size);
+}
+
+static dlpg_status_t dlpg__shm_start_reduce(dlpg__shm_t *sh, const char *fn, dlpg__shm_kind_t kind,
+                                            size_t count, dlpg__dtype_t dt, dlpg_reduce_op_t op,
+                                            int root, dlpg__shm_reducer_t *rd) {
+  DLPG_CHECK(dlpg__shm_check_reduce(fn, dt, op));
+  dlpg__shm_reducer(dt, op, rd);
+  DLPG_ARG_CHECK(root >= 0 && root < sh->size, "%s: root %d is out of range (size %d)", fn, root,
+                 sh->size);
+  return dlpg__shm_coll_start(sh, kind, count, (int)dt, (int)op, root);
+}
+
+/* One step: every rank writes n elements, and `who` (all ranks if -1) reduces all of them
+ * into out. */
+static dlpg_status_t dlpg__shm_reduce_small(dlpg__shm_t *sh, const dlpg__shm_reducer_t *rd,
+                                            const void *in, void *out, size_t n, int who) {
+  DLPG_CHECK(dlpg__shm_step_begin(sh));
+  if (n) memcpy(dlpg__shm_cur_slot(sh, sh->rank), in, n * rd->elem);
+  dlpg__shm_step_post(sh);
+  if (who >= 0 && who != sh->rank) return DLPG_OK;
+  DLPG_CHECK(dlpg__shm_step_wait_all(sh));
+  dlpg__shm_reduce_slots(sh, rd, out, 0, n);
+  return DLPG_OK;
+}
+
+/* Two steps per chunk (see the top of the file); out written on `who` (all if -1). */
+static dlpg_status_t dlpg__shm_reduce_large(dlpg__shm_t *sh, const dlpg__shm_reducer_t *rd,
+                                            const uint8_t *in, uint8_t *out, size_t count, int who) {
+  size_t per = sh->slot_bytes / rd->elem, E = rd->elem, N = (size_t)sh->size, r = (size_t)sh->rank;
+  for (size_t off = 0; off < count; off += per) {
+    size_t n = count - off < per ? count - off : per;
+    DLPG_CHECK(dlpg__shm_step_begin(sh));
+    memcpy(dlpg__shm_cur_slot(sh, sh->rank), in + off * E, n * E);
+    dlpg__shm_step_post(sh);
+    DLPG_CHECK(dlpg__shm_step_wait_all(sh));
+    size_t lo = n * r / N, hi = n * (r + 1) / N;
+    /* The result goes into this rank's slot of the next step, which every rank may
+     * overwrite only after everyone posted this one: begin it before reading this one's
+     * slots ends, the wait is already satisfied. */
+    uint32_t reading = sh->cur;
+    DLPG_CHECK(dlpg__shm_step_begin(sh));
+    uint8_t *dst = dlpg__shm_cur_slot(sh, sh->rank) + lo * E;
+    sh->cur = reading;
+    dlpg__shm_reduce_slots(sh, rd, dst, lo * E, hi - lo);
+    sh->cur = reading + 1;
+    dlpg__shm_step_post(sh);
+    if (who >= 0 && who != sh->rank) continue;
+    DLPG_CHECK(dlpg__shm_step_wait_all(sh));
+    for (size_t q = 0; q < N; q++) {
+      size_t qlo = n * q / N, qhi = n * (q + 1) / N;
+      memcpy(out + (off + qlo) * E, dlpg__shm_cur_slot(sh, (int)q) + qlo * E, (qhi - qlo) * E);
+    }
+  }
+  return DLPG_OK;
+}
+
+static dlpg_status_t dlpg__shm_reduce_any(dlpg__shm_t *sh, const char *fn, dlpg__shm_kind_t kind,
+                                          const void *in, void *out, size_t count,
+                                          dlpg__dtype_t dt, dlpg_reduce_op_t op, int root) {
+  DLPG_ARG_CHECK(sh, "%s: the engine is NULL", fn);
+  dlpg__shm_reducer_t rd;
+  DLPG_CHECK(dlpg__shm_start_reduce(sh, fn, kind, count, dt, op, root < 0 ? 0 : root, &rd));
+  int who = kind == DLPG__SHM_REDUCE ? root : -1;
+  DLPG_ARG_CHECK(count == 0 || (in && (out || (who >= 0 && who != sh->rank))),
+                 "%s: rank %d: in or out is NULL for %zu elements", fn, sh->rank, count);
+  if (count * rd.elem <= DLPG__SHM_SMALL_BYTES && count * rd.elem <= sh->slot_bytes)
+    return dlpg__shm_reduce_small(sh, &rd, in, out, count, who);
+  return dlpg__shm_reduce_large(sh, &rd, in, out, count, who);
+}
+
+dlpg_status_t dlpg__shm_allreduce(dlpg__shm_t *sh, const void *in, void *out, size_t count,
+                                  dlpg__dtype_t dt, dlpg_reduce_op_t op) {
+  return dlpg__shm_reduce_any(sh, "dlpg__shm_allreduce", DLPG__SHM_ALLREDUCE, in, out, count, dt,
+                              op, -1);
+}
+
+dlpg_status_t dlpg__shm_reduce(dlpg__shm_t *sh, const void *in, void *out, size_t count,
+                               dlpg__dtype_t dt, dlpg_reduce_op_t op, int root) {
+  DLPG_ARG_CHECK(!sh || (root >= 0 && root < sh->size),
+                 "dlpg__shm_reduce: root %d is out of range (size %d)", root, sh ? sh->size : 0);
+  return dlpg__shm_reduce_any(sh, "dlpg__shm_reduce", DLPG__SHM_REDUCE, in, out, count, dt, op,
+                              root);
+}
+
+dlpg_status_t dlpg__shm_reduce_scatter(dlpg__shm_t *sh, const void *in, void *out,
+                                       size_t count, dlpg__dtype_t dt, dlpg_reduce_op_t op) {
+  const char *fn = "dlpg__shm_reduce_scatter";
+  DLPG_ARG_CHECK(sh, "%s: the engine is NULL", fn);
+  dlpg__shm_reducer_t rd;
+  DLPG_CHECK(dlpg__shm_start_reduce(sh, fn, DLPG__SHM_REDUCE_SCATTER, count, dt, op, 0, &rd));
+  DLPG_ARG_CHECK(count == 0 || (in && out), "%s: rank %d: in or out is NULL", fn, sh->rank);
+  size_t E = rd.elem, N = (size_t)sh->size;
+  /* Each block's piece gets a whole number of lines of the slot. */
+  size_t sub = (sh->slot_bytes / N) & ~(size_t)(DLPG__SHM_LINE - 1), per = sub / E;
+  const uint8_t *src = in;
+  size_t off = 0;
+  do {
+    size_t n = count - off < per ? count - off : per;
+    DLPG_CHECK(dlpg__shm_step_begin(sh));
+    uint8_t *mine = dlpg__shm_cur_slot(sh, sh->rank);
+    for (size_t j = 0; n && j < N; j++) memcpy(mine + j * sub, src + (j * count + off) * E, n * E);
+    dlpg__shm_step_post(sh);
+    DLPG_CHECK(dlpg__shm_step_wait_all(sh));
+    dlpg__shm_reduce_slots(sh, &rd, (uint8_t *)out + off * E, (size_t)sh->rank * sub, n);
+    off += n;
+  } while (off < count);
+  return DLPG_OK;
+}

@@ -1,0 +1,345 @@
+/* Creation of the engine: rank 0 makes the segment (an anonymous memfd), listens on an
+ * abstract Unix socket whose name comes from the group's name, a random nonce and rank 0,
+ * and publishes the nonce (with a separate secret token) in the store; every other rank
+ * connects, proves it knows the token, and receives the memfd with SCM_RIGHTS. Each rank
+ * then publishes whether it could join, and all read every rank's answer, so they agree:
+ * all get a handle, or all fail -- with DLPG_ERR_UNSUPPORTED when the cause is that the
+ * ranks do not share a host (socket unreachable, mapping refused, other pid namespace).
+ *
+ * Store keys, under "<name>/shm/<size>.<n>/" where n counts this rank's creations with that name
+ * and size on that store (each rank counts its own, so they agree without meeting):
+ *   nonce    rank 0: "<nonce hex> <token hex>"
+ *   res/<r>  rank r: "ok" or "no <reason>" */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/status.h"
+#include "shm/seg.h"
+
+#define DLPG__SHM_KEY_MAX 512
+
+/* What a joining rank sends rank 0 before it gets the segment. */
+typedef struct dlpg__shm_hello {
+  int32_t rank, pid;
+  uint8_t token[16];
+} dlpg__shm_hello_t;
+
+static size_t dlpg__shm_align(size_t n) {
+  return (n + DLPG__SHM_LINE - 1) & ~(size_t)(DLPG__SHM_LINE - 1);
+}
+
+/* Offsets of the segment's parts for size ranks (seg.h). */
+static void dlpg__shm_layout(dlpg__shm_header_t *h, int size, size_t slot, size_t p2p) {
+  size_t off = dlpg__shm_align(sizeof *h);
+  h->off_ctl = off;
+  off += dlpg__shm_align(sizeof(dlpg__shm_rankctl_t) * (size_t)size);
+  h->off_chan = off;
+  off += dlpg__shm_align(sizeof(dlpg__shm_chan_t) * (size_t)size * (size_t)size);
+  off = (off + 4095) & ~(size_t)4095; /* slots start on a page */
+  h->off_slots = off;
+  off += 2 * slot * (size_t)size;
+  h->off_p2p = off;
+  off += 2 * p2p * (size_t)size * (size_t)size;
+  h->total_bytes = off;
+  h->size = (uint32_t)size;
+  h->slot_bytes = slot;
+  h->p2p_slot_bytes = p2p;
+}
+
+static void dlpg__shm_bind(dlpg__shm_t *sh, uint8_t *base, size_t bytes) {
+  sh->base = base;
+  sh->map_bytes = bytes;
+  sh->hdr = (dlpg__shm_header_t *)base;
+  sh->ctl = (dlpg__shm_rankctl_t *)(base + sh->hdr->off_ctl);
+  sh->chan = (dlpg__shm_chan_t *)(base + sh->hdr->off_chan);
+  sh->slots = base + sh->hdr->off_slots;
+  sh->p2p = base + sh->hdr->off_p2p;
+}
+
+/* The socket's name: group name (hashed, names may be long), nonce, the listening rank. */
+static void dlpg__shm_sock_name(char *out, size_t cap, const char *name, uint64_t nonce) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+  snprintf(out, cap, "dlpg-shm-%016" PRIx64 "-%016" PRIx64 "-r0", h, nonce);
+}
+
+static void dlpg__shm_hex(char *out, const uint8_t *b, size_t n) {
+  for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+/* Rank 0: the memfd, mapped, its header and rank blocks initialised. */
+static dlpg_status_t dlpg__shm_make_segment(dlpg__shm_t *sh, uint64_t nonce, int *memfd) {
+  dlpg__shm_header_t h = {0};
+  dlpg__shm_layout(&h, sh->size, sh->slot_bytes, sh->p2p_slot_bytes);
+  int fd = memfd_create("dlpg-shm", MFD_CLOEXEC);
+  if (fd < 0)
+    return dlpg__error(DLPG_ERR_SYSTEM, "shm rank 0: memfd_create: %s", strerror(errno));
+  if (ftruncate(fd, (off_t)h.total_bytes) != 0) {
+    int e = errno;
+    close(fd);
+    return dlpg__error(DLPG_ERR_SYSTEM, "shm rank 0: ftruncate of the segment to %" PRIu64 " bytes: %s",
+                       h.total_bytes, strerror(e));
+  }
+  void *p = mmap(NULL, h.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    int e = errno;
+    close(fd);
+    return dlpg__error(DLPG_ERR_SYSTEM, "shm rank 0: mmap of %" PRIu64 " bytes: %s", h.total_bytes,
+                       strerror(e));
+  }
+  /* A fresh memfd reads as zeros: counters, waiters and states start at 0 (JOINING). */
+  h.magic = DLPG__SHM_MAGIC;
+  h.version = DLPG__SHM_VERSION;
+  h.nonce = nonce;
+  memcpy(p, &h, sizeof h);
+  dlpg__shm_bind(sh, p, h.total_bytes);
+  *memfd = fd;
+  return DLPG_OK;
+}
+
+/* Rank 0: serve the memfd to the other ranks until each has it, one has published that it
+ * cannot join (its res key exists before it was served), or the deadline. Returns 0 when
+ * every rank was served; a peer's refusal is left to the consensus to report. */
+static dlpg_status_t dlpg__shm_serve(dlpg__shm_t *sh, dlpg_store_t *store, const char *prefix,
+                                     int lfd, int memfd, const uint8_t token[16], double deadline) {
+  int nserved = 0;
+  char *served = calloc((size_t)sh->size, 1);
+  if (!served) return dlpg__error(DLPG_ERR_SYSTEM, "shm rank 0: out of memory");
+  dlpg_status_t st = DLPG_OK;
+  double next_check = 0;
+  while (nserved < sh->size - 1) {
+    double now = dlpg__now();
+    if (now >= deadline) {
+      int missing = -1;
+      for (int q = 1; q < sh->size && missing < 0; q++) if (!served[q]) missing = q;
+      st = dlpg__error(DLPG_ERR_TIMEOUT, "shm rank 0: rank %d did not fetch the segment within %g s",
+                       missing, sh->timeout_s);
+      break;
+    }
+    if (now >= next_check) { /* a rank that cannot connect says so in the store */
+      next_check = now + 0.05;
+      int failed = 0;
+      for (int q = 1; q < sh->size && !failed; q++) {
+        if (served[q]) continue;
+        char key[DLPG__SHM_KEY_MAX + 32];
+        snprintf(key, sizeof key, "%s/res/%d", prefix, q);
+        const char *k = key;
+        int exists = 0;
+        if (dlpg_store_check(store, &k, 1, &exists) == DLPG_OK && exists) failed = 1;
+      }
+      if (failed) break;
+    }
+    struct pollfd p = {lfd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (c < 0) continue;
+    dlpg__shm_hello_t hello;
+    int ignored;
+    struct ucred cred;
+    socklen_t cl = sizeof cred;
+    uint8_t ok = 0;
+    /* A local process that read the socket's name in /proc/net/unix still lacks the token
+     * (it is only in the store); the peer's credentials must match what it claims, or it
+     * lives in another pid namespace, whose pids would mislead the liveness checks. */
+    if (dlpg__shm_sock_recv(c, &hello, sizeof hello, &ignored, deadline) == 0 &&
+        memcmp(hello.token, token, 16) == 0 && hello.rank > 0 && hello.rank < sh->size &&
+        !served[hello.rank] &&
+        getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.uid == getuid()) {
+      ok = cred.pid == hello.pid ? 1 : 2;
+      if (ignored >= 0) close(ignored);
+      dlpg__shm_sock_send(c, &ok, 1, ok == 1 ? memfd : -1);
+      served[hello.rank] = 1;
+      nserved++;
+    }
+    close(c);
+  }
+  free(served);
+  return st;
+}
+
+/* Ranks > 0: fetch and map the segment. DLPG_ERR_UNSUPPORTED when it is unreachable from
+ * here (another host as far as the engine is concerned). */
+static dlpg_status_t dlpg__shm_join(dlpg__shm_t *sh, const char *sock, const uint8_t token[16],
+                                    uint64_t nonce, double deadline) {
+  int c = dlpg__shm_sock_connect(sock);
+  if (c < 0)
+    return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                       "rank %d cannot reach rank 0's socket (%s): not on rank 0's host or network namespace",
+                       sh->rank, strerror(errno));
+  dlpg__shm_hello_t hello = {sh->rank, (int32_t)getpid(), {0}};
+  memcpy(hello.token, token, 16);
+  uint8_t ok = 0;
+  int fd = -1;
+  if (dlpg__shm_sock_send(c, &hello, sizeof hello, -1) != 0 ||
+      dlpg__shm_sock_recv(c, &ok, 1, &fd, deadline) != 0) {
+    int e = errno;
+    close(c);
+    if (fd >= 0) close(fd);
+    return dlpg__error(e == ETIMEDOUT ? DLPG_ERR_TIMEOUT : DLPG_ERR_UNSUPPORTED,
+                       "rank %d got no segment from rank 0: %s", sh->rank, strerror(e));
+  }
+  close(c);
+  if (ok != 1 || fd < 0) {
+    if (fd >= 0) close(fd);
+    return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                       "rank %d is in another pid namespace than rank 0 (its pid differs as rank 0 sees it)",
+                       sh->rank);
+  }
+  dlpg__shm_header_t h = {0};
+  void *p = MAP_FAILED;
+  if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && h.magic == DLPG__SHM_MAGIC &&
+      h.version == DLPG__SHM_VERSION && h.nonce == nonce && h.size == (uint32_t)sh->size)
+    p = mmap(NULL, h.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int e = errno;
+  close(fd); /* the mapping keeps the memory; no name or fd refers to it any more */
+  if (p == MAP_FAILED)
+    return dlpg__error(DLPG_ERR_UNSUPPORTED, "rank %d cannot map rank 0's segment (%s)", sh->rank,
+                       h.magic == DLPG__SHM_MAGIC ? strerror(e) : "not a segment of this group");
+  dlpg__shm_bind(sh, p, h.total_bytes);
+  sh->slot_bytes = h.slot_bytes;
+  sh->p2p_slot_bytes = h.p2p_slot_bytes;
+  return DLPG_OK;
+}
+
+/* Publish this rank's outcome, read everyone's: the first rank that could not join
+ * decides the status of all. */
+static dlpg_status_t dlpg__shm_agree(dlpg__shm_t *sh, dlpg_store_t *store, const char *prefix,
+                                     dlpg_status_t mine, double deadline) {
+  char key[DLPG__SHM_KEY_MAX + 32], val[600];
+  snprintf(val, sizeof val, mine == DLPG_OK ? "ok" : "no %d %s", (int)mine, dlpg__last_error());
+  snprintf(key, sizeof key, "%s/res/%d", prefix, sh->rank);
+  DLPG_CHECK(dlpg_store_set(store, key, val, strlen(val)));
+  for (int q = 0; q < sh->size; q++) {
+    snprintf(key, sizeof key, "%s/res/%d", prefix, q);
+    size_t len = 0;
+    double left = deadline - dlpg__now();
+    dlpg_status_t st = dlpg_store_get(store, key, left > 0.01 ? left : 0.01, val, sizeof val - 1, &len);
+    if (st != DLPG_OK)
+      return dlpg__error(st, "shm rank %d: rank %d did not say whether it joined the segment: %s",
+                         sh->rank, q, dlpg__last_error());
+    val[len < sizeof val - 1 ? len : sizeof val - 1] = '\0';
+    if (strcmp(val, "ok") != 0) {
+      int code = DLPG_ERR_UNSUPPORTED, off = 0;
+      sscanf(val, "no %d %n", &code, &off);
+      return dlpg__error((dlpg_status_t)code, "shm rank %d: %s", sh->rank, val + off);
+    }
+  }
+  return DLPG_OK;
+}
+
+dlpg_status_t dlpg__shm_create(dlpg_store_t *store, const char *name, int rank, int size,
+                               const dlpg__shm_config_t *cfg, dlpg__shm_t **out) {
+  DLPG_ARG_CHECK(store && name && out, "dlpg__shm_create: store, name and out must not be NULL");
+  DLPG_ARG_CHECK(size >= 1 && rank >= 0 && rank < size,
+                 "dlpg__shm_create: rank %d of size %d is out of range", rank, size);
+  DLPG_ARG_CHECK(strlen(name) < DLPG__SHM_KEY_MAX - 64,
+                 "dlpg__shm_create: name is %zu bytes long (at most %d)", strlen(name),
+                 DLPG__SHM_KEY_MAX - 65);
+  *out = NULL;
+  dlpg__shm_t *sh = calloc(1, sizeof *sh);
+  if (!sh) return dlpg__error(DLPG_ERR_SYSTEM, "dlpg__shm_create: out of memory");
+  sh->rank = rank;
+  sh->size = size;
+  sh->timeout_s = cfg && cfg->timeout_s > 0 ? cfg->timeout_s : 300;
+  size_t slot = cfg && cfg->slot_bytes ? cfg->slot_bytes : DLPG__SHM_DEFAULT_SLOT_BYTES;
+  size_t p2p = cfg && cfg->p2p_slot_bytes ? cfg->p2p_slot_bytes : DLPG__SHM_DEFAULT_P2P_SLOT_BYTES;
+  /* Whole lines, and room for each rank's share of a chunk (size sub-slices). */
+  slot = dlpg__shm_align(slot < (size_t)size * 256 ? (size_t)size * 256 : slot);
+  p2p = dlpg__shm_align(p2p < 256 ? 256 : p2p);
+  sh->slot_bytes = slot;
+  sh->p2p_slot_bytes = p2p;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  sh->spin = cfg && cfg->spin >= 0 ? cfg->spin : (ncpu > 0 && size > ncpu ? 64 : 4000);
+  sh->sent = calloc((size_t)size, sizeof *sh->sent);
+  sh->recvd = calloc((size_t)size, sizeof *sh->recvd);
+  double deadline = dlpg__now() + sh->timeout_s;
+  char prefix[DLPG__SHM_KEY_MAX], key[DLPG__SHM_KEY_MAX + 32], sock[100];
+  dlpg_status_t st = DLPG_OK, mine = DLPG_OK;
+  int lfd = -1, memfd = -1;
+  if (!sh->sent || !sh->recvd) {
+    st = dlpg__error(DLPG_ERR_SYSTEM, "dlpg__shm_create: out of memory");
+    goto fail;
+  }
+  int64_t gen = 0;
+  /* Per size too: a creation involves every rank of its size, so each rank's count of
+   * them is the same, but groups of another size under the same name count apart. */
+  snprintf(key, sizeof key, "%s/shm/gen/%d/%d", name, size, rank);
+  DLPG_CHECK_GOTO(dlpg_store_add(store, key, 1, &gen), st, fail);
+  snprintf(prefix, sizeof prefix, "%s/shm/%d.%" PRId64, name, size, gen);
+
+  uint8_t secret[24]; /* nonce (8) + token (16) */
+  char hex[2 * sizeof secret + 2];
+  uint64_t nonce = 0;
+  snprintf(key, sizeof key, "%s/nonce", prefix);
+  if (rank == 0) {
+    if (getrandom(secret, sizeof secret, 0) != (ssize_t)sizeof secret) {
+      st = dlpg__error(DLPG_ERR_SYSTEM, "shm rank 0: getrandom: %s", strerror(errno));
+      goto fail;
+    }
+    memcpy(&nonce, secret, 8);
+    dlpg__shm_sock_name(sock, sizeof sock, name, nonce);
+    mine = dlpg__shm_make_segment(sh, nonce, &memfd);
+    if (mine == DLPG_OK && size > 1 && (lfd = dlpg__shm_sock_listen(sock)) < 0)
+      mine = dlpg__error(DLPG_ERR_SYSTEM, "shm rank 0: listening on @%s: %s", sock, strerror(errno));
+    /* "x": rank 0 has no segment; the peers then learn its reason from its res key. */
+    if (mine == DLPG_OK)
+      dlpg__shm_hex(hex, secret, sizeof secret);
+    else
+      snprintf(hex, sizeof hex, "x");
+    DLPG_CHECK_GOTO(dlpg_store_set(store, key, hex, strlen(hex)), st, fail);
+    if (mine == DLPG_OK && size > 1)
+      mine = dlpg__shm_serve(sh, store, prefix, lfd, memfd, secret + 8, deadline);
+  } else {
+    size_t len = 0;
+    DLPG_CHECK_GOTO(dlpg_store_get(store, key, sh->timeout_s, hex, sizeof hex - 1, &len), st, fail);
+    hex[len < sizeof hex - 1 ? len : sizeof hex - 1] = '\0';
+    if (strcmp(hex, "x") == 0) {
+      mine = dlpg__error(DLPG_ERR_SYSTEM, "rank 0 could not create the segment");
+      goto agree;
+    }
+    for (size_t i = 0; i < sizeof secret; i++) {
+      unsigned v = 0;
+      if (sscanf(hex + 2 * i, "%2x", &v) != 1) v = 0;
+      secret[i] = (uint8_t)v;
+    }
+    memcpy(&nonce, secret, 8);
+    dlpg__shm_sock_name(sock, sizeof sock, name, nonce);
+    mine = dlpg__shm_join(sh, sock, secret + 8, nonce, deadline);
+  }
+agree:
+  if (mine == DLPG_OK) {
+    sh->ctl[rank].pid = (int32_t)getpid();
+    sh->ctl[rank].starttime = dlpg__shm_pid_starttime(getpid());
+  }
+  /* A rank that cannot join still answers, so the others fail with its reason, not at
+   * their deadline. */
+  DLPG_CHECK_GOTO(dlpg__shm_agree(sh, store, prefix, mine, deadline), st, fail);
+  if (lfd >= 0) close(lfd);
+  if (memfd >= 0) close(memfd);
+  atomic_store(&sh->ctl[rank].state, DLPG__SHM_ALIVE);
+  DLPG_INFO(INIT, rank, "shm: segment of %zu bytes for %d ranks mapped (slots %zu, pair slots %zu bytes)",
+            sh->map_bytes, size, sh->slot_bytes, sh->p2p_slot_bytes);
+  *out = sh;
+  return DLPG_OK;
+fail:
+  if (lfd >= 0) close(lfd);
+  if (memfd >= 0) close(memfd);
+  if (sh->base) munmap(sh->base, sh->map_bytes);
+  free(sh->sent);
+  free(sh->recvd);
+  free(sh);
+  return st;
+}

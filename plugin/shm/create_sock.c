@@ -1,0 +1,119 @@
+/* The rendezvous socket of the engine's creation: an abstract-namespace Unix socket
+ * (Linux), so no file is created anywhere and nothing is left when its owner dies, and it
+ * is reachable only from the same network namespace -- which is what tells the ranks that
+ * they share a kernel. Rank 0 passes the segment's memfd over it with SCM_RIGHTS. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "shm/seg.h"
+
+/* sun_path = "\0" + name: the abstract namespace (no filesystem entry). */
+static socklen_t dlpg__shm_sock_addr(const char *name, struct sockaddr_un *a) {
+  memset(a, 0, sizeof *a);
+  a->sun_family = AF_UNIX;
+  size_t n = strlen(name);
+  if (n > sizeof a->sun_path - 1) n = sizeof a->sun_path - 1;
+  memcpy(a->sun_path + 1, name, n);
+  return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+int dlpg__shm_sock_listen(const char *name) {
+  struct sockaddr_un a;
+  socklen_t len = dlpg__shm_sock_addr(name, &a);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -1;
+  if (bind(fd, (struct sockaddr *)&a, len) != 0 || listen(fd, 128) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+int dlpg__shm_sock_connect(const char *name) {
+  struct sockaddr_un a;
+  socklen_t len = dlpg__shm_sock_addr(name, &a);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  /* A listening Unix socket accepts into its backlog at once or refuses: no retry, since
+   * rank 0 listens before it publishes the name. */
+  if (connect(fd, (struct sockaddr *)&a, len) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+int dlpg__shm_sock_send(int fd, const void *buf, size_t len, int pass_fd) {
+  struct iovec iov = {(void *)buf, len};
+  union {
+    char b[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } ctl;
+  struct msghdr m = {0};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  if (pass_fd >= 0) {
+    memset(&ctl, 0, sizeof ctl);
+    m.msg_control = ctl.b;
+    m.msg_controllen = sizeof ctl.b;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+  }
+  /* Small messages on a fresh Unix stream socket go in one piece. MSG_NOSIGNAL: a peer
+   * that went away is an error here, never a SIGPIPE. */
+  ssize_t n;
+  do n = sendmsg(fd, &m, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  return n == (ssize_t)len ? 0 : -1;
+}
+
+int dlpg__shm_sock_recv(int fd, void *buf, size_t len, int *got_fd, double deadline) {
+  size_t have = 0;
+  *got_fd = -1;
+  while (have < len) {
+    double left = deadline - dlpg__now();
+    if (left <= 0) {
+      errno = ETIMEDOUT;
+      return -1;
+    }
+    struct pollfd p = {fd, POLLIN, 0};
+    int pr = poll(&p, 1, (int)(left * 1000) + 1);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) continue;
+    struct iovec iov = {(char *)buf + have, len - have};
+    union {
+      char b[CMSG_SPACE(sizeof(int))];
+      struct cmsghdr align;
+    } ctl;
+    struct msghdr m = {0};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl.b;
+    m.msg_controllen = sizeof ctl.b;
+    ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) {
+      if (n == 0) errno = ECONNRESET;
+      return -1;
+    }
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && *got_fd < 0)
+        memcpy(got_fd, CMSG_DATA(c), sizeof(int));
+    have += (size_t)n;
+  }
+  return 0;
+}

@@ -1,0 +1,36 @@
+/* The engine's handle after creation: abort (from any thread), the deadline, accessors
+ * and teardown. Teardown only unmaps: the memory goes with the last rank's mapping, so
+ * there is nothing to unlink and nothing a killed rank could leave behind. */
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "shm/seg.h"
+
+void dlpg__shm_abort(dlpg__shm_t *sh) {
+  if (!sh) return;
+  atomic_store(&sh->aborted, 1);
+  /* Peers waiting on this rank fail at once ("rank r was aborted"); a waiter of this rank
+   * sleeping on any word wakes and sees the flag. Only atomics and futex wakes here, so a
+   * watchdog thread may call it while the owner is inside an operation. */
+  int32_t alive = DLPG__SHM_ALIVE;
+  atomic_compare_exchange_strong(&sh->ctl[sh->rank].state, &alive, DLPG__SHM_ABORTED);
+  dlpg__shm_wake_all(sh);
+}
+
+void dlpg__shm_destroy(dlpg__shm_t *sh) {
+  if (!sh) return;
+  int32_t alive = DLPG__SHM_ALIVE;
+  atomic_compare_exchange_strong(&sh->ctl[sh->rank].state, &alive, DLPG__SHM_LEFT);
+  dlpg__shm_wake_all(sh);
+  munmap(sh->base, sh->map_bytes);
+  free(sh->sent);
+  free(sh->recvd);
+  free(sh);
+}
+
+void dlpg__shm_set_timeout(dlpg__shm_t *sh, double timeout_s) {
+  if (sh && timeout_s > 0) sh->timeout_s = timeout_s;
+}
+
+int dlpg__shm_rank(const dlpg__shm_t *sh) { return sh->rank; }
+int dlpg__shm_size(const dlpg__shm_t *sh) { return sh->size; }

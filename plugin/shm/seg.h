@@ -1,0 +1,172 @@
+/* The shared segment's layout and the engine's private handle, shared by the engine's
+ * files (create, sync, collectives, pair channels). Nothing outside plugin/shm includes
+ * it: the segment's layout is a contract between the ranks of one build only (rank 0
+ * writes the version; a mismatch makes the creation fail rather than misread memory).
+ *
+ * Layout, each part aligned to DLPG__SHM_LINE so a counter one rank writes never shares a
+ * cache line with another rank's:
+ *   header | size rank blocks | size*size pair channel blocks |
+ *   2 collective slots per rank | 2 pair slots per ordered pair
+ * The slots are large but only the pages ranks touch are ever backed by memory. */
+#ifndef DLPG_SHM_SEG_H_
+#define DLPG_SHM_SEG_H_
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlpg/dlpg.h"
+#include "shm/shm.h"
+
+#define DLPG__SHM_LINE 128 /* two lines: adjacent-line prefetch pulls pairs */
+#define DLPG__SHM_MAGIC 0x316d687367706c64ull /* "dlpgshm1" */
+#define DLPG__SHM_VERSION 1u
+
+/* A rank's state in the segment, read by peers in their slow path. */
+enum { DLPG__SHM_JOINING = 0, DLPG__SHM_ALIVE = 1, DLPG__SHM_LEFT = 2, DLPG__SHM_ABORTED = 3,
+       DLPG__SHM_FAILED = 4 };
+
+/* What a rank called as its collective #opno, so peers can tell a mismatch from a step. */
+typedef struct dlpg__shm_desc {
+  uint32_t opno;
+  uint16_t kind; /* dlpg__shm_kind_t */
+  uint8_t dtype, rop;
+  int32_t root;
+  uint32_t pad;
+  uint64_t count; /* elements (reducing ops) or bytes */
+} dlpg__shm_desc_t;
+
+typedef struct dlpg__shm_rankctl {
+  _Alignas(DLPG__SHM_LINE) _Atomic uint32_t seq; /* last collective step posted (futex) */
+  _Atomic uint32_t seq_waiters;                  /* peers sleeping on seq */
+  _Atomic int32_t state;
+  int32_t pid;                                   /* as this rank sees itself */
+  uint64_t starttime;                            /* /proc/<pid>/stat field 22: pid reuse */
+  /* Written before the first step of an op, indexed by opno % 2: a peer is at most one
+   * step ahead (every step waits for all ranks' previous one), so it cannot overwrite the
+   * descriptor a slower rank is still comparing. */
+  dlpg__shm_desc_t desc[2];
+  char reason[256]; /* the message of this rank's failure, written before state */
+} dlpg__shm_rankctl_t;
+
+/* Ordered pair src -> dst: sent is written by src only, done by dst only (own lines). */
+typedef struct dlpg__shm_chan {
+  _Alignas(DLPG__SHM_LINE) _Atomic uint32_t sent; /* chunks written by src (futex) */
+  _Atomic uint32_t sent_waiters;
+  _Alignas(DLPG__SHM_LINE) _Atomic uint32_t done; /* chunks consumed by dst (futex) */
+  _Atomic uint32_t done_waiters;
+} dlpg__shm_chan_t;
+
+/* The head of each pair slot; the chunk's bytes follow at DLPG__SHM_P2P_HEAD. */
+typedef struct dlpg__shm_msg {
+  uint64_t total; /* bytes of the whole message */
+  int32_t tag;
+  uint32_t len;   /* bytes in this chunk */
+} dlpg__shm_msg_t;
+#define DLPG__SHM_P2P_HEAD 64
+
+typedef struct dlpg__shm_header {
+  uint64_t magic;
+  uint64_t nonce;
+  uint32_t version, size;
+  uint64_t slot_bytes, p2p_slot_bytes, total_bytes;
+  uint64_t off_ctl, off_chan, off_slots, off_p2p;
+} dlpg__shm_header_t;
+
+typedef enum dlpg__shm_kind {
+  DLPG__SHM_ALLREDUCE = 1, DLPG__SHM_REDUCE, DLPG__SHM_BROADCAST, DLPG__SHM_ALLGATHER,
+  DLPG__SHM_REDUCE_SCATTER, DLPG__SHM_ALLTOALL, DLPG__SHM_BARRIER
+} dlpg__shm_kind_t;
+
+struct dlpg__shm {
+  int rank, size;
+  uint8_t *base;
+  size_t map_bytes;
+  dlpg__shm_header_t *hdr;
+  dlpg__shm_rankctl_t *ctl;  /* [size] */
+  dlpg__shm_chan_t *chan;    /* [src * size + dst] */
+  uint8_t *slots;            /* rank r, slot b: slots + (2r + b) * slot_bytes */
+  uint8_t *p2p;              /* pair (s,d), slot b: p2p + ((s*size + d)*2 + b) * p2p_slot_bytes */
+  size_t slot_bytes, p2p_slot_bytes;
+  double timeout_s;
+  int spin;
+  _Atomic int aborted;       /* set by dlpg__shm_abort from any thread */
+  /* The caller's thread only: */
+  uint32_t step;             /* last collective step this rank posted */
+  uint32_t cur;              /* the step in progress (step + 1 once begun) */
+  uint32_t opno;             /* collectives issued */
+  uint32_t *sent, *recvd;    /* [size] chunks this rank sent to / received from a peer */
+  dlpg_status_t broken;      /* first failure; later operations repeat it */
+  char broken_msg[512];
+  /* The operation in progress, for messages and deadlines. */
+  const char *op_name;        /* op_label, or a p2p operation's name */
+  char op_label[48];          /* "allreduce #7" */
+  dlpg__shm_desc_t desc;      /* of the collective in progress */
+  uint32_t op_first_step;
+  double deadline;
+};
+
+/* Addresses of the parts. */
+static inline uint8_t *dlpg__shm_slot(const dlpg__shm_t *sh, int r, uint32_t step) {
+  return sh->slots + ((size_t)2 * (size_t)r + (step & 1u)) * sh->slot_bytes;
+}
+static inline uint8_t *dlpg__shm_p2p_slot(const dlpg__shm_t *sh, int s, int d, uint32_t n) {
+  return sh->p2p + (((size_t)s * (size_t)sh->size + (size_t)d) * 2 + (n & 1u)) *
+                       sh->p2p_slot_bytes;
+}
+static inline dlpg__shm_chan_t *dlpg__shm_chan(const dlpg__shm_t *sh, int s, int d) {
+  return &sh->chan[(size_t)s * (size_t)sh->size + (size_t)d];
+}
+/* a >= b for counters that wrap around. */
+static inline int dlpg__shm_ge(uint32_t a, uint32_t b) { return (int32_t)(a - b) >= 0; }
+
+/* sync.c: waiting and waking. */
+/* Start an operation named name (for messages): fails at once when broken or aborted,
+ * sets the deadline. */
+dlpg_status_t dlpg__shm_op_start(dlpg__shm_t *sh, const char *name);
+/* Wait until *word >= target, where word is written by rank peer: spin, then sleep on the
+ * shared futex in slices, checking abort, the peer's state and life, and the deadline.
+ * what names the wait for a timeout ("reach allreduce #7"). Failure breaks the handle. */
+dlpg_status_t dlpg__shm_wait(dlpg__shm_t *sh, _Atomic uint32_t *word, _Atomic uint32_t *waiters,
+                             uint32_t target, int peer, const char *what);
+/* Store value into word and wake sleepers if any announced themselves. */
+void dlpg__shm_post(_Atomic uint32_t *word, _Atomic uint32_t *waiters, uint32_t value);
+/* Record status and the current message as the handle's failure; tell the peers. */
+dlpg_status_t dlpg__shm_break(dlpg__shm_t *sh, dlpg_status_t st);
+/* Wake every futex word of the segment (abort, destroy). */
+void dlpg__shm_wake_all(dlpg__shm_t *sh);
+/* 1 while the process pid with that start time lives (a zombie counts as dead). */
+int dlpg__shm_pid_alive(int pid, uint64_t starttime);
+/* The start time of pid (field 22 of /proc/<pid>/stat), 0 when unknown. */
+uint64_t dlpg__shm_pid_starttime(int pid);
+
+/* step.c: the collective steps. Step k: a rank writes its slot (k % 2) only after every
+ * rank posted k - 1 (so nobody still reads what it held at step k - 2), posts k, then
+ * reads the slots of the ranks it needs once they posted k. */
+/* Start collective #opno of kind (fails when broken or aborted); count, dtype, rop and
+ * root go into the descriptor peers compare. */
+dlpg_status_t dlpg__shm_coll_start(dlpg__shm_t *sh, dlpg__shm_kind_t kind, uint64_t count,
+                                   int dtype, int rop, int root);
+/* Begin the next step: wait until every rank posted the previous one. */
+dlpg_status_t dlpg__shm_step_begin(dlpg__shm_t *sh);
+/* Publish this rank's slot of the current step. */
+void dlpg__shm_step_post(dlpg__shm_t *sh);
+/* Wait until rank q posted the current step (on the op's first step, compare what q
+ * called with what this rank called). */
+dlpg_status_t dlpg__shm_step_wait(dlpg__shm_t *sh, int q);
+dlpg_status_t dlpg__shm_step_wait_all(dlpg__shm_t *sh);
+/* Rank q's slot of the current step. */
+static inline uint8_t *dlpg__shm_cur_slot(const dlpg__shm_t *sh, int q) {
+  return dlpg__shm_slot(sh, q, sh->cur);
+}
+
+/* create_sock.c: the rendezvous socket (abstract namespace) and fd passing. */
+int dlpg__shm_sock_listen(const char *name);
+/* -1 with errno set when nobody listens under name in this network namespace. */
+int dlpg__shm_sock_connect(const char *name);
+int dlpg__shm_sock_send(int fd, const void *buf, size_t len, int pass_fd);
+/* Receives up to len bytes (all of them, or fails) and an fd if one came (*got_fd, -1 if
+ * none). Waits until deadline (dlpg__now() seconds). */
+int dlpg__shm_sock_recv(int fd, void *buf, size_t len, int *got_fd, double deadline);
+
+#endif

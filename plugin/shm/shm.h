@@ -1,0 +1,117 @@
+/* The shared-memory engine for ranks of one host: a segment every rank of a group maps,
+ * and collectives and pair transfers on raw host buffers through it. It is the engine of
+ * the CPU backend for one-host groups; the backend's table (core/backend.h) is a thin
+ * adapter over these functions. It knows only the ground floor (base/) and the store's
+ * public API, so it can be tested on its own.
+ *
+ * Lifetime: the segment is an anonymous memfd (never a file of /dev/shm) created by rank 0
+ * and passed to the other ranks over an abstract Unix socket; once every rank has mapped
+ * it, no name refers to it, so it goes when the last rank's mapping goes, kill -9 included.
+ *
+ * Threading: one operation at a time per handle (the backend's worker serialises them);
+ * dlpg__shm_abort may be called from any thread at any time, and wakes the waiter.
+ *
+ * Errors: every function returns a dlpg_status_t and records a message that names the
+ * rank, its pid and the operation (base/status.h). After a failure (timeout, dead or
+ * failed peer, mismatched calls, abort) the handle is broken: later operations fail at
+ * once with the first message, and the peers learn of it through the segment. */
+#ifndef DLPG_SHM_SHM_H_
+#define DLPG_SHM_SHM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/tensor.h"
+#include "dlpg/dlpg.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dlpg__shm dlpg__shm_t;
+
+typedef struct dlpg__shm_config {
+  /* Bytes of each of a rank's two collective slots: operations larger than this are
+   * pipelined through them in chunks. 0: DLPG__SHM_DEFAULT_SLOT_BYTES. */
+  size_t slot_bytes;
+  /* Bytes of each of the two slots of a pair channel (send/recv). 0: the default. */
+  size_t p2p_slot_bytes;
+  /* Seconds an operation (and the creation) may take before DLPG_ERR_TIMEOUT. */
+  double timeout_s;
+  /* Pause-instruction iterations a waiter spins before it sleeps on the futex; < 0: the
+   * default (short when there are more ranks than CPUs, so oversubscribed ranks sleep). */
+  int spin;
+} dlpg__shm_config_t;
+
+#define DLPG__SHM_DEFAULT_SLOT_BYTES ((size_t)1 << 20)
+#define DLPG__SHM_DEFAULT_P2P_SLOT_BYTES ((size_t)256 << 10)
+#define DLPG__SHM_HOST_ID_MAX 256
+
+/* This host's identity as seen by the calling process: "hostname/boot id/netns inode/
+ * pidns inode". Computed without waiting for anyone, so a rank can publish it at group
+ * creation. Ranks with equal strings share a kernel, a network namespace (so an abstract
+ * socket reaches) and a pid namespace (so pids name the same processes). */
+dlpg_status_t dlpg__shm_host_id(char *out, size_t cap);
+
+/* Create the engine of rank `rank` of `size` ranks, meeting through `store` under the
+ * key prefix `name` (the group's; each creation with the same name on the same store
+ * gets its own keys, so a re-created group never meets a stale one). Collective: every
+ * rank calls it. The ranks agree on the outcome: either all get a handle or all fail.
+ * DLPG_ERR_UNSUPPORTED: some rank could not reach rank 0's socket, could not map the
+ * segment or lives in another pid namespace -- the ranks are not on one host as the
+ * engine needs, and the caller may fall back to another backend (the message says which
+ * rank and why). Other statuses: the creation itself failed (timeout, store, system). */
+dlpg_status_t dlpg__shm_create(dlpg_store_t *store, const char *name, int rank, int size,
+                               const dlpg__shm_config_t *cfg, dlpg__shm_t **out);
+
+/* Unmap and free. Peers still waiting on this rank fail with "rank r left". NULL ok. */
+void dlpg__shm_destroy(dlpg__shm_t *sh);
+
+/* Make the current and every later operation fail with DLPG_ERR_ABORTED; wakes a waiter
+ * at once; the peers see this rank as aborted. Any thread, async-signal-safe enough to
+ * call from a watchdog (atomics and futex wakes only). */
+void dlpg__shm_abort(dlpg__shm_t *sh);
+
+/* The operation deadline (seconds) used from the next operation on. */
+void dlpg__shm_set_timeout(dlpg__shm_t *sh, double timeout_s);
+
+int dlpg__shm_rank(const dlpg__shm_t *sh);
+int dlpg__shm_size(const dlpg__shm_t *sh);
+
+/* DLPG_OK when op can reduce dt here (the Gloo path's rules: integers and bool take sum,
+ * prod, min, max, band, bor, bxor; float16/bfloat16/float32/float64 take sum, prod, min,
+ * max, avg); else DLPG_ERR_UNSUPPORTED with a message naming fn. */
+dlpg_status_t dlpg__shm_check_reduce(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op);
+
+/* Collectives: every rank calls the same sequence with the same counts, dtype, op and
+ * root (a mismatch is detected and named where the engine can see it). Buffers are host
+ * memory the caller owns for the call; in and out may be the same buffer (in place).
+ * count is in elements of dt for the reducing operations, nbytes in bytes otherwise. */
+dlpg_status_t dlpg__shm_allreduce(dlpg__shm_t *sh, const void *in, void *out, size_t count,
+                                  dlpg__dtype_t dt, dlpg_reduce_op_t op);
+/* out is written on root only (may be NULL elsewhere). */
+dlpg_status_t dlpg__shm_reduce(dlpg__shm_t *sh, const void *in, void *out, size_t count,
+                               dlpg__dtype_t dt, dlpg_reduce_op_t op, int root);
+dlpg_status_t dlpg__shm_broadcast(dlpg__shm_t *sh, void *buf, size_t nbytes, int root);
+/* in: nbytes; out: size * nbytes, rank q's block at q * nbytes. */
+dlpg_status_t dlpg__shm_allgather(dlpg__shm_t *sh, const void *in, void *out, size_t nbytes);
+/* in: size * count elements; out: count elements, the reduction of every rank's block
+ * `rank`. */
+dlpg_status_t dlpg__shm_reduce_scatter(dlpg__shm_t *sh, const void *in, void *out,
+                                       size_t count, dlpg__dtype_t dt, dlpg_reduce_op_t op);
+/* in and out: size blocks of nbytes; block j of in goes to rank j, block q of out came
+ * from rank q. */
+dlpg_status_t dlpg__shm_alltoall(dlpg__shm_t *sh, const void *in, void *out, size_t nbytes);
+dlpg_status_t dlpg__shm_barrier(dlpg__shm_t *sh);
+
+/* Pair channel: the n-th send to peer meets peer's n-th recv from this rank (FIFO per
+ * ordered pair, independent of the collectives and of other pairs). tag and nbytes must
+ * match the peer's (a mismatch fails the receive with DLPG_ERR_INVALID_ARGUMENT, after the
+ * message has been drained so the channel stays in step). */
+dlpg_status_t dlpg__shm_send(dlpg__shm_t *sh, const void *buf, size_t nbytes, int peer, int tag);
+dlpg_status_t dlpg__shm_recv(dlpg__shm_t *sh, void *buf, size_t nbytes, int peer, int tag);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,203 @@
+/* Waiting and waking between the ranks of the segment. A waiter spins a bounded number of
+ * pause iterations (cheap when the peer is running on another core), then sleeps on the
+ * counter itself with a shared futex (FUTEX_WAIT without the private flag: the word lives
+ * in a mapping of several processes) in slices of at most 100 ms. Between slices it checks
+ * what can end the wait without the peer's help: this rank's abort flag, the peer's state
+ * in the segment, the peer's life (its pid), and the operation's deadline. A waker issues
+ * FUTEX_WAKE only when a waiter announced itself, so the fast path is one store. */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/status.h"
+#include "shm/seg.h"
+
+#define DLPG__SHM_SLICE_S 0.1
+
+static inline void dlpg__shm_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static void dlpg__shm_futex_wait(_Atomic uint32_t *word, uint32_t val, double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  /* EAGAIN (the word changed), EINTR and ETIMEDOUT all mean: look again. */
+  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+static void dlpg__shm_futex_wake(_Atomic uint32_t *word) {
+  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+void dlpg__shm_post(_Atomic uint32_t *word, _Atomic uint32_t *waiters, uint32_t value) {
+  /* seq_cst store then load, against the waiter's seq_cst increment then load: one of the
+   * two sides sees the other, so a sleeper is never missed. */
+  atomic_store(word, value);
+  if (atomic_load(waiters) != 0) dlpg__shm_futex_wake(word);
+}
+
+void dlpg__shm_wake_all(dlpg__shm_t *sh) {
+  for (int q = 0; q < sh->size; q++) dlpg__shm_futex_wake(&sh->ctl[q].seq);
+  for (int i = 0; i < sh->size * sh->size; i++) {
+    dlpg__shm_futex_wake(&sh->chan[i].sent);
+    dlpg__shm_futex_wake(&sh->chan[i].done);
+  }
+}
+
+uint64_t dlpg__shm_pid_starttime(int pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  /* The command name (field 2) may hold spaces and parentheses: count from the last ')'. */
+  char *p = strrchr(buf, ')');
+  if (!p) return 0;
+  p += 2; /* field 3, the state */
+  unsigned long long st = 0;
+  for (int field = 3; field < 22 && *p; field++) {
+    p = strchr(p, ' ');
+    if (!p) return 0;
+    p++;
+  }
+  if (sscanf(p, "%llu", &st) != 1) return 0;
+  return st;
+}
+
+int dlpg__shm_pid_alive(int pid, uint64_t starttime) {
+  if (pid <= 0) return 1; /* not yet known: let the deadline decide */
+  if (kill(pid, 0) != 0 && errno == ESRCH) return 0;
+  /* A killed child of a parent that has not reaped it yet is a zombie: kill() still finds
+   * it, /proc shows state Z. A reused pid shows another start time. */
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return 1; /* no /proc: kill() is all we know */
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')');
+  if (p && (p[2] == 'Z' || p[2] == 'X')) return 0;
+  if (starttime != 0) {
+    uint64_t now = dlpg__shm_pid_starttime(pid);
+    if (now != 0 && now != starttime) return 0;
+  }
+  return 1;
+}
+
+dlpg_status_t dlpg__shm_break(dlpg__shm_t *sh, dlpg_status_t st) {
+  if (sh->broken == DLPG_OK) {
+    sh->broken = st;
+    snprintf(sh->broken_msg, sizeof sh->broken_msg, "%s", dlpg__last_error());
+    dlpg__shm_rankctl_t *me = &sh->ctl[sh->rank];
+    if (atomic_load(&me->state) == DLPG__SHM_ALIVE) {
+      snprintf(me->reason, sizeof me->reason, "%.255s", sh->broken_msg);
+      /* Peers waiting on this rank then fail at once instead of at their deadline; the
+       * release order makes the reason visible before the state. */
+      atomic_store(&me->state, st == DLPG_ERR_ABORTED ? DLPG__SHM_ABORTED : DLPG__SHM_FAILED);
+    }
+    dlpg__shm_wake_all(sh);
+  }
+  return st;
+}
+
+dlpg_status_t dlpg__shm_op_start(dlpg__shm_t *sh, const char *name) {
+  sh->op_name = name;
+  if (atomic_load(&sh->aborted))
+    return dlpg__shm_break(sh, dlpg__error(DLPG_ERR_ABORTED, "shm rank %d: %s: the group was aborted",
+                                           sh->rank, name));
+  if (sh->broken != DLPG_OK)
+    return dlpg__error(sh->broken, "shm rank %d: %s: the group failed earlier: %s", sh->rank,
+                       name, sh->broken_msg);
+  sh->deadline = dlpg__now() + sh->timeout_s;
+  return DLPG_OK;
+}
+
+static dlpg_status_t dlpg__shm_dead(dlpg__shm_t *sh, int q) {
+  return dlpg__error(DLPG_ERR_REMOTE, "shm rank %d: rank %d (pid %d) died during %s", sh->rank, q,
+                     sh->ctl[q].pid, sh->op_name ? sh->op_name : "the operation");
+}
+
+/* Why peer cannot satisfy the wait any more, as a status and message; DLPG_OK if it may. */
+static dlpg_status_t dlpg__shm_peer_check(dlpg__shm_t *sh, int peer) {
+  dlpg__shm_rankctl_t *c = &sh->ctl[peer];
+  int32_t state = atomic_load(&c->state);
+  const char *op = sh->op_name ? sh->op_name : "the operation";
+  /* JOINING: the peer has its mapping but has not yet read every rank's answer. */
+  if (state == DLPG__SHM_ALIVE || state == DLPG__SHM_JOINING) {
+    if (!dlpg__shm_pid_alive(c->pid, c->starttime)) return dlpg__shm_dead(sh, peer);
+    return DLPG_OK;
+  }
+  /* A peer that left may have exited since: it left, it did not die. */
+  if (state == DLPG__SHM_LEFT)
+    return dlpg__error(DLPG_ERR_REMOTE, "shm rank %d: rank %d (pid %d) left the group (destroyed it) during %s",
+                       sh->rank, peer, c->pid, op);
+  /* The peer gave up: when it did because another rank died, name the dead one -- the
+   * cause -- rather than the messenger. */
+  for (int q = 0; q < sh->size; q++)
+    if (q != sh->rank && q != peer && atomic_load(&sh->ctl[q].state) != DLPG__SHM_LEFT &&
+        !dlpg__shm_pid_alive(sh->ctl[q].pid, sh->ctl[q].starttime))
+      return dlpg__shm_dead(sh, q);
+  if (state == DLPG__SHM_ABORTED)
+    return dlpg__error(DLPG_ERR_REMOTE, "shm rank %d: rank %d (pid %d) was aborted during %s",
+                       sh->rank, peer, c->pid, op);
+  return dlpg__error(DLPG_ERR_REMOTE, "shm rank %d: rank %d (pid %d) failed during %s: %.256s",
+                     sh->rank, peer, c->pid, op, c->reason);
+}
+
+dlpg_status_t dlpg__shm_wait(dlpg__shm_t *sh, _Atomic uint32_t *word, _Atomic uint32_t *waiters,
+                             uint32_t target, int peer, const char *what) {
+  for (int i = 0; i < sh->spin; i++) {
+    if (dlpg__shm_ge(atomic_load_explicit(word, memory_order_acquire), target)) return DLPG_OK;
+    dlpg__shm_pause();
+  }
+  for (;;) {
+    uint32_t v = atomic_load(word);
+    if (dlpg__shm_ge(v, target)) return DLPG_OK;
+    if (atomic_load(&sh->aborted))
+      return dlpg__shm_break(sh, dlpg__error(DLPG_ERR_ABORTED,
+                                             "shm rank %d: the group was aborted during %s (waiting for rank %d)",
+                                             sh->rank, sh->op_name, peer));
+    dlpg_status_t st = dlpg__shm_peer_check(sh, peer);
+    if (st != DLPG_OK) {
+      /* The peer may have posted just before it went: look once more. */
+      if (dlpg__shm_ge(atomic_load(word), target)) return DLPG_OK;
+      return dlpg__shm_break(sh, st);
+    }
+    double left = sh->deadline - dlpg__now();
+    if (left <= 0) {
+      if (dlpg__shm_ge(atomic_load(word), target)) return DLPG_OK;
+      if (what)
+        return dlpg__shm_break(sh, dlpg__error(DLPG_ERR_TIMEOUT,
+                                               "shm rank %d: rank %d (pid %d) did not %s within %g s",
+                                               sh->rank, peer, sh->ctl[peer].pid, what, sh->timeout_s));
+      /* A collective step: say whether the peer never arrived or stalled inside. */
+      if (!dlpg__shm_ge(v, sh->op_first_step))
+        return dlpg__shm_break(sh, dlpg__error(DLPG_ERR_TIMEOUT,
+                                               "shm rank %d: rank %d (pid %d) did not reach %s within %g s",
+                                               sh->rank, peer, sh->ctl[peer].pid, sh->op_label, sh->timeout_s));
+      return dlpg__shm_break(sh, dlpg__error(DLPG_ERR_TIMEOUT,
+                                             "shm rank %d: rank %d (pid %d) stalled in %s for %g s (at its step %u of it, "
+                                             "this rank waits for step %u)",
+                                             sh->rank, peer, sh->ctl[peer].pid, sh->op_label, sh->timeout_s,
+                                             v - sh->op_first_step + 1, target - sh->op_first_step + 1));
+    }
+    atomic_fetch_add(waiters, 1);
+    v = atomic_load(word);
+    if (!dlpg__shm_ge(v, target) && !atomic_load(&sh->aborted))
+      dlpg__shm_futex_wait(word, v, left < DLPG__SHM_SLICE_S ? left : DLPG__SHM_SLICE_S);
+    atomic_fetch_sub(waiters, 1);
+  }
+}

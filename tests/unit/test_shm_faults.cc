@@ -1,0 +1,245 @@
+// The shm engine's lifecycle and faults: the host identity, creation (a rank in another
+// network namespace makes every rank fail with DLPG_ERR_UNSUPPORTED, the fallback signal),
+// re-creation under the same name, nothing in /dev/shm, kill -9 of a rank mid-operation
+// (survivors fail naming it within timeout + 1 s), SIGSTOP (a timeout naming the stopped
+// rank), abort from another thread, a peer that leaves, and mismatched collectives.
+#include "test_shm_util.h"
+
+#include <sched.h>
+#include <sys/stat.h>
+
+#include <atomic>
+
+using namespace shmtest;
+
+namespace {
+
+bool Has(const char *hay, const std::string &needle) { return strstr(hay, needle.c_str()) != nullptr; }
+
+TEST(ShmHost, IdentityIsStableAndNamesTheNamespaces) {
+  char a[DLPG__SHM_HOST_ID_MAX], b[DLPG__SHM_HOST_ID_MAX];
+  ASSERT_EQ(dlpg__shm_host_id(a, sizeof a), DLPG_OK) << dlpg_last_error();
+  ASSERT_EQ(dlpg__shm_host_id(b, sizeof b), DLPG_OK);
+  EXPECT_STREQ(a, b);
+  struct stat st;
+  ASSERT_EQ(stat("/proc/self/ns/net", &st), 0);
+  EXPECT_TRUE(Has(a, "/net:" + std::to_string(st.st_ino) + "/")) << a;
+  char tiny[4];
+  EXPECT_EQ(dlpg__shm_host_id(tiny, sizeof tiny), DLPG_ERR_INVALID_ARGUMENT);
+}
+
+TEST(ShmLife, NothingInDevShmAndSameNameAgain) {
+  ASSERT_TRUE(DevShmDlpg().empty());
+  Opts o;
+  o.create = false;
+  o.name = "again";
+  auto codes = RunRanks(3, o, [](Rank &k) {
+    // First a group of 2 under the same name (rank 2 is not in it): the group of 3 after it
+    // must not meet that one's keys.
+    if (k.rank < 2) {
+      dlpg__shm_config_t cfg{4096, 0, 20, -1};
+      dlpg__shm_t *sh = nullptr;
+      ASSERT_EQ(dlpg__shm_create(k.store, "again", k.rank, 2, &cfg, &sh), DLPG_OK) << dlpg_last_error();
+      ASSERT_EQ(dlpg__shm_barrier(sh), DLPG_OK) << dlpg_last_error();
+      dlpg__shm_destroy(sh);
+    }
+    for (int round = 0; round < 3; round++) {
+      dlpg__shm_config_t cfg{4096, 0, 20, -1};
+      dlpg__shm_t *sh = nullptr;
+      ASSERT_EQ(dlpg__shm_create(k.store, "again", k.rank, k.size, &cfg, &sh), DLPG_OK) << dlpg_last_error();
+      EXPECT_TRUE(DevShmDlpg().empty()) << "a segment has a name in /dev/shm";
+      int64_t v = k.rank + round, out = 0;
+      for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(dlpg__shm_allreduce(sh, &v, &out, 1, DLPG__DT_INT64, DLPG_SUM), DLPG_OK) << dlpg_last_error();
+        EXPECT_EQ(out, 3 + 3 * round);
+      }
+      dlpg__shm_destroy(sh);
+    }
+  });
+  ExpectAllPass(codes);
+  EXPECT_TRUE(DevShmDlpg().empty());
+}
+
+// Rank 1 moves to a new network namespace after connecting to the store: rank 0's
+// abstract socket is then out of its reach, as on another host.
+TEST(ShmLife, OtherNetworkNamespaceIsUnsupportedEverywhere) {
+  {
+    pid_t p = fork();
+    if (p == 0) _exit(unshare(CLONE_NEWNET) == 0 ? 0 : 1);
+    int status = 0;
+    waitpid(p, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) GTEST_SKIP() << "unshare(CLONE_NEWNET) not permitted";
+  }
+  Opts o;
+  o.create = false;
+  o.timeout = 10;
+  auto codes = RunRanks(3, o, [](Rank &k) {
+    if (k.rank == 1) {
+      ASSERT_EQ(unshare(CLONE_NEWNET), 0);
+    }
+    dlpg__shm_config_t cfg{0, 0, 10, -1};
+    dlpg__shm_t *sh = nullptr;
+    double t0 = Now();
+    EXPECT_EQ(dlpg__shm_create(k.store, "netns", k.rank, k.size, &cfg, &sh), DLPG_ERR_UNSUPPORTED)
+        << dlpg_last_error();
+    EXPECT_TRUE(Has(dlpg_last_error(), "rank 1 cannot reach rank 0's socket")) << dlpg_last_error();
+    EXPECT_LT(Now() - t0, 5.0) << "the failure must not wait for the deadline";
+    EXPECT_EQ(sh, nullptr);
+  });
+  ExpectAllPass(codes);
+}
+
+// Survivors of a kill -9 fail with DLPG_ERR_REMOTE naming the dead rank and its pid,
+// within the timeout + 1 s. The killed rank is not reaped meanwhile (a zombie counts as dead).
+TEST(ShmFaults, KillNineMidAllreduce) {
+  Opts o;
+  o.timeout = 5;
+  o.slot = 64 << 10;
+  o.name = "kill9";
+  o.parent = [](const std::vector<pid_t> &pids, Store &st) {
+    size_t len;
+    char buf[8];
+    ASSERT_EQ(dlpg_store_get(st.s, "kill9/looping", 20, buf, sizeof buf, &len), DLPG_OK);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    kill(pids[2], SIGKILL);
+  };
+  auto codes = RunRanks(3, o, [](Rank &k) {
+    std::vector<float> in(1 << 20, 1.0f + k.rank), out(1 << 20);
+    if (k.rank == 0) dlpg_store_set(k.store, "kill9/looping", "1", 1);
+    for (int i = 0;; i++) {
+      double t0 = Now();
+      dlpg_status_t s = dlpg__shm_allreduce(k.sh, in.data(), out.data(), in.size(), DLPG__DT_FLOAT32, DLPG_SUM);
+      if (s == DLPG_OK) continue;
+      EXPECT_EQ(s, DLPG_ERR_REMOTE) << dlpg_last_error();
+      EXPECT_TRUE(Has(dlpg_last_error(), "rank 2 (pid ")) << dlpg_last_error();
+      EXPECT_TRUE(Has(dlpg_last_error(), "died during allreduce #")) << dlpg_last_error();
+      EXPECT_LT(Now() - t0, 5.0 + 1.0);
+      // Broken from now on: the next call repeats the failure at once.
+      EXPECT_EQ(dlpg__shm_barrier(k.sh), DLPG_ERR_REMOTE);
+      EXPECT_TRUE(Has(dlpg_last_error(), "failed earlier")) << dlpg_last_error();
+      break;
+    }
+  });
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+  EXPECT_EQ(codes[2], 128 + SIGKILL);
+  EXPECT_TRUE(DevShmDlpg().empty());
+}
+
+// A stopped rank is alive but does not progress: the others time out naming it.
+TEST(ShmFaults, StoppedRankTimesOutNamingIt) {
+  Opts o;
+  o.timeout = 2;
+  o.name = "stop";
+  o.parent = [](const std::vector<pid_t> &pids, Store &st) {
+    size_t len;
+    char buf[8];
+    ASSERT_EQ(dlpg_store_get(st.s, "stop/ready", 20, buf, sizeof buf, &len), DLPG_OK);
+    kill(pids[1], SIGSTOP);
+    ASSERT_EQ(dlpg_store_get(st.s, "stop/done", 20, buf, sizeof buf, &len), DLPG_OK);
+    kill(pids[1], SIGKILL);
+    kill(pids[1], SIGCONT);
+  };
+  auto codes = RunRanks(2, o, [](Rank &k) {
+    if (k.rank == 1) {
+      dlpg_store_set(k.store, "stop/ready", "1", 1);
+      pause();  // stopped, then killed
+      return;
+    }
+    size_t len;
+    char buf[8];
+    ASSERT_EQ(dlpg_store_get(k.store, "stop/ready", 20, buf, sizeof buf, &len), DLPG_OK);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    int32_t v = 1, out;
+    double t0 = Now();
+    EXPECT_EQ(dlpg__shm_allreduce(k.sh, &v, &out, 1, DLPG__DT_INT32, DLPG_SUM), DLPG_ERR_TIMEOUT);
+    double took = Now() - t0;
+    EXPECT_TRUE(Has(dlpg_last_error(), "rank 1 (pid ")) << dlpg_last_error();
+    EXPECT_TRUE(Has(dlpg_last_error(), "did not reach allreduce #1 within 2 s")) << dlpg_last_error();
+    EXPECT_GE(took, 1.9);
+    EXPECT_LT(took, 3.0);
+    dlpg_store_set(k.store, "stop/done", "1", 1);
+  });
+  EXPECT_EQ(codes[0], 0);
+}
+
+// Abort from another thread ends a wait at once; the peer then sees the abort.
+TEST(ShmFaults, AbortFromAnotherThread) {
+  Opts o;
+  o.timeout = 30;
+  o.name = "abort";
+  auto codes = RunRanks(2, o, [](Rank &k) {
+    if (k.rank == 1) {
+      size_t len;
+      char buf[8];
+      ASSERT_EQ(dlpg_store_get(k.store, "abort/done", 20, buf, sizeof buf, &len), DLPG_OK);
+      // Rank 0 had posted its input before it was aborted: this one may still complete.
+      std::vector<double> v(1000, 1.0), out(1000);
+      dlpg_status_t s = dlpg__shm_allreduce(k.sh, v.data(), out.data(), v.size(), DLPG__DT_FLOAT64, DLPG_SUM);
+      EXPECT_TRUE(s == DLPG_OK || s == DLPG_ERR_REMOTE) << dlpg_last_error();
+      double t0 = Now();
+      EXPECT_EQ(dlpg__shm_barrier(k.sh), DLPG_ERR_REMOTE);
+      EXPECT_TRUE(Has(dlpg_last_error(), "rank 0 (pid ")) << dlpg_last_error();
+      EXPECT_TRUE(Has(dlpg_last_error(), "was aborted")) << dlpg_last_error();
+      EXPECT_LT(Now() - t0, 2.0);
+      return;
+    }
+    std::thread t([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      dlpg__shm_abort(k.sh);
+    });
+    double t0 = Now();
+    std::vector<double> v(1000, 1.0), out(1000);
+    EXPECT_EQ(dlpg__shm_allreduce(k.sh, v.data(), out.data(), v.size(), DLPG__DT_FLOAT64, DLPG_SUM),
+              DLPG_ERR_ABORTED);
+    double took = Now() - t0;
+    t.join();
+    EXPECT_TRUE(Has(dlpg_last_error(), "aborted during allreduce #1")) << dlpg_last_error();
+    EXPECT_LT(took, 1.5);
+    EXPECT_EQ(dlpg__shm_barrier(k.sh), DLPG_ERR_ABORTED);
+    dlpg_store_set(k.store, "abort/done", "1", 1);
+  });
+  ExpectAllPass(codes);
+}
+
+// A rank that destroys its engine while a peer waits: the peer fails naming it.
+TEST(ShmFaults, PeerLeaves) {
+  Opts o;
+  o.name = "leave";
+  auto codes = RunRanks(2, o, [](Rank &k) {
+    if (k.rank == 1) {
+      dlpg__shm_destroy(k.sh);
+      k.sh = nullptr;
+      return;
+    }
+    uint8_t b = 0;
+    double t0 = Now();
+    EXPECT_EQ(dlpg__shm_broadcast(k.sh, &b, 1, 1), DLPG_ERR_REMOTE);
+    EXPECT_TRUE(Has(dlpg_last_error(), "rank 1 (pid ")) << dlpg_last_error();
+    EXPECT_TRUE(Has(dlpg_last_error(), "left the group")) << dlpg_last_error();
+    EXPECT_LT(Now() - t0, 2.0);
+  });
+  ExpectAllPass(codes);
+}
+
+// Different collectives (or counts) at the same position are named, not silently mixed.
+TEST(ShmFaults, MismatchedCollectivesAreNamed) {
+  Opts o;
+  o.timeout = 5;
+  o.name = "mismatch";
+  auto codes = RunRanks(2, o, [](Rank &k) {
+    int32_t v[4] = {1, 2, 3, 4}, out[4];
+    dlpg_status_t s = k.rank == 0 ? dlpg__shm_allreduce(k.sh, v, out, 4, DLPG__DT_INT32, DLPG_SUM)
+                                  : dlpg__shm_broadcast(k.sh, v, 16, 0);
+    EXPECT_NE(s, DLPG_OK);
+    // The rank that saw the mismatch names it; the other fails since its peer failed.
+    if (s == DLPG_ERR_INVALID_ARGUMENT) {
+      EXPECT_TRUE(Has(dlpg_last_error(), k.rank == 0 ? "rank 1 (pid" : "rank 0 (pid")) << dlpg_last_error();
+    } else {
+      EXPECT_EQ(s, DLPG_ERR_REMOTE) << dlpg_last_error();
+    }
+  });
+  ExpectAllPass(codes);
+}
+
+}  // namespace
