@@ -22,7 +22,7 @@ dlpg_status_t dlpg__shm_broadcast(dlpg__shm_t *sh, void *buf, size_t nbytes, int
     size_t n = dlpg__shm_min(nbytes - off, sh->slot_bytes);
     DLPG_CHECK(dlpg__shm_step_begin(sh));
     if (sh->rank == root && n) memcpy(dlpg__shm_cur_slot(sh, root), p + off, n);
-    dlpg__shm_step_post(sh);
+    DLPG_CHECK(dlpg__shm_step_post(sh));
     if (sh->rank != root) {
       DLPG_CHECK(dlpg__shm_step_wait(sh, root));
       if (n) memcpy(p + off, dlpg__shm_cur_slot(sh, root), n);
@@ -44,7 +44,7 @@ dlpg_status_t dlpg__shm_allgather(dlpg__shm_t *sh, const void *in, void *out, si
     size_t n = dlpg__shm_min(nbytes - off, sh->slot_bytes);
     DLPG_CHECK(dlpg__shm_step_begin(sh));
     if (n) memcpy(dlpg__shm_cur_slot(sh, sh->rank), src + off, n);
-    dlpg__shm_step_post(sh);
+    DLPG_CHECK(dlpg__shm_step_post(sh));
     DLPG_CHECK(dlpg__shm_step_wait_all(sh));
     for (int q = 0; n && q < sh->size; q++)
       memcpy(dst + (size_t)q * nbytes + off, dlpg__shm_cur_slot(sh, q), n);
@@ -69,7 +69,7 @@ dlpg_status_t dlpg__shm_alltoall(dlpg__shm_t *sh, const void *in, void *out, siz
     DLPG_CHECK(dlpg__shm_step_begin(sh));
     uint8_t *mine = dlpg__shm_cur_slot(sh, sh->rank);
     for (size_t j = 0; n && j < N; j++) memcpy(mine + j * sub, src + j * nbytes + off, n);
-    dlpg__shm_step_post(sh);
+    DLPG_CHECK(dlpg__shm_step_post(sh));
     DLPG_CHECK(dlpg__shm_step_wait_all(sh));
     for (size_t q = 0; n && q < N; q++)
       memcpy(dst + q * nbytes + off, dlpg__shm_cur_slot(sh, (int)q) + r * sub, n);
@@ -82,6 +82,6 @@ dlpg_status_t dlpg__shm_barrier(dlpg__shm_t *sh) {
   DLPG_ARG_CHECK(sh, "dlpg__shm_barrier: the engine is NULL");
   DLPG_CHECK(dlpg__shm_coll_start(sh, DLPG__SHM_BARRIER, 0, 0, 0, 0));
   DLPG_CHECK(dlpg__shm_step_begin(sh));
-  dlpg__shm_step_post(sh);
+  DLPG_CHECK(dlpg__shm_step_post(sh));
   return dlpg__shm_step_wait_all(sh);
 }

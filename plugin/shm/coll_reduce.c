@@ -64,7 +64,7 @@ static dlpg_status_t dlpg__shm_reduce_small(dlpg__shm_t *sh, const dlpg__shm_red
                                             const void *in, void *out, size_t n, int who) {
   DLPG_CHECK(dlpg__shm_step_begin(sh));
   if (n) memcpy(dlpg__shm_cur_slot(sh, sh->rank), in, n * rd->elem);
-  dlpg__shm_step_post(sh);
+  DLPG_CHECK(dlpg__shm_step_post(sh));
   if (who >= 0 && who != sh->rank) return DLPG_OK;
   DLPG_CHECK(dlpg__shm_step_wait_all(sh));
   dlpg__shm_reduce_slots(sh, rd, out, 0, n);
@@ -79,7 +79,7 @@ static dlpg_status_t dlpg__shm_reduce_large(dlpg__shm_t *sh, const dlpg__shm_red
     size_t n = count - off < per ? count - off : per;
     DLPG_CHECK(dlpg__shm_step_begin(sh));
     memcpy(dlpg__shm_cur_slot(sh, sh->rank), in + off * E, n * E);
-    dlpg__shm_step_post(sh);
+    DLPG_CHECK(dlpg__shm_step_post(sh));
     DLPG_CHECK(dlpg__shm_step_wait_all(sh));
     size_t lo = n * r / N, hi = n * (r + 1) / N;
     /* The result goes into this rank's slot of the next step, which every rank may
@@ -91,7 +91,7 @@ static dlpg_status_t dlpg__shm_reduce_large(dlpg__shm_t *sh, const dlpg__shm_red
     sh->cur = reading;
     dlpg__shm_reduce_slots(sh, rd, dst, lo * E, hi - lo);
     sh->cur = reading + 1;
-    dlpg__shm_step_post(sh);
+    DLPG_CHECK(dlpg__shm_step_post(sh));
     if (who >= 0 && who != sh->rank) continue;
     DLPG_CHECK(dlpg__shm_step_wait_all(sh));
     for (size_t q = 0; q < N; q++) {
@@ -147,7 +147,7 @@ dlpg_status_t dlpg__shm_reduce_scatter(dlpg__shm_t *sh, const void *in, void *ou
     DLPG_CHECK(dlpg__shm_step_begin(sh));
     uint8_t *mine = dlpg__shm_cur_slot(sh, sh->rank);
     for (size_t j = 0; n && j < N; j++) memcpy(mine + j * sub, src + (j * count + off) * E, n * E);
-    dlpg__shm_step_post(sh);
+    DLPG_CHECK(dlpg__shm_step_post(sh));
     DLPG_CHECK(dlpg__shm_step_wait_all(sh));
     dlpg__shm_reduce_slots(sh, &rd, (uint8_t *)out + off * E, (size_t)sh->rank * sub, n);
     off += n;

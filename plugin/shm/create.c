@@ -27,6 +27,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "shm/params.h"
 #include "shm/seg.h"
 
 #define DLPG__SHM_KEY_MAX 512
@@ -80,6 +81,24 @@ static void dlpg__shm_hex(char *out, const uint8_t *b, size_t n) {
   for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", b[i]);
 }
 
+static int dlpg__shm_create_aborted(const dlpg__shm_t *sh) {
+  return sh->create_abort && __atomic_load_n(sh->create_abort, __ATOMIC_ACQUIRE);
+}
+
+/* A store read that waits until deadline in slices, so an abort of the creation ends it. */
+static dlpg_status_t dlpg__shm_store_wait(dlpg__shm_t *sh, dlpg_store_t *store, const char *key,
+                                          double deadline, void *buf, size_t cap, size_t *len) {
+  for (;;) {
+    if (dlpg__shm_create_aborted(sh))
+      return dlpg__error(DLPG_ERR_ABORTED, "shm rank %d: the group was aborted while its "
+                         "segment was being set up", sh->rank);
+    double left = deadline - dlpg__now();
+    double slice = left < 0.01 ? 0.01 : left < 0.25 ? left : 0.25;
+    dlpg_status_t st = dlpg_store_get(store, key, slice, buf, cap, len);
+    if (st != DLPG_ERR_TIMEOUT || left <= 0.25) return st;
+  }
+}
+
 /* Rank 0: the memfd, mapped, its header and rank blocks initialised. */
 static dlpg_status_t dlpg__shm_make_segment(dlpg__shm_t *sh, uint64_t nonce, int *memfd) {
   dlpg__shm_header_t h = {0};
@@ -121,6 +140,11 @@ static dlpg_status_t dlpg__shm_serve(dlpg__shm_t *sh, dlpg_store_t *store, const
   dlpg_status_t st = DLPG_OK;
   double next_check = 0;
   while (nserved < sh->size - 1) {
+    if (dlpg__shm_create_aborted(sh)) {
+      st = dlpg__error(DLPG_ERR_ABORTED, "shm rank 0: the group was aborted while its segment "
+                       "was being set up");
+      break;
+    }
     double now = dlpg__now();
     if (now >= deadline) {
       int missing = -1;
@@ -225,8 +249,7 @@ static dlpg_status_t dlpg__shm_agree(dlpg__shm_t *sh, dlpg_store_t *store, const
   for (int q = 0; q < sh->size; q++) {
     snprintf(key, sizeof key, "%s/res/%d", prefix, q);
     size_t len = 0;
-    double left = deadline - dlpg__now();
-    dlpg_status_t st = dlpg_store_get(store, key, left > 0.01 ? left : 0.01, val, sizeof val - 1, &len);
+    dlpg_status_t st = dlpg__shm_store_wait(sh, store, key, deadline, val, sizeof val - 1, &len);
     if (st != DLPG_OK)
       return dlpg__error(st, "shm rank %d: rank %d did not say whether it joined the segment: %s",
                          sh->rank, q, dlpg__last_error());
@@ -254,6 +277,7 @@ dlpg_status_t dlpg__shm_create(dlpg_store_t *store, const char *name, int rank, 
   sh->rank = rank;
   sh->size = size;
   sh->timeout_s = cfg && cfg->timeout_s > 0 ? cfg->timeout_s : 300;
+  sh->create_abort = cfg ? cfg->abort_flag : NULL;
   size_t slot = cfg && cfg->slot_bytes ? cfg->slot_bytes : DLPG__SHM_DEFAULT_SLOT_BYTES;
   size_t p2p = cfg && cfg->p2p_slot_bytes ? cfg->p2p_slot_bytes : DLPG__SHM_DEFAULT_P2P_SLOT_BYTES;
   /* Whole lines, and room for each rank's share of a chunk (size sub-slices). */
@@ -304,7 +328,8 @@ dlpg_status_t dlpg__shm_create(dlpg_store_t *store, const char *name, int rank, 
       mine = dlpg__shm_serve(sh, store, prefix, lfd, memfd, secret + 8, deadline);
   } else {
     size_t len = 0;
-    DLPG_CHECK_GOTO(dlpg_store_get(store, key, sh->timeout_s, hex, sizeof hex - 1, &len), st, fail);
+    DLPG_CHECK_GOTO(dlpg__shm_store_wait(sh, store, key, deadline, hex, sizeof hex - 1, &len), st,
+                    fail);
     hex[len < sizeof hex - 1 ? len : sizeof hex - 1] = '\0';
     if (strcmp(hex, "x") == 0) {
       mine = dlpg__error(DLPG_ERR_SYSTEM, "rank 0 could not create the segment");
@@ -330,7 +355,7 @@ agree:
   if (lfd >= 0) close(lfd);
   if (memfd >= 0) close(memfd);
   atomic_store(&sh->ctl[rank].state, DLPG__SHM_ALIVE);
-  DLPG_INFO(INIT, rank, "shm: segment of %zu bytes for %d ranks mapped (slots %zu, pair slots %zu bytes)",
+  DLPG_INFO(SHM, rank, "shm: segment of %zu bytes for %d ranks mapped (slots %zu, pair slots %zu bytes)",
             sh->map_bytes, size, sh->slot_bytes, sh->p2p_slot_bytes);
   *out = sh;
   return DLPG_OK;

@@ -32,8 +32,12 @@ typedef struct dlpg__shm_desc {
   uint16_t kind; /* dlpg__shm_kind_t */
   uint8_t dtype, rop;
   int32_t root;
-  uint32_t pad;
+  /* What the caller named this operation (dlpg__shm_describe_next), for messages and the
+   * comparison: its dlpg__op_kind_t and dtype (0xff: not named), its element counts. */
+  uint8_t call_kind, call_dtype;
+  uint16_t pad;
   uint64_t count; /* elements (reducing ops) or bytes */
+  int64_t in_numel, out_numel;
 } dlpg__shm_desc_t;
 
 typedef struct dlpg__shm_rankctl {
@@ -91,6 +95,7 @@ struct dlpg__shm {
   double timeout_s;
   int spin;
   _Atomic int aborted;       /* set by dlpg__shm_abort from any thread */
+  const int *create_abort;   /* the creation's abort flag (config), or NULL */
   /* The caller's thread only: */
   uint32_t step;             /* last collective step this rank posted */
   uint32_t cur;              /* the step in progress (step + 1 once begun) */
@@ -102,6 +107,8 @@ struct dlpg__shm {
   const char *op_name;        /* op_label, or a p2p operation's name */
   char op_label[48];          /* "allreduce #7" */
   dlpg__shm_desc_t desc;      /* of the collective in progress */
+  dlpg__shm_desc_t next;      /* call_* fields for the next collective (describe_next) */
+  int next_set;
   uint32_t op_first_step;
   double deadline;
 };
@@ -129,6 +136,10 @@ dlpg_status_t dlpg__shm_op_start(dlpg__shm_t *sh, const char *name);
  * what names the wait for a timeout ("reach allreduce #7"). Failure breaks the handle. */
 dlpg_status_t dlpg__shm_wait(dlpg__shm_t *sh, _Atomic uint32_t *word, _Atomic uint32_t *waiters,
                              uint32_t target, int peer, const char *what);
+/* A peer that failed or was aborted (its state in the segment), as this rank's failure
+ * naming it; DLPG_OK otherwise. Its posted steps may still be there, so a wait alone would
+ * not notice it: operations ask at their first step. */
+dlpg_status_t dlpg__shm_peer_failed(dlpg__shm_t *sh, int q);
 /* Store value into word and wake sleepers if any announced themselves. */
 void dlpg__shm_post(_Atomic uint32_t *word, _Atomic uint32_t *waiters, uint32_t value);
 /* Record status and the current message as the handle's failure; tell the peers. */
@@ -149,10 +160,13 @@ dlpg_status_t dlpg__shm_coll_start(dlpg__shm_t *sh, dlpg__shm_kind_t kind, uint6
                                    int dtype, int rop, int root);
 /* Begin the next step: wait until every rank posted the previous one. */
 dlpg_status_t dlpg__shm_step_begin(dlpg__shm_t *sh);
-/* Publish this rank's slot of the current step. */
-void dlpg__shm_step_post(dlpg__shm_t *sh);
-/* Wait until rank q posted the current step (on the op's first step, compare what q
- * called with what this rank called). */
+/* Publish this rank's slot of the current step. On an operation's first step, then wait
+ * until every rank posted it and compare what each called with what rank 0 called: a
+ * mismatch fails the operation on every rank alike (DLPG_ERR_INVALID_ARGUMENT naming both
+ * ranks and both sides) after the same step, so the handle stays usable for the next,
+ * matching operation. */
+dlpg_status_t dlpg__shm_step_post(dlpg__shm_t *sh);
+/* Wait until rank q posted the current step. */
 dlpg_status_t dlpg__shm_step_wait(dlpg__shm_t *sh, int q);
 dlpg_status_t dlpg__shm_step_wait_all(dlpg__shm_t *sh);
 /* Rank q's slot of the current step. */

@@ -13,8 +13,9 @@
  *
  * Errors: every function returns a dlpg_status_t and records a message that names the
  * rank, its pid and the operation (base/status.h). After a failure (timeout, dead or
- * failed peer, mismatched calls, abort) the handle is broken: later operations fail at
- * once with the first message, and the peers learn of it through the segment. */
+ * failed peer, abort; not a mismatch of the ranks' calls, see below) the handle is broken:
+ * later operations fail at once with the first message, and the peers learn of it through
+ * the segment. */
 #ifndef DLPG_SHM_SHM_H_
 #define DLPG_SHM_SHM_H_
 
@@ -41,6 +42,9 @@ typedef struct dlpg__shm_config {
   /* Pause-instruction iterations a waiter spins before it sleeps on the futex; < 0: the
    * default (short when there are more ranks than CPUs, so oversubscribed ranks sleep). */
   int spin;
+  /* When set and nonzero (read atomically), the creation gives up with DLPG_ERR_ABORTED
+   * within a fraction of a second: the group's abort flag. NULL: none. */
+  const int *abort_flag;
 } dlpg__shm_config_t;
 
 #define DLPG__SHM_DEFAULT_SLOT_BYTES ((size_t)1 << 20)
@@ -84,7 +88,9 @@ int dlpg__shm_size(const dlpg__shm_t *sh);
 dlpg_status_t dlpg__shm_check_reduce(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op);
 
 /* Collectives: every rank calls the same sequence with the same counts, dtype, op and
- * root (a mismatch is detected and named where the engine can see it). Buffers are host
+ * root. A mismatch is detected at the operation's first step by every rank alike, fails it
+ * with DLPG_ERR_INVALID_ARGUMENT naming both ranks and both sides, and leaves the handle
+ * usable (every rank abandons the operation after the same step). Buffers are host
  * memory the caller owns for the call; in and out may be the same buffer (in place).
  * count is in elements of dt for the reducing operations, nbytes in bytes otherwise. */
 dlpg_status_t dlpg__shm_allreduce(dlpg__shm_t *sh, const void *in, void *out, size_t count,
@@ -103,6 +109,13 @@ dlpg_status_t dlpg__shm_reduce_scatter(dlpg__shm_t *sh, const void *in, void *ou
  * from rank q. */
 dlpg_status_t dlpg__shm_alltoall(dlpg__shm_t *sh, const void *in, void *out, size_t nbytes);
 dlpg_status_t dlpg__shm_barrier(dlpg__shm_t *sh);
+
+/* What the caller calls the next collective (its dlpg__op_kind_t, dtype and element counts
+ * of its input and output): compared across ranks with the engine's own description and
+ * named in the mismatch message ("rank 0 has 10 elements of float32 but rank 1 has 11
+ * elements of float32"). Optional; applies to the next collective only. */
+void dlpg__shm_describe_next(dlpg__shm_t *sh, int op_kind, dlpg__dtype_t dt, int64_t in_numel,
+                             int64_t out_numel);
 
 /* Pair channel: the n-th send to peer meets peer's n-th recv from this rank (FIFO per
  * ordered pair, independent of the collectives and of other pairs). tag and nbytes must

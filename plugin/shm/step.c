@@ -7,6 +7,8 @@
 #include <stdio.h>
 
 #include "base/status.h"
+#include "core/op.h"
+#include "core/tensor.h"
 #include "shm/seg.h"
 
 static const char *dlpg__shm_kind_name(int kind) {
@@ -29,7 +31,15 @@ dlpg_status_t dlpg__shm_coll_start(dlpg__shm_t *sh, dlpg__shm_kind_t kind, uint6
   DLPG_CHECK(dlpg__shm_op_start(sh, sh->op_label));
   sh->opno = opno;
   sh->desc = (dlpg__shm_desc_t){.opno = opno, .kind = (uint16_t)kind, .dtype = (uint8_t)dtype,
-                                .rop = (uint8_t)rop, .root = root, .count = count};
+                                .rop = (uint8_t)rop, .root = root, .count = count,
+                                .call_kind = 0xff, .call_dtype = 0xff};
+  if (sh->next_set) {
+    sh->desc.call_kind = sh->next.call_kind;
+    sh->desc.call_dtype = sh->next.call_dtype;
+    sh->desc.in_numel = sh->next.in_numel;
+    sh->desc.out_numel = sh->next.out_numel;
+    sh->next_set = 0;
+  }
   sh->op_first_step = sh->step + 1;
   return DLPG_OK;
 }
@@ -46,31 +56,100 @@ dlpg_status_t dlpg__shm_step_begin(dlpg__shm_t *sh) {
   return DLPG_OK;
 }
 
-void dlpg__shm_step_post(dlpg__shm_t *sh) {
+void dlpg__shm_describe_next(dlpg__shm_t *sh, int op_kind, dlpg__dtype_t dt, int64_t in_numel,
+                             int64_t out_numel) {
+  if (!sh) return;
+  sh->next.call_kind = (uint8_t)op_kind;
+  sh->next.call_dtype = (uint8_t)dt;
+  sh->next.in_numel = in_numel;
+  sh->next.out_numel = out_numel;
+  sh->next_set = 1;
+}
+
+static const char *dlpg__shm_call_name(const dlpg__shm_desc_t *d) {
+  return d->call_kind != 0xff ? dlpg__op_name((dlpg__op_kind_t)d->call_kind)
+                              : dlpg__shm_kind_name(d->kind);
+}
+
+/* "10 elements of float32", "an input of 20 and an output of 10 elements of float32", or
+ * the engine's own count when the caller named nothing. */
+static void dlpg__shm_describe(const dlpg__shm_desc_t *d, char *buf, size_t cap) {
+  if (d->call_kind == 0xff) {
+    snprintf(buf, cap, "count %llu", (unsigned long long)d->count);
+    return;
+  }
+  const char *dt = d->call_dtype < DLPG__DT_COUNT ? dlpg__dtype_name((dlpg__dtype_t)d->call_dtype)
+                                                  : "?";
+  if (d->in_numel == d->out_numel)
+    snprintf(buf, cap, "%lld element%s of %s", (long long)d->in_numel,
+             d->in_numel == 1 ? "" : "s", dt);
+  else
+    snprintf(buf, cap, "an input of %lld and an output of %lld elements of %s",
+             (long long)d->in_numel, (long long)d->out_numel, dt);
+}
+
+/* What rank q called differs from what rank 0 called: name the first difference (the
+ * same words on every rank, which all compare with rank 0). */
+static dlpg_status_t dlpg__shm_mismatch(dlpg__shm_t *sh, const dlpg__shm_desc_t *a,
+                                        const dlpg__shm_desc_t *b, int q) {
+  char da[128], db[128];
+  if (a->kind != b->kind || a->call_kind != b->call_kind)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "shm: rank 0 called %s but rank %d called %s",
+                       dlpg__shm_call_name(a), q, dlpg__shm_call_name(b));
+  if (a->opno != b->opno)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "shm: rank 0 is at collective #%u but rank %d at collective #%u", a->opno,
+                       q, b->opno);
+  if (a->count != b->count || a->dtype != b->dtype || a->call_dtype != b->call_dtype ||
+      a->in_numel != b->in_numel || a->out_numel != b->out_numel) {
+    dlpg__shm_describe(a, da, sizeof da);
+    dlpg__shm_describe(b, db, sizeof db);
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "shm: in %s, rank 0 has %s but rank %d has %s",
+                       sh->op_label, da, q, db);
+  }
+  if (a->rop != b->rop)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "shm: in %s, rank 0 reduces with %s but rank %d with %s", sh->op_label,
+                       dlpg__reduce_op_name((dlpg_reduce_op_t)a->rop), q,
+                       dlpg__reduce_op_name((dlpg_reduce_op_t)b->rop));
+  return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                     "shm: in %s, rank 0 names root %d but rank %d names root %d", sh->op_label,
+                     a->root, q, b->root);
+}
+
+static int dlpg__shm_desc_equal(const dlpg__shm_desc_t *a, const dlpg__shm_desc_t *b) {
+  return a->opno == b->opno && a->kind == b->kind && a->dtype == b->dtype && a->rop == b->rop &&
+         a->root == b->root && a->count == b->count && a->call_kind == b->call_kind &&
+         a->call_dtype == b->call_dtype && a->in_numel == b->in_numel &&
+         a->out_numel == b->out_numel;
+}
+
+dlpg_status_t dlpg__shm_step_post(dlpg__shm_t *sh) {
   sh->step = sh->cur;
   dlpg__shm_rankctl_t *c = &sh->ctl[sh->rank];
   dlpg__shm_post(&c->seq, &c->seq_waiters, sh->step);
-}
-
-static dlpg_status_t dlpg__shm_compare(dlpg__shm_t *sh, int q) {
-  const dlpg__shm_desc_t *d = &sh->ctl[q].desc[sh->desc.opno & 1u], *m = &sh->desc;
-  if (d->opno == m->opno && d->kind == m->kind && d->dtype == m->dtype && d->rop == m->rop &&
-      d->root == m->root && d->count == m->count)
-    return DLPG_OK;
-  return dlpg__shm_break(
-      sh, dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
-                      "shm rank %d: rank %d (pid %d) called %s #%u (count %llu, dtype %d, op %d, "
-                      "root %d) where this rank called %s (count %llu, dtype %d, op %d, root %d)",
-                      sh->rank, q, sh->ctl[q].pid, dlpg__shm_kind_name(d->kind), d->opno,
-                      (unsigned long long)d->count, d->dtype, d->rop, d->root, sh->op_label,
-                      (unsigned long long)m->count, m->dtype, m->rop, m->root));
+  if (sh->cur != sh->op_first_step) return DLPG_OK;
+  /* Every rank waits for every other's first step, so each sees every descriptor: when
+   * they differ, all fail here, after the same step, and the next operation starts in
+   * step on every rank. (A rank that never comes is named by the wait's timeout.) */
+  for (int q = 0; q < sh->size; q++)
+    if (q != sh->rank)
+      DLPG_CHECK(dlpg__shm_wait(sh, &sh->ctl[q].seq, &sh->ctl[q].seq_waiters, sh->cur, q, NULL));
+  /* A peer that failed (a timeout, an abort) after it posted this step: the group is
+   * failing, and this operation with it, naming that peer. */
+  for (int q = 0; q < sh->size; q++)
+    if (q != sh->rank) DLPG_CHECK(dlpg__shm_peer_failed(sh, q));
+  const dlpg__shm_desc_t *a = &sh->ctl[0].desc[sh->desc.opno & 1u];
+  for (int q = 1; q < sh->size; q++) {
+    const dlpg__shm_desc_t *b = &sh->ctl[q].desc[sh->desc.opno & 1u];
+    if (!dlpg__shm_desc_equal(a, b)) return dlpg__shm_mismatch(sh, a, b, q);
+  }
+  return DLPG_OK;
 }
 
 dlpg_status_t dlpg__shm_step_wait(dlpg__shm_t *sh, int q) {
   if (q == sh->rank) return DLPG_OK;
-  DLPG_CHECK(dlpg__shm_wait(sh, &sh->ctl[q].seq, &sh->ctl[q].seq_waiters, sh->cur, q, NULL));
-  if (sh->cur == sh->op_first_step) DLPG_CHECK(dlpg__shm_compare(sh, q));
-  return DLPG_OK;
+  return dlpg__shm_wait(sh, &sh->ctl[q].seq, &sh->ctl[q].seq_waiters, sh->cur, q, NULL);
 }
 
 dlpg_status_t dlpg__shm_step_wait_all(dlpg__shm_t *sh) {

@@ -157,6 +157,12 @@ static dlpg_status_t dlpg__shm_peer_check(dlpg__shm_t *sh, int peer) {
                      sh->rank, peer, c->pid, op, c->reason);
 }
 
+dlpg_status_t dlpg__shm_peer_failed(dlpg__shm_t *sh, int q) {
+  int32_t state = atomic_load(&sh->ctl[q].state);
+  if (state != DLPG__SHM_ABORTED && state != DLPG__SHM_FAILED) return DLPG_OK;
+  return dlpg__shm_break(sh, dlpg__shm_peer_check(sh, q));
+}
+
 dlpg_status_t dlpg__shm_wait(dlpg__shm_t *sh, _Atomic uint32_t *word, _Atomic uint32_t *waiters,
                              uint32_t target, int peer, const char *what) {
   for (int i = 0; i < sh->spin; i++) {

@@ -37,14 +37,14 @@ TEST(ShmLife, NothingInDevShmAndSameNameAgain) {
     // First a group of 2 under the same name (rank 2 is not in it): the group of 3 after it
     // must not meet that one's keys.
     if (k.rank < 2) {
-      dlpg__shm_config_t cfg{4096, 0, 20, -1};
+      dlpg__shm_config_t cfg{4096, 0, 20, -1, nullptr};
       dlpg__shm_t *sh = nullptr;
       ASSERT_EQ(dlpg__shm_create(k.store, "again", k.rank, 2, &cfg, &sh), DLPG_OK) << dlpg_last_error();
       ASSERT_EQ(dlpg__shm_barrier(sh), DLPG_OK) << dlpg_last_error();
       dlpg__shm_destroy(sh);
     }
     for (int round = 0; round < 3; round++) {
-      dlpg__shm_config_t cfg{4096, 0, 20, -1};
+      dlpg__shm_config_t cfg{4096, 0, 20, -1, nullptr};
       dlpg__shm_t *sh = nullptr;
       ASSERT_EQ(dlpg__shm_create(k.store, "again", k.rank, k.size, &cfg, &sh), DLPG_OK) << dlpg_last_error();
       EXPECT_TRUE(DevShmDlpg().empty()) << "a segment has a name in /dev/shm";
@@ -77,7 +77,7 @@ TEST(ShmLife, OtherNetworkNamespaceIsUnsupportedEverywhere) {
     if (k.rank == 1) {
       ASSERT_EQ(unshare(CLONE_NEWNET), 0);
     }
-    dlpg__shm_config_t cfg{0, 0, 10, -1};
+    dlpg__shm_config_t cfg{0, 0, 10, -1, nullptr};
     dlpg__shm_t *sh = nullptr;
     double t0 = Now();
     EXPECT_EQ(dlpg__shm_create(k.store, "netns", k.rank, k.size, &cfg, &sh), DLPG_ERR_UNSUPPORTED)
@@ -223,7 +223,9 @@ TEST(ShmFaults, PeerLeaves) {
 }
 
 // Different collectives (or counts) at the same position are named, not silently mixed.
-TEST(ShmFaults, MismatchedCollectivesAreNamed) {
+// A mismatch fails the operation on every rank alike, naming both sides as rank 0 and the
+// rank that differs, and leaves the handle usable: the next, matching allreduce is right.
+TEST(ShmFaults, MismatchedCollectivesAreNamedAndRecoverable) {
   Opts o;
   o.timeout = 5;
   o.name = "mismatch";
@@ -231,13 +233,18 @@ TEST(ShmFaults, MismatchedCollectivesAreNamed) {
     int32_t v[4] = {1, 2, 3, 4}, out[4];
     dlpg_status_t s = k.rank == 0 ? dlpg__shm_allreduce(k.sh, v, out, 4, DLPG__DT_INT32, DLPG_SUM)
                                   : dlpg__shm_broadcast(k.sh, v, 16, 0);
-    EXPECT_NE(s, DLPG_OK);
-    // The rank that saw the mismatch names it; the other fails since its peer failed.
-    if (s == DLPG_ERR_INVALID_ARGUMENT) {
-      EXPECT_TRUE(Has(dlpg_last_error(), k.rank == 0 ? "rank 1 (pid" : "rank 0 (pid")) << dlpg_last_error();
-    } else {
-      EXPECT_EQ(s, DLPG_ERR_REMOTE) << dlpg_last_error();
-    }
+    EXPECT_EQ(s, DLPG_ERR_INVALID_ARGUMENT) << dlpg_last_error();
+    EXPECT_TRUE(Has(dlpg_last_error(), "rank 0 called allreduce but rank 1 called broadcast"))
+        << dlpg_last_error();
+    // Counts differ, as the caller names them.
+    dlpg__shm_describe_next(k.sh, DLPG__OP_ALLREDUCE, DLPG__DT_INT32, 3 + k.rank, 3 + k.rank);
+    s = dlpg__shm_allreduce(k.sh, v, out, 3 + (size_t)k.rank, DLPG__DT_INT32, DLPG_SUM);
+    EXPECT_EQ(s, DLPG_ERR_INVALID_ARGUMENT) << dlpg_last_error();
+    EXPECT_TRUE(Has(dlpg_last_error(), "rank 0 has 3 elements of int32 but rank 1 has 4 elements "
+                                       "of int32")) << dlpg_last_error();
+    ASSERT_EQ(dlpg__shm_allreduce(k.sh, v, out, 4, DLPG__DT_INT32, DLPG_SUM), DLPG_OK)
+        << dlpg_last_error();
+    for (int i = 0; i < 4; i++) EXPECT_EQ(out[i], 2 * v[i]);
   });
   ExpectAllPass(codes);
 }

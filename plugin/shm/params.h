@@ -1,0 +1,39 @@
+/* The shared-memory backend's own environment variables and log subsystem, declared here
+ * (base/params.h and base/log.h hold only core's) and handed to core in the backend's table
+ * (shm/backend.h), which core registers with the registry's line: dlpg-info lists them and
+ * DLPG_DEBUG_SUBSYS=SHM selects the backend's lines. */
+#ifndef DLPG_SHM_PARAMS_H_
+#define DLPG_SHM_PARAMS_H_
+
+#include "base/log.h"
+#include "base/params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(id, env name, default as a string or NULL, flags, description) */
+#define DLPG__SHM_PARAM_MAP(X)                                                               \
+  X(SLOT_BYTES, "DLPG_SHM_SLOT_BYTES", "1048576", DLPG__PARAM_CACHED,                        \
+    "bytes of each of a rank's two shared-memory slots (larger operations are pipelined through them)") \
+  X(SPIN, "DLPG_SHM_SPIN", NULL, DLPG__PARAM_CACHED,                                         \
+    "pause iterations a waiting rank spins before it sleeps on a futex (default 4000; 64 when ranks outnumber CPUs)")
+
+enum {
+#define DLPG__SHM_PARAM_ENUM(id, env, def, flags, desc) DLPG__SHM_PARAM_##id,
+  DLPG__SHM_PARAM_MAP(DLPG__SHM_PARAM_ENUM)
+#undef DLPG__SHM_PARAM_ENUM
+  DLPG__SHM_PARAM_COUNT
+};
+
+extern const dlpg__param_decl_t dlpg__shm_params[DLPG__SHM_PARAM_COUNT];
+#define DLPG__SHM_PARAM(id) (&dlpg__shm_params[DLPG__SHM_PARAM_##id])
+
+/* The bit of the "SHM" log subsystem; DLPG_INFO(SHM, ...) logs under it. */
+dlpg__log_subsys_t dlpg__shm_log_subsys(void);
+#define DLPG__SUB_SHM dlpg__shm_log_subsys()
+
+#ifdef __cplusplus
+}
+#endif
+#endif
