@@ -75,6 +75,7 @@ void dlpg__params_print(FILE *f);
   X(DEBUG, "DLPG_DEBUG", "WARN", DLPG__PARAM_CACHED, "log level: NONE, WARN, INFO or TRACE") \
   X(DEBUG_SUBSYS, "DLPG_DEBUG_SUBSYS", "ALL", DLPG__PARAM_CACHED, "comma list of log subsystems (ALL, core's INIT,STORE,COLL,P2P and each backend's own; ^ first excludes them)") \
   X(NCCL_BACKEND, "DLPG_NCCL_BACKEND", NULL, DLPG__PARAM_CACHED, "path of the NCCL backend module (default: libdlpg_nccl.so beside libdlpg.so)") \
+  X(CPU_BACKEND, "DLPG_CPU_BACKEND", "auto", 0, "host-memory tensors: auto (per group: the first backend whose locality every rank shares), or the name of a backend serving cpu") \
   X(FLIGHT_RECORDER_ENTRIES, "DLPG_FLIGHT_RECORDER_ENTRIES", "64", DLPG__PARAM_CACHED, "operations each group's flight recorder keeps (0: none)") \
   X(PROPAGATE_FAILURES, "DLPG_PROPAGATE_FAILURES", "1", DLPG__PARAM_CACHED, "0: a rank's failure is not recorded in the store for its peers") \
   X(RANK, "RANK", NULL, 0, "launcher: this process's rank")                                  \

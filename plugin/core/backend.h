@@ -65,6 +65,30 @@ const dlpg__backend_vtbl_t *dlpg__backend_loaded(int slot);
  * calls read it without a lock. */
 dlpg_status_t dlpg__backend_state(struct dlpg_group *g, int slot, void **state);
 
+/* ------------------------------------------------------------------ the per-group choice
+ * (backend_choice.c). Two lines may serve one device (host memory: a shared-memory backend
+ * for groups on one host, then a network one for any group). Validation gives an operation
+ * its device's first line (dlpg__backend_for_device); the group's worker resolves that line
+ * to the group's choice at its first operation, the same on every rank because it is
+ * derived from what every rank published in the store when the group was made. */
+
+/* At group creation: publish, for each line with a locality (backend_abi.h), this rank's
+ * locality under the group's keys. Store writes only: waits for no other rank. */
+void dlpg__backend_where_publish(struct dlpg_group *g);
+/* The line serving kind for an operation on slot's device: slot, or the next line serving
+ * that device when slot's table leaves kind out (its kinds mask). Never blocks. */
+int dlpg__backend_for_kind(int slot, dlpg__op_kind_t kind);
+/* g's choice for slot if already made, else slot (validation: lock-free). */
+int dlpg__backend_chosen(struct dlpg_group *g, int slot);
+/* g's choice for slot, made at the first call (the group's worker only: it may block,
+ * reading every rank's published locality, bounded by the group's timeout). Logs at INFO
+ * which line was chosen and why. */
+dlpg_status_t dlpg__backend_choose(struct dlpg_group *g, int slot, int *chosen);
+/* failed (g's choice for slot) could not create its state with DLPG_ERR_UNSUPPORTED (why):
+ * when the choice was the rule's, move it to the next line after failed that can serve the
+ * group and return that line; -1 when there is none or the choice was forced. */
+int dlpg__backend_give_way(struct dlpg_group *g, int slot, int failed, const char *why);
+
 /* "gloo 0.5.0; nccl 2.28.9; cuda 13.0" plus, per module, where it was looked for and whether
  * it loaded. load: try to load every module first (dlpg-info). */
 void dlpg__backend_info(char *buf, size_t cap, int load);

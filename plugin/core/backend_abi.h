@@ -187,7 +187,20 @@ typedef struct dlpg__backend_vtbl {
   const dlpg__be_param_t *params;
   int nparams;
   const char *log_subsys;
+  /* Where it can serve a group (for a device another line serves too). NULL: any group.
+   * Otherwise it writes this process's locality into out without waiting for anyone (the
+   * shared-memory backend: the host, its boot and its namespaces); core publishes it when
+   * the group is made, and picks this backend for the group's collectives only when every
+   * rank published the same string. Its state_create still confirms it: DLPG_ERR_UNSUPPORTED
+   * there (on every rank alike) makes core fall back to the next line. */
+  dlpg_status_t (*locality)(char *out, size_t cap);
+  /* DLPG__KIND_BIT mask of the operations it serves; 0: every kind. An operation of a kind
+   * it does not serve goes to the next line serving its device. */
+  unsigned kinds;
 } dlpg__backend_vtbl_t;
+
+/* Bit of an operation kind in a kinds mask. */
+#define DLPG__KIND_BIT(kind) (1u << (unsigned)(kind))
 
 /* Core's services for a module, which links neither core nor its state: one copy of the
  * last error, the log configuration and the parameter cache exists, in libdlpg.so. */

@@ -87,7 +87,7 @@ uint64_t dlpg__flight_issue(struct dlpg_group *g, const dlpg__op_t *op, int trac
     e->seq = seq;
     e->p2p = p2p;
     e->kind = op->kind;
-    e->backend = op->backend;
+    e->backend = dlpg__backend_chosen(g, op->backend);
     e->dtype = op->ntensors > 0 ? (int)op->in[0].dtype : -1;
     e->count = op->ntensors > 0 ? op->in[0].numel : 0;
     e->ntensors = op->ntensors;
@@ -111,7 +111,7 @@ uint64_t dlpg__flight_issue(struct dlpg_group *g, const dlpg__op_t *op, int trac
   return id;
 }
 
-void dlpg__flight_start(struct dlpg_group *g, uint64_t id) {
+void dlpg__flight_start_on(struct dlpg_group *g, uint64_t id, int backend) {
   struct dlpg__flight *f = g ? g->flight : NULL;
   if (!f || !id) return;
   double now = dlpg__now();
@@ -120,9 +120,12 @@ void dlpg__flight_start(struct dlpg_group *g, uint64_t id) {
   if (e && e->state == DLPG__FL_QUEUED) {
     e->state = DLPG__FL_STARTED;
     e->t_start = now;
+    if (backend >= 0) e->backend = backend;
   }
   pthread_mutex_unlock(&f->mu);
 }
+
+void dlpg__flight_start(struct dlpg_group *g, uint64_t id) { dlpg__flight_start_on(g, id, -1); }
 
 
 void dlpg__flight_finish(struct dlpg_group *g, uint64_t id, dlpg_status_t st) {

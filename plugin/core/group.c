@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/backend.h"
 #include "core/failure.h"
 #include "core/flight.h"
 #include "core/group.h"
@@ -91,6 +92,9 @@ dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
   atomic_init(&g->refs, 1); /* the caller's handle */
   g->flight = dlpg__flight_new();
   g->watch = dlpg__watch_new();
+  /* Where this rank runs, for the group's choice of backend (backend_choice.c): written
+   * now, read by the peers at their first operation, so creation still waits for nobody. */
+  dlpg__backend_where_publish(g);
   DLPG_INFO(INIT, rank, "group \"%s\" created: rank %d of %d, timeout %g s", g->name, rank,
             world_size, timeout_s);
   *group = g;

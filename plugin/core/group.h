@@ -43,6 +43,17 @@ struct dlpg_group {
   struct dlpg__flight *flight;
   struct dlpg__watch *watch;
 
+  /* The per-group choice between lines serving one device (core/backend.h,
+   * dlpg__backend_choose): indexed by the device's first line, the slot chosen + 1 (0 while
+   * undecided). Written once by the group's worker, read lock-free by validation. */
+  atomic_int be_choice[DLPG__GROUP_BACKEND_SLOTS];
+  /* Nonzero when the choice was the rule's (auto), so a backend that turns out unable to
+   * serve the group may give way to the next line; 0 when DLPG_CPU_BACKEND forced it. */
+  int be_choice_auto[DLPG__GROUP_BACKEND_SLOTS];
+  /* This rank's count of groups of this name and size (> 0; 0: the store failed), naming
+   * the keys under which the ranks published their localities at creation. */
+  int64_t where_gen;
+
   /* What a backend is handed instead of the group (filled by dlpg__group_view_init). */
   dlpg__be_group_t view;
 };

@@ -182,6 +182,13 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
                        single ? (a->kind == DLPG__OP_ALLTOALL ? "input" : "tensor") : "inputs[0]",
                        dlpg__dev_str(t0, d1, sizeof d1), m);
   }
+  /* The line serving this kind (a line may leave sends and receives to the next one), and
+   * the group's choice for it once made (backend_choice.c; until then the worker makes it
+   * at the operation's turn, and the first line's rules, which its alternatives share,
+   * answer here). */
+  int slot = dlpg__backend_for_kind(t0->backend, a->kind);
+  int serving = dlpg__backend_chosen(g, slot);
+  if (serving != t0->backend) DLPG_CHECK(dlpg__backend_get(fn, serving, &be));
   if (n > be->max_tensors) {
     char most[32];
     if (be->max_tensors == 1) snprintf(most, sizeof most, "exactly one tensor");
@@ -207,7 +214,7 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
                            "device in one call)", fn, j, i,
                            dlpg__dev_str(&op->in[i], d1, sizeof d1));
   }
-  op->backend = t0->backend;
+  op->backend = slot;
 
   for (int i = 0; i < n; i++) {
     if (i > 0 && op->in[i].numel != op->in[0].numel)

@@ -33,30 +33,66 @@ static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
     dlpg__task_abort(t);
     return;
   }
-  int slot = t->ops[0]->backend;
-  const dlpg__backend_vtbl_t *be = dlpg__backend_loaded(slot);
-  if (!be) {
-    dlpg__task_finish(t, DLPG_ERR_INTERNAL, "the operation's backend is not loaded");
-    return;
-  }
-  if (!w->ctx_tried[slot]) {
-    w->ctx_tried[slot] = 1;
-    void *state = NULL;
+  /* The ops carry their device's first line; the group's choice (made here at its first
+   * operation, the same on every rank) says which line runs them. */
+  int first = t->ops[0]->backend, slot = first;
+  if (w->choice_status[first] == DLPG_OK) {
     dlpg__clear_error();
-    /* Under the group's lock: a p2p_direct backend's caller threads may create it too. */
-    dlpg_status_t st = dlpg__backend_state(g, slot, &state);
-    pthread_mutex_lock(&w->mu);
-    if (st != DLPG_OK || !state) {
-      w->ctx_status[slot] = st == DLPG_OK ? DLPG_ERR_INTERNAL : st;
-      w->ctx_msg[slot] = strdup(dlpg__last_error()[0] ? dlpg__last_error()
-                                                       : "the backend's state could not be created");
+    dlpg_status_t st = dlpg__backend_choose(g, first, &slot);
+    if (st != DLPG_OK) {
+      /* Every later operation of the group fails with the same reason. */
+      w->choice_status[first] = st;
+      w->choice_msg[first] = strdup(dlpg__last_error());
     }
-    pthread_mutex_unlock(&w->mu);
   }
-  void *state = g->be_state[slot];
-  if (!state) {
-    dlpg__task_finish(t, w->ctx_status[slot], w->ctx_msg[slot]);
+  if (w->choice_status[first] != DLPG_OK) {
+    dlpg__task_finish(t, w->choice_status[first], w->choice_msg[first] ? w->choice_msg[first]
+                                                                       : "no backend was chosen");
     return;
+  }
+  void *state = NULL;
+  const dlpg__backend_vtbl_t *be = NULL;
+  for (;;) {
+    be = dlpg__backend_loaded(slot);
+    if (!be) {
+      dlpg__task_finish(t, DLPG_ERR_INTERNAL, "the operation's backend is not loaded");
+      return;
+    }
+    if (!w->ctx_tried[slot]) {
+      w->ctx_tried[slot] = 1;
+      dlpg__clear_error();
+      /* Under the group's lock: a p2p_direct backend's caller threads may create it too. */
+      dlpg_status_t st = dlpg__backend_state(g, slot, &state);
+      pthread_mutex_lock(&w->mu);
+      if (st != DLPG_OK || !state) {
+        w->ctx_status[slot] = st == DLPG_OK ? DLPG_ERR_INTERNAL : st;
+        w->ctx_msg[slot] = strdup(dlpg__last_error()[0] ? dlpg__last_error()
+                                                         : "the backend's state could not be created");
+      }
+      pthread_mutex_unlock(&w->mu);
+    }
+    state = g->be_state[slot];
+    if (state) break;
+    /* A creation an abort cut short reports the abort. */
+    if (atomic_load(&g->aborted) || w->aborted) {
+      dlpg__task_abort(t);
+      return;
+    }
+    /* A backend that found the ranks apart after all (every rank sees that alike) gives
+     * way to the next line, when the choice was the rule's and not forced. */
+    int next = w->ctx_status[slot] == DLPG_ERR_UNSUPPORTED
+                   ? dlpg__backend_give_way(g, first, slot, w->ctx_msg[slot]) : -1;
+    if (next < 0) {
+      dlpg__task_finish(t, w->ctx_status[slot], w->ctx_msg[slot]);
+      return;
+    }
+    slot = next;
+  }
+  if (slot != first) {
+    pthread_mutex_lock(&w->mu);
+    w->running_slot = slot; /* what an abort must cut short */
+    pthread_mutex_unlock(&w->mu);
+    for (int i = 0; i < t->n; i++) t->ops[i]->backend = slot;
   }
   /* An abort during the rendezvous found no state to cut short: honour it here. */
   if (atomic_load(&g->aborted) || w->aborted) {
@@ -67,7 +103,7 @@ static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
              t->n == 1 ? "" : "s", be->name);
   for (int i = 0; i < t->n; i++) {
     t->ops[i]->state = state;
-    dlpg__flight_start(g, t->ops[i]->work->flight_id);
+    dlpg__flight_start_on(g, t->ops[i]->work->flight_id, slot);
   }
   dlpg__clear_error();
   dlpg_status_t st = be->issue(dlpg__op_views(t->ops), t->n);
@@ -110,7 +146,10 @@ static void *dlpg__worker_main(void *arg) {
   pthread_mutex_unlock(&w->mu);
   if (detached) {
     /* Shutdown gave up on this thread; nobody else will free its state. */
-    for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++) free(w->ctx_msg[i]);
+    for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++) {
+      free(w->ctx_msg[i]);
+      free(w->choice_msg[i]);
+    }
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
     free(w);
@@ -253,7 +292,10 @@ void dlpg__worker_shutdown(struct dlpg_group *g) {
               g->name);
   dlpg__thread_reap(w->thread, exited);
   if (exited) {
-    for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++) free(w->ctx_msg[i]);
+    for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++) {
+      free(w->ctx_msg[i]);
+      free(w->choice_msg[i]);
+    }
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
     free(w);

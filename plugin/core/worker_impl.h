@@ -32,6 +32,10 @@ typedef struct dlpg__worker {
   int ctx_tried[DLPG__GROUP_BACKEND_SLOTS];
   dlpg_status_t ctx_status[DLPG__GROUP_BACKEND_SLOTS];
   char *ctx_msg[DLPG__GROUP_BACKEND_SLOTS];
+  /* Per first line of a device: why the group's choice of backend failed (OK: it did
+   * not), so every later task fails with it. */
+  dlpg_status_t choice_status[DLPG__GROUP_BACKEND_SLOTS];
+  char *choice_msg[DLPG__GROUP_BACKEND_SLOTS];
 } dlpg__worker_t;
 
 /* Guards g->worker of every group (creation at the first task, removal at shutdown), and

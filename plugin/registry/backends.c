@@ -1,14 +1,21 @@
 /* The one list of backends, handed to core when the library loads (core/backend.h). Adding
  * a backend: its folder under plugin/, implementing dlpg__backend_vtbl_t (core/backend_abi.h),
- * and one line here. Order matters only for a device two backends claim: the line
- * registered first serves it. Core never names anything here: this file reaches core
- * (dlpg__backend_register) and the built-in tables, not the other way round. */
+ * and one line here. Order matters only for a device two backends claim: validation hands
+ * out the first, and each group chooses among them in this order (core/backend.h). Core
+ * never names anything here: this file reaches core (dlpg__backend_register) and the
+ * built-in tables, not the other way round. */
 #include <dlpack/dlpack.h>
 
 #include "core/backend.h"
 #include "gloo/gloo.h"
+#include "shm/backend.h"
 
 static const dlpg__backend_entry_t dlpg__registry[] = {
+    /* Built in: shared memory for host memory of groups on one host (its table's locality
+     * and kinds: collectives only, chosen per group, backend_choice.c), then Gloo (a C++17
+     * island) for any group and for sends and receives. */
+    {"shm", DLPG__DEV_BIT(kDLCPU) | DLPG__DEV_BIT(kDLCUDAHost), &dlpg__shm_backend, NULL,
+     DLPG__PARAM_COUNT},
     /* Built in: Gloo (a C++17 island) for host memory. */
     {"gloo", DLPG__DEV_BIT(kDLCPU) | DLPG__DEV_BIT(kDLCUDAHost), &dlpg__gloo_backend, NULL,
      DLPG__PARAM_COUNT},

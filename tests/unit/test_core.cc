@@ -96,7 +96,7 @@ TEST(CoreTensor, DtypesDevicesAndOffsets) {
   EXPECT_EQ(out.numel, 16);
   EXPECT_EQ(out.nbytes, 64u);
   EXPECT_EQ(out.ptr, reinterpret_cast<char *>(buf) + 8);
-  EXPECT_STREQ(dlpg__backend_name(out.backend), "gloo");
+  EXPECT_STREQ(dlpg__backend_name(out.backend), "shm");  // the first line for host memory
   EXPECT_EQ(out.dtype, DLPG__DT_FLOAT32);
 
   struct { uint8_t code, bits; dlpg__dtype_t dt; } cases[] = {
@@ -120,7 +120,7 @@ TEST(CoreTensor, DtypesDevicesAndOffsets) {
   EXPECT_EQ(out.device_id, 3);
   T host(buf, kF32, {2}, kDLCUDAHost);
   ASSERT_EQ(dlpg__tensor_from_dl("f", "inputs", 0, &host.t, &out), DLPG_OK);
-  EXPECT_STREQ(dlpg__backend_name(out.backend), "gloo");
+  EXPECT_STREQ(dlpg__backend_name(out.backend), "shm");
   T vulkan(buf, kF32, {2}, kDLVulkan);
   EXPECT_EQ(dlpg__tensor_from_dl("f", "inputs", 1, &vulkan.t, &out), DLPG_ERR_UNSUPPORTED);
   EXPECT_TRUE(Contains(dlpg_last_error(), "f: inputs[1] is on device type 7 (vulkan)"))
@@ -224,11 +224,12 @@ TEST(CoreCapability, CpuTableThroughTheQuery) {
   DLDataType i32{kDLInt, 32, 1}, f32{kDLFloat, 32, 1};
   EXPECT_EQ(dlpg_reduce_supported(DLDevice{kDLCPU, 0}, i32, DLPG_AVG), DLPG_ERR_UNSUPPORTED);
   EXPECT_TRUE(Contains(dlpg_last_error(), "dlpg_reduce_supported(cpu, int32, avg): reduce op avg "
-                                          "needs a floating dtype, got int32 (Gloo)"))
+                                          "needs a floating dtype, got int32 (shm)"))
       << dlpg_last_error();
   EXPECT_EQ(dlpg_reduce_supported(DLDevice{kDLOpenCL, 0}, f32, DLPG_SUM), DLPG_ERR_UNSUPPORTED);
   EXPECT_TRUE(Contains(dlpg_last_error(), "dlpg_reduce_supported: tensor is on device type 4 "
-                                          "(opencl); dlpg serves cpu, cuda_host (gloo)"))
+                                          "(opencl); dlpg serves cpu, cuda_host (shm); cpu, "
+                                          "cuda_host (gloo)"))
       << dlpg_last_error();
 }
 
@@ -246,15 +247,21 @@ TEST(CoreExports, InternalNamesAreNotExported) {
 
 // The registry: which backend serves which device, known without loading any module.
 TEST(CoreBackend, RegistryServesDevices) {
-  EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_device(kDLCPU)), "gloo");
-  EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_device(kDLCUDAHost)), "gloo");
+  // Host memory: the shared-memory backend's line first (validation hands it out; each
+  // group then chooses, backend_choice.c), Gloo's after it, which takes sends and receives.
+  EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_device(kDLCPU)), "shm");
+  EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_device(kDLCUDAHost)), "shm");
+  int first = dlpg__backend_for_device(kDLCPU);
+  EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_kind(first, DLPG__OP_SEND)), "gloo");
+  EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_kind(first, DLPG__OP_RECV)), "gloo");
+  EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_kind(first, DLPG__OP_ALLREDUCE)), "shm");
   EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_device(kDLCUDA)), "nccl");
   EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_device(kDLCUDAManaged)), "nccl");
   EXPECT_EQ(dlpg__backend_for_device(kDLVulkan), -1);
   EXPECT_EQ(dlpg__backend_for_device(99), -1);
   char buf[256];
   dlpg__backend_devices(buf, sizeof buf);
-  EXPECT_STREQ(buf, "cpu, cuda_host (gloo); cuda, cuda_managed (nccl)");
+  EXPECT_STREQ(buf, "cpu, cuda_host (shm); cpu, cuda_host (gloo); cuda, cuda_managed (nccl)");
   // The built-in backend needs no load.
   ASSERT_NE(dlpg__backend_loaded(dlpg__backend_for_device(kDLCPU)), nullptr);
 }

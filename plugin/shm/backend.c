@@ -1,0 +1,123 @@
+/* The shared-memory backend's table (core/backend_abi.h): host memory (cpu, cuda_host) of
+ * groups whose ranks all run on one host, one tensor per call, collectives on the group's
+ * worker thread (the engine takes one operation at a time per handle, and the worker runs a
+ * blocking call inline on the caller's thread when nothing is queued before it). Sends and
+ * receives are left to the next line serving host memory (its kinds mask). A thin adapter:
+ * the engine (shm.h) does the work and names ranks, operations and causes in its messages,
+ * which reach core as the operation's status (failure propagation, flight recorder). */
+#include <dlpack/dlpack.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/status.h"
+#include "core/backend_abi.h"
+#include "core/op.h"
+#include "shm/backend.h"
+#include "shm/params.h"
+#include "shm/shm.h"
+
+static dlpg_status_t dlpg__shm_be_check(const char *fn, const dlpg__be_op_t *op) {
+  if (op->kind == DLPG__OP_ALLREDUCE || op->kind == DLPG__OP_REDUCE ||
+      op->kind == DLPG__OP_REDUCE_SCATTER)
+    return dlpg__shm_check_reduce(fn, op->in[0].dtype, op->rop);
+  return DLPG_OK;
+}
+
+/* A positive integer setting, else 0 (the engine's default). */
+static long dlpg__shm_setting(const dlpg__param_decl_t *p, long fallback) {
+  long v = 0;
+  return dlpg__param_get(p) && dlpg__param_get_long(p, &v) ? v : fallback;
+}
+
+/* At the group's first collective, on its worker: every rank maps one segment, or all fail
+ * alike (UNSUPPORTED when they are not on one host as the engine needs it; core then falls
+ * back to the next line). */
+static dlpg_status_t dlpg__shm_be_state_create(const dlpg__be_group_t *g, void **state) {
+  dlpg__shm_config_t cfg;
+  memset(&cfg, 0, sizeof cfg);
+  long slot = dlpg__shm_setting(DLPG__SHM_PARAM(SLOT_BYTES), 0);
+  cfg.slot_bytes = slot > 0 ? (size_t)slot : 0;
+  cfg.p2p_slot_bytes = 256; /* pair channels unused: sends and receives go to the next line */
+  cfg.timeout_s = g->timeout_s;
+  long spin = dlpg__shm_setting(DLPG__SHM_PARAM(SPIN), -1);
+  cfg.spin = spin >= 0 && spin < 0x7fffffffL ? (int)spin : -1;
+  cfg.abort_flag = g->aborted; /* an abort of the group ends the creation too */
+  dlpg__shm_t *sh = NULL;
+  dlpg_status_t st = dlpg__shm_create(g->store, g->name, g->rank, g->size, &cfg, &sh);
+  if (st != DLPG_OK) return st;
+  /* An abort that came while the segment was being set up finds no state to cut: honour
+   * it now, so the peers see this rank as aborted. */
+  if (dlpg__be_group_aborted(g)) dlpg__shm_abort(sh);
+  *state = sh;
+  return DLPG_OK;
+}
+
+static dlpg_status_t dlpg__shm_be_run(dlpg__shm_t *sh, const dlpg__be_op_t *op) {
+  const dlpg__tensor_t *in = &op->in[0], *out = &op->out[0];
+  size_t n = (size_t)in->numel;
+  int size = dlpg__shm_size(sh), rank = dlpg__shm_rank(sh);
+  /* Compared across ranks and named as the caller called it when they differ. */
+  dlpg__shm_describe_next(sh, op->kind, in->dtype, in->numel, out->numel);
+  switch (op->kind) {
+    case DLPG__OP_ALLREDUCE:
+      return dlpg__shm_allreduce(sh, in->ptr, out->ptr, n, in->dtype, op->rop);
+    case DLPG__OP_REDUCE:
+      return dlpg__shm_reduce(sh, in->ptr, rank == op->root ? out->ptr : NULL, n, in->dtype,
+                              op->rop, op->root);
+    case DLPG__OP_BROADCAST:
+      /* The root's output is the source: its input is copied there first (out of place). */
+      if (rank == op->root && out->ptr != in->ptr && in->nbytes)
+        memcpy(out->ptr, in->ptr, in->nbytes);
+      return dlpg__shm_broadcast(sh, out->ptr, out->nbytes, op->root);
+    case DLPG__OP_ALLGATHER:
+      return dlpg__shm_allgather(sh, in->ptr, out->ptr, in->nbytes);
+    case DLPG__OP_REDUCE_SCATTER:
+      return dlpg__shm_reduce_scatter(sh, in->ptr, out->ptr, (size_t)out->numel, in->dtype,
+                                      op->rop);
+    case DLPG__OP_ALLTOALL:
+      return dlpg__shm_alltoall(sh, in->ptr, out->ptr, in->nbytes / (size_t)size);
+    case DLPG__OP_BARRIER:
+      return dlpg__shm_barrier(sh);
+    default:
+      return dlpg__error(DLPG_ERR_INTERNAL, "the shm backend was handed a %s",
+                         dlpg__op_name(op->kind));
+  }
+}
+
+/* A batch of one group's collectives, in order; the first failure is the batch's. */
+static dlpg_status_t dlpg__shm_be_issue(dlpg__be_op_t *const *ops, int n) {
+  for (int i = 0; i < n; i++) DLPG_CHECK(dlpg__shm_be_run((dlpg__shm_t *)ops[i]->state, ops[i]));
+  return DLPG_OK;
+}
+
+static void dlpg__shm_be_abort(void *state) { dlpg__shm_abort((dlpg__shm_t *)state); }
+static void dlpg__shm_be_destroy(void *state) { dlpg__shm_destroy((dlpg__shm_t *)state); }
+static const char *dlpg__shm_be_build_info(void) { return "shm (memfd segments, futex waits)"; }
+
+const dlpg__backend_vtbl_t dlpg__shm_backend = {
+    .struct_size = sizeof(dlpg__backend_vtbl_t),
+    .version = DLPG__BACKEND_ABI_VERSION,
+    .host_size = sizeof(dlpg__host_t),
+    .name = "shm",
+    .devices = DLPG__DEV_BIT(kDLCPU) | DLPG__DEV_BIT(kDLCUDAHost),
+    .max_tensors = 1,
+    .on_worker = 1,
+    .p2p_direct = 0,
+    .check = dlpg__shm_be_check,
+    .state_create = dlpg__shm_be_state_create,
+    .issue = dlpg__shm_be_issue,
+    .abort = dlpg__shm_be_abort,
+    .destroy = dlpg__shm_be_destroy,
+    .build_info = dlpg__shm_be_build_info,
+    .params = (const dlpg__be_param_t *)(const void *)dlpg__shm_params,
+    .nparams = DLPG__SHM_PARAM_COUNT,
+    .log_subsys = "SHM",
+    /* Serves a group only when every rank publishes the same host identity (and the
+     * segment's creation confirms it). */
+    .locality = dlpg__shm_host_id,
+    .kinds = DLPG__KIND_BIT(DLPG__OP_ALLREDUCE) | DLPG__KIND_BIT(DLPG__OP_BROADCAST) |
+             DLPG__KIND_BIT(DLPG__OP_REDUCE) | DLPG__KIND_BIT(DLPG__OP_ALLGATHER) |
+             DLPG__KIND_BIT(DLPG__OP_REDUCE_SCATTER) | DLPG__KIND_BIT(DLPG__OP_ALLTOALL) |
+             DLPG__KIND_BIT(DLPG__OP_BARRIER),
+};
