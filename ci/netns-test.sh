@@ -49,8 +49,10 @@ port=29577
 for r in 0 1 2 3; do
   url="tcp://10.99.0.1:$port"
   [ "$r" = 0 ] && url="$url?serve=1"
-  ip netns exec "${tag}r$r" "$bin" "$r" 4 "$url" "$TIMEOUT" "$RUN_FOR" \
-    >"$work/r$r.out" 2>"$work/r$r.err" &
+  # INFO lines of INIT say which backend each group chose: ranks in different network
+  # namespaces are different hosts, so host memory must stay on Gloo here.
+  DLPG_DEBUG=INFO DLPG_DEBUG_SUBSYS=INIT ip netns exec "${tag}r$r" "$bin" "$r" 4 "$url" \
+    "$TIMEOUT" "$RUN_FOR" >"$work/r$r.out" 2>"$work/r$r.err" &
   echo $! >"$work/r$r.pid"
 done
 # Wait until every rank has completed an allreduce, then cut rank 3's link.
@@ -86,6 +88,13 @@ for r in 0 1 2 3; do
     fi
   fi
 done
+for r in 0 1 2 3; do
+  if ! grep -q 'tensors run on gloo (' "$work/r$r.err"; then
+    echo "FAIL: rank $r did not choose Gloo for host memory:"; grep 'tensors run on' "$work/r$r.err"
+    fail=1
+  fi
+done
+grep -h 'tensors run on' "$work/r0.err" | sed 's/^/netns: /'
 grep -h DESTROY "$work"/r*.out | sed 's/^/netns: /'
 [ "$fail" = 0 ] && echo "ci/netns-test.sh: passed (link cut at $cut_at)"
 exit "$fail"
