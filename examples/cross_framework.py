@@ -248,11 +248,12 @@ FRAMEWORKS = {"torch": TorchRank, "numpy": ArrayRank, "cupy": ArrayRank, "jax": 
 def torch_store_over(store):
     """A torch.distributed Store whose keys live in the dlpg store. torch hands its backend
     a store with a per-group prefix ("0/", "default_pg/0/cpu/", ...): the keys dlpg's own
-    group writes ("<prefix>torch/gloo/...", ".../torch/nccl/...") lose that prefix here,
-    so ranks of other frameworks find them under the plain group name."""
+    group writes ("<prefix>torch/gloo/...", ".../torch/nccl/...", ".../torch/shm/..." and
+    core's ".../torch/dlpg/...", where each rank publishes where it runs) lose that prefix
+    here, so ranks of other frameworks find them under the plain group name."""
     import torch.distributed as dist
 
-    marks = ["%s/gloo" % GROUP_NAME, "%s/nccl" % GROUP_NAME]
+    marks = ["%s/%s" % (GROUP_NAME, part) for part in ("gloo", "nccl", "shm", "dlpg")]
 
     def plain(key):
         for m in marks:

@@ -23,12 +23,25 @@ int main(void) {
   for (int i = 0; i < dlpg__backend_count(); i++) {
     const dlpg__backend_entry_t *e = dlpg__backend_entry(i);
     const dlpg__backend_vtbl_t *be = NULL;
-    if (dlpg__backend_get("dlpg-info", i, &be) == DLPG_OK)
-      printf("  %-6s %s: %s\n", e->name, e->builtin ? "built in" : "module loaded",
-             be->build_info());
-    else
+    if (dlpg__backend_get("dlpg-info", i, &be) == DLPG_OK) {
+      char devices[128];
+      dlpg__backend_line_devices(i, devices, sizeof devices);
+      printf("  %-6s %s: %s; serves %s\n", e->name, e->builtin ? "built in" : "module loaded",
+             be->build_info(), devices);
+      /* Where a backend of several for one device serves a group, and what this process
+       * would publish (the per-group choice, DLPG_CPU_BACKEND, core/backend.h). */
+      char where[512];
+      if (be->locality && be->locality(where, sizeof where) == DLPG_OK)
+        printf("         collectives of groups whose ranks all run at \"%s\" (this process)\n",
+               where);
+      if (be->kinds && !(be->kinds & DLPG__KIND_BIT(DLPG__OP_SEND)))
+        printf("         sends and receives: the next backend serving these devices\n");
+    } else
       printf("  %-6s not loaded: %s\n", e->name, dlpg_last_error());
   }
+  printf("host memory: each group chooses, at its first collective, the first backend above\n"
+         "whose locality all its ranks share (DLPG_CPU_BACKEND=%s)\n",
+         dlpg__param_str(DLPG__PARAM_CPU_BACKEND));
   printf("parameters (by owner; a module's once it is loaded, as above):\n");
   dlpg__params_print(stdout);
   return 0;

@@ -217,12 +217,13 @@ dlpg_status_t dlpg_group_destroy(dlpg_group_t *group);
 
 /* The group's flight recorder: its last operations (DLPG_FLIGHT_RECORDER_ENTRIES, default
  * 64), oldest first, one line each:
- *   coll_seq=3 op=dlpg_allreduce dtype=float32 count=1000 devices=cpu peer=- backend=gloo
+ *   coll_seq=3 op=dlpg_allreduce dtype=float32 count=1000 devices=cpu peer=- backend=shm
  *   state=done status=DLPG_OK issued=12.000100 started=12.000120 ended=12.000410
  *   duration_ms=0.310
  * (on one line). coll_seq numbers collectives (barrier included) and p2p_seq sends and
  * receives, each from 1 in issue order; peer is the p2p peer or the root; devices "cpu",
- * "cuda:0,1" or "-"; state queued, started, enqueued (CUDA without a work handle), done or
+ * "cuda:0,1" or "-"; backend the one that ran it (CPU: "shm" or "gloo", the group's choice,
+ * sends and receives "gloo"; CUDA "nccl"); state queued, started, enqueued (CUDA without a work handle), done or
  * failed; times in seconds on CLOCK_MONOTONIC, "-" until reached. Whole lines are copied into
  * buf (NUL-terminated when capacity > 0); *len receives the length of the whole text
  * without the NUL, so a call with buf NULL and capacity 0 sizes the buffer. The same lines
@@ -238,7 +239,7 @@ typedef enum dlpg_reduce_op {
   DLPG_MIN = 2,
   DLPG_MAX = 3,
   DLPG_AVG = 4,  /* sum divided by the number of contributions (world_size * ntensors) */
-  DLPG_BAND = 5, /* bitwise ops: integer and bool tensors, Gloo only */
+  DLPG_BAND = 5, /* bitwise ops: integer and bool tensors, CPU (shm and Gloo) only */
   DLPG_BOR = 6,
   DLPG_BXOR = 7
 } dlpg_reduce_op_t;

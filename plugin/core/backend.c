@@ -100,6 +100,15 @@ void dlpg__backend_devices(char *buf, size_t cap) {
   }
 }
 
+void dlpg__backend_line_devices(int slot, char *buf, size_t cap) {
+  const dlpg__backend_entry_t *e = dlpg__backend_entry(slot);
+  size_t len = 0;
+  buf[0] = 0;
+  for (int d = 0; e && d < 32 && len < cap; d++)
+    if (e->devices & DLPG__DEV_BIT(d))
+      len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", dlpg__device_name(d));
+}
+
 const char *dlpg__backend_name(int slot) {
   const dlpg__backend_entry_t *e = dlpg__backend_entry(slot);
   return e ? e->name : "no backend";

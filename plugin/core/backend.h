@@ -52,6 +52,8 @@ const dlpg__backend_entry_t *dlpg__backend_entry(int slot);
 int dlpg__backend_for_device(int device_type);
 /* "cpu, cuda_host (gloo); cuda, cuda_managed (nccl)": what the registry serves. */
 void dlpg__backend_devices(char *buf, size_t cap);
+/* "cpu, cuda_host": the devices of slot's line. */
+void dlpg__backend_line_devices(int slot, char *buf, size_t cap);
 /* Name of slot's backend ("gloo", "nccl"). */
 const char *dlpg__backend_name(int slot);
 

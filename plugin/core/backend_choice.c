@@ -24,7 +24,6 @@
 #include "base/status.h"
 #include "core/backend.h"
 #include "core/group.h"
-#include "core/tensor.h"
 
 #define DLPG__WHERE_MAX 512
 #define DLPG__WHERE_KEY_MAX (DLPG__WHERE_MAX + 600)
@@ -177,14 +176,8 @@ static void dlpg__choice_set(struct dlpg_group *g, int slot, int chosen, int aut
                              const char *why) {
   g->be_choice_auto[slot] = automatic;
   atomic_store_explicit(&g->be_choice[slot], chosen + 1, memory_order_release);
-  char devices[256] = "";
-  const dlpg__backend_entry_t *e = dlpg__backend_entry(slot);
-  for (int d = 0, first = 1; d < 32 && e; d++)
-    if (e->devices & DLPG__DEV_BIT(d)) {
-      size_t l = strlen(devices);
-      snprintf(devices + l, sizeof devices - l, "%s%s", first ? "" : ", ", dlpg__device_name(d));
-      first = 0;
-    }
+  char devices[256];
+  dlpg__backend_line_devices(slot, devices, sizeof devices);
   DLPG_INFO(INIT, g->rank, "group \"%s\": collectives on %s tensors run on %s (%s)", g->name,
             devices, dlpg__backend_name(chosen), why);
 }

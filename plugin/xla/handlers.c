@@ -3,8 +3,8 @@
  *
  * CUDA handlers enqueue the operation on the stream XLA hands over, reading XLA's input
  * buffer and writing straight into XLA's output buffer (work == NULL: no event, no host
- * sync). CPU handlers run the operation through dlpg's Gloo path and return once it has
- * completed. Every dlpg failure becomes an XLA_FFI_Error carrying dlpg's message.
+ * sync). CPU handlers run the operation through dlpg's CPU path (the group's choice: shared
+ * memory on one host, else Gloo) and return once it has completed. Every dlpg failure becomes an XLA_FFI_Error carrying dlpg's message.
  */
 #include "xla_ffi.h"
 

@@ -11,8 +11,8 @@
 The handlers live in libdlpg_xla.so (plugin/xla), found through DLPG_XLA_LIBRARY, then
 beside libdlpg.so, then the repository's build*/ folders. On CUDA they are enqueued on the
 stream XLA hands over and write into XLA's output buffer; on the CPU platform they run
-dlpg's Gloo path. One device per process: inside shard_map, each process must own one
-device of the mesh. A dlpg error fails the computation with an exception carrying dlpg's
+dlpg's CPU path (shared memory when every rank runs on one host, else Gloo). One device per
+process: inside shard_map, each process must own one device of the mesh. A dlpg error fails the computation with an exception carrying dlpg's
 message.
 
 Program order. Collectives must be issued in the same order on every rank; XLA is free to

@@ -481,8 +481,18 @@ def dropped_works(rank, port, queue):
             parked_after_drop = _work.parked()
             store.set("go", b"1")
             g.barrier()
-            g.barrier()  # The recv has completed before this; the next call reaps it.
-            g.allreduce(np.zeros(1))
+            g.barrier()
+            # The recv completes on its own transport (sends and receives stay on Gloo while
+            # the collectives of ranks on one host run on shared memory), so the barriers do
+            # not order it: a later operation reaps it once it has completed.
+            # Each allreduce reaps first; its sum tells both ranks whether to go on.
+            import time
+            for _ in range(500):
+                flag = np.array([1.0 if _work.parked() else 0.0])
+                g.allreduce(flag)
+                if flag[0] == 0:
+                    break
+                time.sleep(0.01)
             ok = np.array_equal(buf, np.arange(1000, dtype=np.float64))
             res["dlpg_work"] = "ok" if (parked_after_drop == 1 and _work.parked() == 0 and ok) \
                 else "parked %d then %d, data %s" % (parked_after_drop, _work.parked(), ok)
@@ -491,7 +501,11 @@ def dropped_works(rank, port, queue):
             g.send(np.arange(1000, dtype=np.float64), 0, tag=3)
             g.barrier()
             g.barrier()
-            g.allreduce(np.zeros(1))
+            for _ in range(500):  # as many allreduces as rank 0 needs to see the reap
+                flag = np.zeros(1)  # rank 0's part says whether its recv is still parked
+                g.allreduce(flag)
+                if flag[0] == 0:
+                    break
             res["dlpg_work"] = "ok"
         g.destroy()
     except Exception:  # noqa: BLE001 - reported to the test.
