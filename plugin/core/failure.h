@@ -1,4 +1,4 @@
-/* Failure propagation (issue 13, item 6). A rank whose operation fails (timeout, abort, a
+/* Failure propagation. A rank whose operation fails (timeout, abort, a
  * backend I/O or NCCL error, an argument check that only it failed) records that in the
  * store under the group; a per-group watcher thread polls the store while the group's
  * operations are blocked and aborts the local group when a peer's record appears, so peers

@@ -1,4 +1,4 @@
-// The flight recorder (issue 13, item 7): dlpg_group_flight_record after a sequence of
+// The flight recorder: dlpg_group_flight_record after a sequence of
 // operations (sequence numbers, op names, dtypes, counts, peers, states, monotonic times),
 // its bound (64 entries by default; DLPG_FLIGHT_RECORDER_ENTRIES, checked by the
 // test_flight_env entry), the sizing protocol and argument checks, the WARN dump on abort

@@ -1,4 +1,4 @@
-// Failure propagation (issue 13, item 6): a rank whose operation fails records that in the
+// Failure propagation: a rank whose operation fails records that in the
 // store, and peers blocked in the group's operations end within about a second with
 // DLPG_ERR_REMOTE naming that rank and its message, not after the group's timeout (20 s
 // here). Covered: a call only one rank rejects at the door, an abort on one rank, a rank
@@ -249,9 +249,9 @@ TEST(PropagationTimeout, GroupDeadlineNamesTheMissingRank) {
 
 // After a remote failure the group stays unusable, and a new group of the same name on the
 // same store starts clean (the old failure record belongs to the old incarnation). The new
-// group's Gloo rendezvous must not read the old group's addresses either: that part is the
-// scoped rendezvous of issue 13 (another branch); before it is merged this test fails in
-// the new group's first allreduce with "Gloo rendezvous: ... Connection refused".
+// group's rendezvous must not read the old group's addresses either (rendezvous keys are
+// scoped per creation); without that, the new group's first allreduce fails with
+// "... Connection refused".
 TEST(PropagationTimeout, NewGroupOfTheSameNameWorks) {
   RunOptions ro;
   ro.create_group = false;

@@ -1,4 +1,4 @@
-// The TCP store's authentication (issue 11): with a token, nobody without it reads or writes
+// The TCP store's authentication: with a token, nobody without it reads or writes
 // a key, a connection cannot be hijacked (every frame carries a MAC over a counter), and no
 // message shows the secret; without a token the store works as before (the other tests).
 // Also: the server binds only the address it is told (StoreBind).

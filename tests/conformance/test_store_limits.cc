@@ -1,4 +1,4 @@
-// The TCP store server's bounded resources (issue 11), each finding reproduced first: reply
+// The TCP store server's bounded resources, each finding reproduced first: reply
 // amplification, storage, key and value sizes, WAIT size and length, parked waiters that
 // slowed every request, connection floods and descriptor exhaustion, stalled frames and idle
 // connections. Limits are made small through the DLPG_STORE_* parameters, read when a server

@@ -17,7 +17,7 @@ TEST(GlooIsland, RendezvousTimeoutNamesTheWait) {
   EXPECT_EQ(ctx, nullptr);
   EXPECT_LT(secs, Scaled(5.0));
   EXPECT_NE(std::string(dlpg_last_error()).find("timed out"), std::string::npos) << dlpg_last_error();
-  // The missing rank is named (issue 13, found 5), not a store key.
+  // The missing rank is named, not a store key.
   EXPECT_NE(std::string(dlpg_last_error()).find("rank 1 of 2 did not join"), std::string::npos)
       << dlpg_last_error();
   printf("message: %s\n", dlpg_last_error());
