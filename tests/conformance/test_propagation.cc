@@ -177,8 +177,8 @@ TEST_P(Propagation, SendRejectedWhilePeerReceives) {
 INSTANTIATE_TEST_SUITE_P(Modes, Propagation, ::testing::Values(Mode::kThreads, Mode::kProcesses),
                          [](const ::testing::TestParamInfo<Mode> &i) { return ModeName(i.param); });
 
-// Rank 1 waits 1.5 s for an allreduce that rank 2 joins only 3 s late: rank 1 times out,
-// saying rank 2 had not reached that sequence number; rank 0 (20 s timeout) fails with
+// Rank 1 waits 1.5 s for an allreduce that rank 2 joins only after rank 1 has timed out:
+// rank 1's message says rank 2 had not reached that sequence number; rank 0 (20 s timeout) fails with
 // REMOTE naming rank 1 soon after; rank 2, arriving late, fails at once the same way.
 TEST(PropagationTimeout, TimeoutOnOneRankNamesTheLateRank) {
   RunThree(Mode::kProcesses, [&](RankCtx &c, dlpg_group_t *g) {  // the allreduce: coll_seq 2
@@ -198,6 +198,8 @@ TEST(PropagationTimeout, TimeoutOnOneRankNamesTheLateRank) {
       EXPECT_NE(msg.find("rank 2"), std::string::npos) << msg;  // the rank that had not reached it
       c.api->work_wait(w, 10);
       c.api->work_free(w);
+      std::string k = c.name + "/r1timedout";
+      c.api->store_set(c.store, k.c_str(), "1", 1);
       // The flight recorder shows the operation failed.
       char buf[8192];
       size_t len = 0;
@@ -208,7 +210,10 @@ TEST(PropagationTimeout, TimeoutOnOneRankNamesTheLateRank) {
       ExpectRemote(c, g, 1, {"1.5"}, c.seed);
       ExpectFailsFast(c, g, 1);
     } else {
-      usleep(3000000);
+      // Late: after rank 1 has timed out (a condition, not a fixed pause it could outlast).
+      std::string k = c.name + "/r1timedout";
+      const char *kp = k.c_str();
+      DLPG_EXPECT_OK(c.api, c.api->store_wait(c.store, &kp, 1, Scaled(60)));
       double t0 = NowSeconds();
       dlpg_status_t s = c.api->allreduce(g, &tp, nullptr, 1, DLPG_SUM, nullptr, nullptr);
       std::string msg = c.api->last_error();
