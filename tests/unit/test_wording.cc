@@ -124,14 +124,11 @@ TEST(Wording, RemoteFailure) {
       ExpectHas(c.api->last_error(), "outputs[0] has 999 elements");
     }
     Meet(c, "failed");
-    // Rank 0's next call names the failed rank. Rank 1's own next call is not checked here:
-    // at 2 ranks it can reach the peer before its group has marked itself failed (then it
-    // reports the peers' mismatch instead); the conformance test's 3-rank case checks "this
-    // rank" where that ordering holds.
-    if (c.rank == 0) {
-      EXPECT_EQ(c.api->barrier(c.group, nullptr), DLPG_ERR_REMOTE);
-      ExpectHas(c.api->last_error(), "failed on rank 1");
-    }
+    // The next call on either rank names the failed rank; on rank 1 it reads the record its
+    // peer wrote in its name at the door (it rejected a call a moment ago), so it never meets
+    // the peer's failed allreduce.
+    EXPECT_EQ(c.api->barrier(c.group, nullptr), DLPG_ERR_REMOTE) << c.api->last_error();
+    ExpectHas(c.api->last_error(), c.rank == 0 ? "failed on rank 1" : "rank 1 (this rank)");
   });
   RunRanks(Mode::kProcesses, 2, [](RankCtx &c) {
     HostTensor t(DT::I64, {33});
