@@ -1,4 +1,4 @@
-"""The store findings of issue 11 measured against a dlpg-store process, as an attacker on
+"""The store server's resource limits measured against a dlpg-store process, as an attacker on
 the same machine would cause them (loopback only):
   amplification  8 connections pipeline GETs of one 64 MiB value and never read: peak RSS
                  of the server, and how long another client's small SET takes meanwhile

@@ -16,6 +16,7 @@ import ctypes
 import datetime
 import os
 import platform
+import random
 import resource
 import shutil
 import signal
@@ -228,29 +229,29 @@ def run_threads(make, n):
     return dt, fails[0]
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def start_redis():
+    """A redis-server on a random port: it cannot report a port it picked itself, so a
+    server that exits (its port was taken) is started again on another one."""
     exe = shutil.which("redis-server")
     if not exe:
         return None, None
-    port = free_port()
-    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--maxclients", "4096"],
-                            stdout=subprocess.DEVNULL)
-    for _ in range(500):
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.1).close()
-            return proc, port
-        except OSError:
-            time.sleep(0.01)
-    proc.kill()
+    rng = random.SystemRandom()
+    for _ in range(20):
+        port = rng.randrange(20000, 32768)  # below Linux's ephemeral range
+        proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                 "--appendonly", "no", "--maxclients", "4096"],
+                                stdout=subprocess.DEVNULL)
+        for _ in range(500):
+            if proc.poll() is not None:
+                break  # exited: the port was taken
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.1).close()
+                return proc, port
+            except OSError:
+                time.sleep(0.01)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
     return None, None
 
 
@@ -281,9 +282,9 @@ def run_one(lib, kind, n):
         proc.terminate()
         proc.wait()
         return out
-    tport = free_port()
-    master = dist.TCPStore("127.0.0.1", tport, n + 1, True,
+    master = dist.TCPStore("127.0.0.1", 0, n + 1, True,
                            timeout=datetime.timedelta(seconds=TIMEOUT), wait_for_workers=False)
+    tport = master.port  # port 0: the kernel's pick, read back
     out = run(lambda: TorchClient(tport, n), n)
     del master
     return out

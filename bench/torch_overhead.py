@@ -16,7 +16,6 @@ import datetime
 import multiprocessing as mp
 import os
 import platform
-import socket
 import statistics
 import sys
 import time
@@ -45,8 +44,10 @@ def _worker(rank, world, port, device, rounds_small, rounds_large, q):
     if device == "cuda":
         torch.cuda.set_device(rank % torch.cuda.device_count())
     native = "nccl" if device == "cuda" else "gloo"
-    dist.init_process_group(native, init_method="tcp://127.0.0.1:%d" % port, rank=rank,
-                            world_size=world, timeout=datetime.timedelta(seconds=120))
+    # The driver serves the TCPStore (port 0, read back: no port picked by bind-and-release).
+    timeout = datetime.timedelta(seconds=120)
+    store = dist.TCPStore("127.0.0.1", port, world, False, timeout)
+    dist.init_process_group(native, store=store, rank=rank, world_size=world, timeout=timeout)
     groups = {native: dist.group.WORLD, "dlpg": dist.new_group(list(range(world)), backend="dlpg")}
     small = torch.ones(SMALL_BYTES // 4, dtype=torch.float32, device=device)
     large = torch.ones(LARGE_BYTES // 4, dtype=torch.float32, device=device)
@@ -92,9 +93,10 @@ def _machine(device):
 
 def _measure(world, device, args):
     """{(backend, "small"|"large"): slowest rank's median seconds per call}, implementation."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    import torch.distributed as dist
+    master = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=600),
+                           wait_for_workers=False)
+    port = master.port
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     procs = [ctx.Process(target=_worker, args=(r, world, port, device, args.rounds,

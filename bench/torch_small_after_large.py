@@ -15,7 +15,6 @@ calls, then the 64 MiB call if that group is chosen. Prints, per rank and backen
 import argparse
 import multiprocessing as mp
 import os
-import socket
 import time
 
 
@@ -24,8 +23,9 @@ def _worker(rank, port, big_on, sleep_s, q):
     import torch.distributed as dist
     import dlpg.torch  # noqa: F401 - registers "dlpg"
 
-    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank,
-                            world_size=2)
+    # The driver serves the TCPStore (port 0, read back: no port picked by bind-and-release).
+    store = dist.TCPStore("127.0.0.1", port, 2, False)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
     groups = (("gloo", dist.group.WORLD), ("dlpg", dist.new_group([0, 1], backend="dlpg")))
     small = torch.ones(2)
     big = torch.ones(16 << 20)
@@ -57,9 +57,11 @@ def main():
     ap.add_argument("--big-on", choices=["none", "gloo", "dlpg", "both"], default="none")
     ap.add_argument("--sleep", type=float, default=0.0)
     args = ap.parse_args()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    import datetime
+    import torch.distributed as dist
+    master = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=300),
+                           wait_for_workers=False)
+    port = master.port
     q = mp.Queue()
     ps = [mp.Process(target=_worker, args=(r, port, args.big_on, args.sleep, q)) for r in range(2)]
     for p in ps:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# libdlpg.so must not need CUDA or NCCL (issue 9): (a) its NEEDED list and ldd name no
+# libdlpg.so must not need CUDA or NCCL : (a) its NEEDED list and ldd name no
 # libcudart/libnccl/libcuda; (b) with the NCCL module present but the CUDA and NCCL libraries
 # hidden from the loader (a private mount namespace with an empty folder over each folder
 # holding them), dlpg-info still runs and reports why the module did not load, and a CPU job

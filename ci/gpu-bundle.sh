@@ -61,6 +61,8 @@ strip --strip-unneeded .gpu/lib/*.so* .gpu/bin/* 2>/dev/null || true
 # The GPU machine has no Debian dlpack: plugin/xla/build.sh (built there against jaxlib's FFI
 # headers) takes the header from .gpu/include.
 [ -f /usr/include/dlpack/dlpack.h ] && { mkdir -p .gpu/include/dlpack; cp /usr/include/dlpack/dlpack.h .gpu/include/dlpack/; }
+# The version header CMake generates (dlpg.h includes it), as an installed tree has it.
+mkdir -p .gpu/include/dlpg; cp "$build/include/dlpg/dlpg_version.h" .gpu/include/dlpg/
 
 [ -d python_shim ] && { mkdir -p .gpu/python_shim; cp -a python_shim/. .gpu/python_shim/; rm -f .gpu/python_shim/dlpg/libdlpg.so*; }
 [ -d tests/python ] && { mkdir -p .gpu/tests_python; cp -a tests/python/. .gpu/tests_python/; }

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Multi-host without extra machines (issue 13): 4 ranks in 4 network namespaces, each joined
+# Multi-host without extra machines: 4 ranks in 4 network namespaces, each joined
 # by a veth pair to a bridge in a fifth namespace (10.99.0.0/24, addresses that exist only
 # inside these namespaces), the store served by rank 0 at 10.99.0.1. The ranks run checked
 # allreduces; after a few seconds rank 3's link is cut (ip link set ... down). Every rank must
 # end within the group's timeout + 2 s with an error, and rank 3's failure is reported.
-# The survivors must name the unreachable rank (failure propagation, issue 13 item 6);
+# The survivors must name the unreachable rank (failure propagation);
 # DLPG_NETNS_STRICT=0 turns that check off. Needs root and iproute2; cleans up on every exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -84,7 +84,7 @@ for r in 0 1 2 3; do
     if [ "${DLPG_NETNS_STRICT:-1}" = 1 ]; then
       echo "FAIL: rank $r does not name rank 3"; fail=1
     else
-      echo "note: rank $r does not name rank 3 (needs failure propagation, issue 13 item 6)"
+      echo "note: rank $r does not name rank 3 (needs failure propagation)"
     fi
   fi
 done

@@ -3,9 +3,9 @@
  *
  * This is the only header a host needs. It includes only <stddef.h>, <stdint.h>,
  * <dlpack/dlpack.h> and its version, dlpg/dlpg_version.h (generated from the build's
- * project() version, installed beside it), and compiles as C99 and as C++. The contract it implements is
- * shared/design/ABI.md; where the exact C spelling below refines that page, the comment
- * beside the declaration says so.
+ * project() version, installed beside it), and compiles as C99 and as C++. This header is the contract;
+ * where its C spelling refines the design notes, the comment beside the declaration says
+ * so.
  *
  * Conventions that hold for every function unless its comment says otherwise:
  *  - It returns a dlpg_status_t; results travel through out-parameters, which are written

@@ -64,6 +64,7 @@ void dlpg__failure_rejected(struct dlpg_group *g, dlpg__op_kind_t kind, int peer
   w->soft_pending = 1;
   pthread_cond_broadcast(&w->cv);
   pthread_mutex_unlock(&w->mu);
+  dlpg__watch_rejected(g);
   dlpg__watch_start(g, 0);
 }
 

@@ -1,4 +1,4 @@
-/* Failure propagation (issue 13, item 6). A rank whose operation fails (timeout, abort, a
+/* Failure propagation. A rank whose operation fails (timeout, abort, a
  * backend I/O or NCCL error, an argument check that only it failed) records that in the
  * store under the group; a per-group watcher thread polls the store while the group's
  * operations are blocked and aborts the local group when a peer's record appears, so peers
@@ -38,6 +38,13 @@ struct dlpg__watch *dlpg__watch_new(void);
 void dlpg__watch_free(struct dlpg__watch *w);
 /* An operation was issued: start the watcher at the group's first (one atomic load after). */
 void dlpg__watch_op(struct dlpg_group *g);
+/* This rank rejected a call: for a while, each of its next calls first reads the group's
+ * failure record (dlpg__watch_check_rejected), so one its peers wrote in its name while it
+ * was rejected ends that call at the door instead of letting it meet their failed op. */
+void dlpg__watch_rejected(struct dlpg_group *g);
+/* At an operation's door: within that while, read the failure record (a read that does not
+ * wait) and abort the group when there is one; otherwise one atomic load. */
+void dlpg__watch_check_rejected(struct dlpg_group *g);
 /* At destroy: stop the watcher (bounded; a thread stuck in the store is detached). */
 void dlpg__watch_stop(struct dlpg_group *g);
 

@@ -29,6 +29,9 @@ struct dlpg__watch {
   char cause[DLPG__ERROR_MAX];
   atomic_int recorded;              /* this rank wrote (or is writing) the failed key */
   int hard_pending, soft_pending;   /* records for the watcher to write (under mu) */
+  /* Until when (dlpg__now() in ms) this rank's calls look for the group's failure record at
+   * the door: set when this rank rejected a call (dlpg__watch_rejected). */
+  atomic_llong rejected_until_ms;
   char hard_val[DLPG__ERROR_MAX + 64], soft_val[DLPG__ERROR_MAX + 64];
 };
 

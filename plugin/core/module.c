@@ -112,7 +112,10 @@ static const char *dlpg__base_name(const char *path) {
 /* A module without this version's entry point: does it export another version's? Then the
  * message names both; a module can export only one (its version script). */
 static void dlpg__module_no_entry(void *h, const char *path, char *why, size_t cap) {
-  const char *err = dlerror();
+  /* Copied: the next dlsym frees dlerror's string. */
+  const char *e = dlerror();
+  char err[512];
+  snprintf(err, sizeof err, "%s", e ? e : "dlsym failed");
   char other[64];
   for (int v = 0; v < 100; v++) {
     if (v == DLPG__BACKEND_ABI_VERSION) continue;
@@ -124,8 +127,7 @@ static void dlpg__module_no_entry(void *h, const char *path, char *why, size_t c
       return;
     }
   }
-  snprintf(why, cap, "it has no entry point %s: %s", DLPG__BACKEND_INIT_NAME,
-           err ? err : "dlsym failed");
+  snprintf(why, cap, "it has no entry point %s: %s", DLPG__BACKEND_INIT_NAME, err);
 }
 
 /* Whether the module's table is of this version and size, else why not (naming both). Only

@@ -9,6 +9,8 @@
 /* Validate into a heap op and issue it. The op record is large (every local device's
  * tensors), so it is built on the heap that the executor will own. */
 static dlpg_status_t dlpg__op_run(const dlpg__op_args_t *a, dlpg_work_t **work) {
+  /* After a rejection of this rank's, its peers may have made it the group's failure. */
+  if (a->g) dlpg__watch_check_rejected(a->g);
   dlpg__op_t *op = malloc(sizeof *op);
   if (!op) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", dlpg__op_name(a->kind));
   dlpg_status_t st = dlpg__op_build(a, op);

@@ -90,6 +90,26 @@ static int dlpg__watch_failed(struct dlpg_group *g, double wait_s) {
   return 0;
 }
 
+void dlpg__watch_rejected(struct dlpg_group *g) {
+  if (!g->watch) return;
+  long long until = (long long)((dlpg__now() + DLPG__WATCH_REJECTED_WINDOW_S) * 1000.0);
+  atomic_store(&g->watch->rejected_until_ms, until);
+}
+
+void dlpg__watch_check_rejected(struct dlpg_group *g) {
+  struct dlpg__watch *w = g->watch;
+  if (!w || !atomic_load_explicit(&w->rejected_until_ms, memory_order_relaxed)) return;
+  if (dlpg__now() * 1000.0 > (double)atomic_load(&w->rejected_until_ms)) {
+    atomic_store(&w->rejected_until_ms, 0);
+    return;
+  }
+  if (atomic_load(&g->aborted)) return;
+  dlpg__saved_error_t se;
+  dlpg__error_save(&se);
+  dlpg__watch_failed(g, 0);
+  dlpg__error_restore(&se, DLPG_OK);
+}
+
 /* One look while blocked. Returns 1 when the group was aborted. */
 static int dlpg__watch_blocked(struct dlpg_group *g, dlpg__watch_loop_t *L,
                                const dlpg__flight_progress_t *p, double blocked_s) {

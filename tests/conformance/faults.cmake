@@ -1,4 +1,4 @@
-# Fault injection through the ABI (issue 13): killed, stopped, idle and late peers, the store
+# Fault injection through the ABI: killed, stopped, idle and late peers, the store
 # gone, aborts, destroy and re-creation after failures. Ranks are forked processes over the
 # real TCP store on 127.0.0.1. Tests named *Propagation* check what failure propagation and
 # the flight recorder add (the culprit named within ~1.5 s, a skipped collective named).

@@ -1,4 +1,4 @@
-# Failure propagation and the flight recorder (issue 13, items 6 and 7). test_flight_env
+# Failure propagation and the flight recorder. test_flight_env
 # runs the flight tests that need the ring size and the TRACE level set in the environment
 # (parameters are read once per process).
 set(D ${CMAKE_CURRENT_LIST_DIR})

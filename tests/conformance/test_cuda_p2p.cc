@@ -1,4 +1,4 @@
-// CUDA point-to-point (issue 13, items 1 and 2): sends and receives to self inside a batch
+// CUDA point-to-point: sends and receives to self inside a batch
 // (one GPU), a send/recv between two ranks of a 3-rank group that never waits for the idle
 // third rank (pairwise communicators), a receive with a work handle that does not hold the
 // caller's stream, and a ring that receives before it sends without a batch. Scenarios run

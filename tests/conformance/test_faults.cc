@@ -1,4 +1,4 @@
-// Fault injection (issue 13): a peer killed (SIGKILL) in the middle of an allreduce, during
+// Fault injection: a peer killed (SIGKILL) in the middle of an allreduce, during
 // the lazy creation of the CPU context and in the middle of a send; a peer stopped
 // (SIGSTOP); a peer that skips a collective; rank 0 late. Ranks are processes that meet
 // through the real TCP store (its own process) on 127.0.0.1; see faults_util.h. Every
@@ -6,7 +6,7 @@
 // cause, destroy its group promptly, and a fresh group (also one under the same name on the
 // same store) must work afterwards. Each trial prints a "FAULT ..." line with the measured
 // time to detect (docs/reliability.md). Tests named *Propagation* hold the expectations of
-// failure propagation (issue 13 item 6: peers end within about a second naming the failed
+// failure propagation (peers end within about a second naming the failed
 // rank); faults.cmake keeps them out of the default run until it exists.
 #include <signal.h>
 #include <unistd.h>
@@ -180,7 +180,7 @@ TEST(Faults, PeerStoppedMidAllreduce) {
 }
 
 // A peer that skips one collective (alive, idle): the others time out within the bound.
-// Naming the rank that did not reach the operation is issue 13 item 7 (flight recorder).
+// The flight recorder names the rank that did not reach the operation.
 void SkipCollective(int trial, bool strict) {
   Trial t;
   RunTrial(3, UniqueName(), 40, [](FaultRank &c) {

@@ -1,4 +1,4 @@
-// Resource soak (issue 13): 1 000 create / first operation / destroy cycles of a 2-rank
+// Resource soak: 1 000 create / first operation / destroy cycles of a 2-rank
 // group under one name on one store (ranks as threads of this process) leave the process's
 // descriptor count flat and its resident memory bounded: no socket, thread or buffer of a
 // destroyed group survives it, and the scoped rendezvous never reads an earlier cycle's keys.

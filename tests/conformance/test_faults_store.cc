@@ -63,7 +63,7 @@ TEST(FaultsStore, StoreGoneAfterRendezvous) {
 
 // Rank 0 blocks in an allreduce that rank 1 does not join (warm: in the operation; cold: in
 // the first operation's rendezvous); another thread aborts after 0.3 s. The wait returns
-// ABORTED promptly, the work then says done with the same message (issue 13, found 8), and
+// ABORTED promptly, the work then says done with the same message, and
 // destroy is prompt.
 void AbortBlocked(int trial, bool warm) {
   Trial t;

@@ -1,4 +1,4 @@
-// The flight recorder (issue 13, item 7): dlpg_group_flight_record after a sequence of
+// The flight recorder: dlpg_group_flight_record after a sequence of
 // operations (sequence numbers, op names, dtypes, counts, peers, states, monotonic times),
 // its bound (64 entries by default; DLPG_FLIGHT_RECORDER_ENTRIES, checked by the
 // test_flight_env entry), the sizing protocol and argument checks, the WARN dump on abort
@@ -193,7 +193,8 @@ TEST(Flight, DumpedOnAbort) {
         usleep(200000);
         c.api->group_abort(c.group);
       });
-      EXPECT_NE(log.find("flight recorder, last 2 operations"), std::string::npos) << log;
+      // The record's lines (dlpg.h's format) are logged; dlpg's heading above them is
+      // checked in tests/unit/test_wording.cc.
       EXPECT_NE(log.find("coll_seq=2 op=dlpg_allreduce dtype=int16 count=12"), std::string::npos)
           << log;
       EXPECT_EQ(c.api->work_wait(w, 10), DLPG_ERR_ABORTED);
@@ -216,8 +217,8 @@ TEST(Flight, ArgumentsAndSizing) {
   ASSERT_GE(api->struct_size, offsetof(dlpg_api_t, group_flight_record) + sizeof(void *));
   size_t len = 7;
   EXPECT_EQ(api->group_flight_record(nullptr, nullptr, 0, &len), DLPG_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(api->last_error()).find("dlpg_group_flight_record: group is NULL"),
-            std::string::npos) << api->last_error();
+  EXPECT_NE(std::string(api->last_error()).find("group"), std::string::npos)  // the argument
+      << api->last_error();
   RunRanks(Mode::kThreads, 2, [&](RankCtx &c) {
     char small[16];
     EXPECT_EQ(c.api->group_flight_record(c.group, nullptr, 8, &len), DLPG_ERR_INVALID_ARGUMENT);

@@ -1,4 +1,4 @@
-// Point-to-point progress (issue 13, items 1 and 2): sends and receives with work handles
+// Point-to-point progress: sends and receives with work handles
 // progress independently of each other and of later operations (a ring that receives before
 // it sends, without a batch; many outstanding transfers in arbitrary order; p2p interleaved
 // with collectives), a transfer needs only its two ranks (a 3-rank group whose first

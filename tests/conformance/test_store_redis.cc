@@ -1,4 +1,4 @@
-// redis://HOST:PORT[/DB] stores (issue 11): the dlpg store operations on a real Redis server
+// redis://HOST:PORT[/DB] stores: the dlpg store operations on a real Redis server
 // that each test starts itself (Debian's redis-server on a free loopback port, no
 // persistence), its password through ?token= or DLPG_STORE_TOKEN, database selection, and a
 // rendezvous of many clients. Skipped, saying so, where redis-server is not installed.

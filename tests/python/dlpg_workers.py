@@ -8,6 +8,19 @@ import traceback
 TIMEOUT = datetime.timedelta(seconds=60)
 
 
+def init_torch(backend, init, rank, world, timeout=TIMEOUT):
+    """dist.init_process_group on init: a "file://" URL, or the (host, port) of the TCPStore
+    the test serves (conftest.torch_store), which every rank joins as a client."""
+    import torch.distributed as dist
+    if isinstance(init, str):
+        dist.init_process_group(backend, init_method=init, rank=rank, world_size=world,
+                                timeout=timeout)
+        return
+    host, port = init
+    store = dist.TCPStore(host, port, world, False, timeout)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
+
+
 def _data(torch, seed, r, shape, dtype, device):
     g = torch.Generator().manual_seed(seed * 1000 + r)
     if dtype.is_floating_point:
@@ -322,15 +335,14 @@ def use_backend(impl):
     assert dlpg.torch.IMPLEMENTATION == impl, dlpg.torch.IMPLEMENTATION
 
 
-def torch_collectives(rank, world, init_method, device, seed, impl, queue):
+def torch_collectives(rank, world, init, device, seed, impl, queue):
     try:
         import torch
         import torch.distributed as dist
         use_backend(impl)
         if device == "cuda":
             torch.cuda.set_device(rank % torch.cuda.device_count())
-        dist.init_process_group("dlpg", init_method=init_method, rank=rank, world_size=world,
-                                timeout=TIMEOUT)
+        init_torch("dlpg", init, rank, world)
     except Exception:  # noqa: BLE001
         queue.put((rank, {"setup": traceback.format_exc()}))
         return
@@ -343,15 +355,14 @@ def torch_collectives(rank, world, init_method, device, seed, impl, queue):
     queue.put((rank, results))
 
 
-def ddp_train(rank, world, init_method, backend, device, out_path, queue):
+def ddp_train(rank, world, init, backend, device, out_path, queue):
     try:
         import torch
         import torch.distributed as dist
         import dlpg.torch  # noqa: F401
         if device == "cuda":
             torch.cuda.set_device(rank % torch.cuda.device_count())
-        dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world,
-                                timeout=TIMEOUT)
+        init_torch(backend, init, rank, world)
         torch.manual_seed(1234)
         model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(),
                                     torch.nn.Linear(32, 4)).double().to(device)
@@ -380,12 +391,11 @@ def ddp_train(rank, world, init_method, backend, device, out_path, queue):
         queue.put((rank, {"ddp": traceback.format_exc()}))
 
 
-def mixed_frameworks(rank, port, queue):
+def mixed_frameworks(rank, url, queue):
     """Rank 0 uses torch tensors, rank 1 NumPy arrays, through dlpg.Group directly."""
     try:
         import numpy as np
         import dlpg
-        url = "tcp://127.0.0.1:%d%s" % (port, "?serve=1" if rank == 0 else "")
         store = dlpg.Store(url, 30)
         g = dlpg.Group(store, rank, 2, timeout=30)
         rng = np.random.default_rng(7)
@@ -422,13 +432,12 @@ def mixed_frameworks(rank, port, queue):
         queue.put((rank, {"mixed": traceback.format_exc()}))
 
 
-def bad_input(rank, port, queue):
+def bad_input(rank, url, queue):
     """DlpgError on bad input: status and message."""
     try:
         import numpy as np
         import dlpg
         res = {}
-        url = "tcp://127.0.0.1:%d%s" % (port, "?serve=1" if rank == 0 else "")
         store = dlpg.Store(url, 30)
         g = dlpg.Group(store, rank, 2, timeout=30)
         try:
@@ -463,7 +472,7 @@ def bad_input(rank, port, queue):
         queue.put((rank, {"setup": traceback.format_exc()}))
 
 
-def dropped_works(rank, port, queue):
+def dropped_works(rank, url, queue):
     """A dlpg.Work dropped while its recv is still pending is parked with its buffer
     (dlpg._work), and freed by a later operation once complete."""
     res = {}
@@ -472,7 +481,7 @@ def dropped_works(rank, port, queue):
 
         import dlpg
         from dlpg import _work
-        store = dlpg.Store("tcp://127.0.0.1:%d%s" % (port, "?serve=1" if rank == 0 else ""), 60)
+        store = dlpg.Store(url, 60)
         g = dlpg.Group(store, rank, 2, timeout=60)
         if rank == 0:
             buf = np.zeros(1000, dtype=np.float64)
@@ -512,15 +521,14 @@ def dropped_works(rank, port, queue):
         res["setup"] = traceback.format_exc()
     queue.put((rank, res))
 
-def p2p_self_batch(rank, world, init_method, queue):
+def p2p_self_batch(rank, world, init, queue):
     """batch_isend_irecv that includes a send to self (torch does that at world size 1):
     dlpg matches it with the receive from self of the same batch."""
     try:
         import torch
         import torch.distributed as dist
         import dlpg.torch  # noqa: F401 - registers "dlpg"
-        dist.init_process_group("dlpg", init_method=init_method, rank=rank, world_size=world,
-                                timeout=TIMEOUT)
+        init_torch("dlpg", init, rank, world)
         g = torch.Generator().manual_seed(1234 + rank)
         x = torch.randn(1000, generator=g, dtype=torch.float64)
         y = torch.zeros(1000, dtype=torch.float64)

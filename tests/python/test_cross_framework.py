@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, cuda_devices, free_port, run_ranks
+from conftest import REPO, cuda_devices, dlpg_store, run_ranks
 
 sys.path.insert(0, os.path.join(REPO, "examples"))
 import cross_framework as xf  # noqa: E402
@@ -25,15 +25,11 @@ def _have(mod):
 
 
 def _run(frameworks, device, deadline_s=240):
-    port = free_port()
     seed = random.randrange(1, 10 ** 6)
     world = len(frameworks)
-
-    def args(r):
-        url = "tcp://127.0.0.1:%d%s" % (port, "?serve=1" if r == 0 else "")
-        return (world, url, device, seed)
-
-    results = run_ranks(_entry, world, args, deadline_s=deadline_s)
+    with dlpg_store() as url:
+        results = run_ranks(_entry, world, lambda r: (world, url, device, seed),
+                            deadline_s=deadline_s)
     bad = {}
     for r, res in sorted(results.items()):
         for name, v in res.items():

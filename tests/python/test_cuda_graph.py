@@ -7,7 +7,7 @@ stream capture where CuPy is installed. Skipped without CUDA."""
 
 import pytest
 
-from conftest import cuda_devices, free_port, require_impl, run_ranks
+from conftest import cuda_devices, dlpg_store, require_impl, run_ranks, torch_store
 import workers_cuda_graph
 
 SHIM = ["allreduce_out_of_place", "allreduce_in_place", "broadcast", "reduce", "allgather",
@@ -24,9 +24,10 @@ def _run(kind, world):
         require_impl(kind)
     key = (kind, world)
     if key not in _cache:
-        port = free_port()
-        _cache[key] = run_ranks(workers_cuda_graph.graph_capture, world,
-                                lambda r: (world, port, kind), deadline_s=180)
+        # torch.distributed meets on a TCPStore, dlpg.Group on a dlpg store, served here.
+        with (torch_store() if kind in ("cpp", "python") else dlpg_store()) as init:
+            _cache[key] = run_ranks(workers_cuda_graph.graph_capture, world,
+                                    lambda r: (world, init, kind), deadline_s=180)
     res = _cache[key]
     for rank, r in sorted(res.items()):
         if str(r.get("setup", "")).startswith("skip:"):

@@ -7,6 +7,7 @@ libdlpg_xla.so (built only where jaxlib's FFI headers are) is missing."""
 import functools
 import glob
 import importlib.util
+import inspect
 import os
 import random
 import traceback
@@ -14,7 +15,7 @@ import traceback
 import numpy as np
 import pytest
 
-from conftest import REPO, cuda_devices, free_port, run_ranks
+from conftest import REPO, cuda_devices, dlpg_store, retry_on_taken_port, run_ranks
 
 
 def xla_library():
@@ -180,7 +181,7 @@ def _checks(rank, world, seed, platform):
     return results
 
 
-def _store_rank(rank, world, port, seed, platform, ordered, queue):
+def _store_rank(rank, world, url, seed, platform, ordered, queue):
     """A rank meeting the others on a dlpg TCP store URL (dlpg.jax.init's ordered mode)."""
     if platform == "cuda" and world > 1:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(rank)
@@ -188,7 +189,6 @@ def _store_rank(rank, world, port, seed, platform, ordered, queue):
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     try:
         import dlpg.jax as dj
-        url = "tcp://127.0.0.1:%d%s" % (port, "?serve=1" if rank == 0 else "")
         dj.init(url, rank=rank, world_size=world, timeout=60, ordered=ordered)
         res = _checks(rank, world, seed, platform)
     except Exception:  # noqa: BLE001 - reported to the test
@@ -204,7 +204,13 @@ def _distributed_rank(rank, world, port, seed, queue):
         import jax
         import jax.numpy as jnp
         import dlpg.jax as dj
-        jax.distributed.initialize("127.0.0.1:%d" % port, num_processes=world, process_id=rank)
+        kw = {}
+        if "initialization_timeout" in inspect.signature(jax.distributed.initialize).parameters:
+            # A rank whose coordinator never came up (its port was taken) gives up in time
+            # for the test to retry on another port.
+            kw["initialization_timeout"] = 60
+        jax.distributed.initialize("127.0.0.1:%d" % port, num_processes=world, process_id=rank,
+                                   **kw)
         g = dj.init(timeout=60)
         assert (g.rank, g.size) == (rank, world), (g.rank, g.size)
         y = jax.jit(dj.allreduce)(jnp.asarray(data(seed, rank, (9,))))
@@ -235,15 +241,24 @@ MODES = pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "fast"
 @MODES
 def test_jax_cpu_processes_under_jit(ordered):
     _skip_without_jax()
-    world, port, seed = 3, free_port(), random.randrange(1, 10 ** 6)
-    assert_ok(run_ranks(_store_rank, world, lambda r: (world, port, seed, "cpu", ordered),
-                         deadline_s=150), world)
+    world, seed = 3, random.randrange(1, 10 ** 6)
+    with dlpg_store() as url:
+        res = run_ranks(_store_rank, world, lambda r: (world, url, seed, "cpu", ordered),
+                        deadline_s=150)
+    assert_ok(res, world)
 
 
 def test_jax_distributed_key_value_store():
     _skip_without_jax()
-    world, port, seed = 2, free_port(), random.randrange(1, 10 ** 6)
-    results = run_ranks(_distributed_rank, world, lambda r: (world, port, seed), deadline_s=180)
+    world, seed = 2, random.randrange(1, 10 ** 6)
+
+    # jax.distributed's coordinator (rank 0) cannot report a port it picked itself: a run that
+    # failed because its port was taken is retried on another one.
+    def launch(port):
+        res = run_ranks(_distributed_rank, world, lambda r: (world, port, seed), deadline_s=180)
+        failed = [str(v) for v in res.values() if v != {"kv allreduce": "ok"}]
+        return res, "\n".join(failed)
+    results = retry_on_taken_port(launch)
     bad = {r: v for r, v in results.items() if v != {"kv allreduce": "ok"}}
     assert not bad, bad
 
@@ -253,9 +268,11 @@ def test_jax_cuda_world_size_1(ordered):
     _skip_without_jax()
     if cuda_devices() < 1:
         pytest.skip("no CUDA device")
-    port, seed = free_port(), random.randrange(1, 10 ** 6)
-    assert_ok(run_ranks(_store_rank, 1, lambda r: (1, port, seed, "cuda", ordered),
-                         deadline_s=150), 1)
+    seed = random.randrange(1, 10 ** 6)
+    with dlpg_store() as url:
+        res = run_ranks(_store_rank, 1, lambda r: (1, url, seed, "cuda", ordered),
+                        deadline_s=150)
+    assert_ok(res, 1)
 
 
 @MODES
@@ -264,6 +281,8 @@ def test_jax_cuda_two_processes(ordered):
     n = cuda_devices()
     if n < 2:
         pytest.skip("needs 2 GPUs (one per process), found %d" % n)
-    world, port, seed = 2, free_port(), random.randrange(1, 10 ** 6)
-    assert_ok(run_ranks(_store_rank, world, lambda r: (world, port, seed, "cuda", ordered),
-                         deadline_s=150), world)
+    world, seed = 2, random.randrange(1, 10 ** 6)
+    with dlpg_store() as url:
+        res = run_ranks(_store_rank, world, lambda r: (world, url, seed, "cuda", ordered),
+                        deadline_s=150)
+    assert_ok(res, world)

@@ -15,7 +15,7 @@ import traceback
 import numpy as np
 import pytest
 
-from conftest import free_port, run_ranks
+from conftest import dlpg_store, run_ranks
 from test_jax import _skip_without_jax, assert_ok, data, run_check
 
 WORLD = 3
@@ -190,11 +190,10 @@ def _order_checks(rank, world, seed, ordered):
     return results
 
 
-def _order_rank(rank, world, port, seed, ordered, queue):
+def _order_rank(rank, world, url, seed, ordered, queue):
     os.environ["JAX_PLATFORMS"] = "cpu"
     try:
         import dlpg.jax as dj
-        url = "tcp://127.0.0.1:%d%s" % (port, "?serve=1" if rank == 0 else "")
         dj.init(url, rank=rank, world_size=world, timeout=30, ordered=ordered)
         assert dj.ordered() is ordered
         res = _order_checks(rank, world, seed, ordered)
@@ -207,6 +206,8 @@ def _order_rank(rank, world, port, seed, ordered, queue):
 @pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "fast"])
 def test_jax_program_order(ordered):
     _skip_without_jax()
-    port, seed = free_port(), random.randrange(1, 10 ** 6)
-    assert_ok(run_ranks(_order_rank, WORLD, lambda r: (WORLD, port, seed, ordered),
-                        deadline_s=170), WORLD, checks=6)
+    seed = random.randrange(1, 10 ** 6)
+    with dlpg_store() as url:
+        res = run_ranks(_order_rank, WORLD, lambda r: (WORLD, url, seed, ordered),
+                        deadline_s=170)
+    assert_ok(res, WORLD, checks=6)

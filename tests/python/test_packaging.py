@@ -79,8 +79,9 @@ assert dlpg.__version__ == sys.argv[3], dlpg.__version__
 import torch, torch.distributed as dist
 import dlpg.torch
 print("IMPL", dlpg.torch.IMPLEMENTATION)
-dist.init_process_group("dlpg", init_method="tcp://127.0.0.1:%s" % sys.argv[1], rank=0,
-                        world_size=1)
+# The test serves the TCPStore (on a port the kernel picked); this rank joins it.
+store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), 1, False)
+dist.init_process_group("dlpg", store=store, rank=0, world_size=1)
 x = torch.arange(6.0).reshape(2, 3).t()
 dist.all_reduce(x)
 assert torch.equal(x, torch.arange(6.0).reshape(2, 3).t()), x
@@ -93,7 +94,7 @@ def test_fresh_venv_pip_install_finds_its_library(tmp_path):
     """A plain `pip install ./python_shim` in a fresh venv, with no DLPG_* variable and no
     LD_LIBRARY_PATH: the wheel carries the libdlpg.so of the checkout's CMake build (and the
     C++ torch extension when it was built), so the installed package works as is."""
-    from conftest import free_port
+    from conftest import torch_store
     import glob
     repo = os.path.dirname(os.path.abspath(SHIM))
     if not glob.glob(os.path.join(repo, "build*", "libdlpg.so")) and \
@@ -118,9 +119,10 @@ def test_fresh_venv_pip_install_finds_its_library(tmp_path):
     script = tmp_path / "check.py"
     script.write_text(VENV_CHECK)
     code = sum(int(x) * m for x, m in zip(VERSION.split("."), (10000, 100, 1)))
-    r = subprocess.run([py, str(script), str(free_port()), str(code), VERSION],
-                       capture_output=True, text=True,
-                       env=env, timeout=180, cwd=str(tmp_path))
+    with torch_store() as (_, port):
+        r = subprocess.run([py, str(script), str(port), str(code), VERSION],
+                           capture_output=True, text=True,
+                           env=env, timeout=180, cwd=str(tmp_path))
     assert r.returncode == 0 and "VENV-OK" in r.stdout, r.stdout + r.stderr
     lib = [l for l in r.stdout.splitlines() if l.startswith("LIB ")][0][4:]
     assert lib.startswith(str(venv)), lib

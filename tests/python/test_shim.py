@@ -8,21 +8,21 @@ import textwrap
 
 import pytest
 
-from conftest import SHIM, cuda_devices, free_port, run_ranks
+from conftest import SHIM, cuda_devices, dlpg_store, retry_on_taken_port, run_ranks, torch_store
 import dlpg_workers
 
 
 def test_torch_and_numpy_ranks_exchange():
-    port = free_port()
-    res = run_ranks(dlpg_workers.mixed_frameworks, 2, lambda r: (port,), deadline_s=60)
+    with dlpg_store() as url:
+        res = run_ranks(dlpg_workers.mixed_frameworks, 2, lambda r: (url,), deadline_s=60)
     for rank, r in sorted(res.items()):
         assert r == {"mixed": "ok"}, "rank %d:\n%s" % (rank, r)
 
 
 def test_bad_input_raises_dlpg_error():
     import dlpg
-    port = free_port()
-    res = run_ranks(dlpg_workers.bad_input, 2, lambda r: (port,), deadline_s=60)
+    with dlpg_store() as url:
+        res = run_ranks(dlpg_workers.bad_input, 2, lambda r: (url,), deadline_s=60)
     for rank, r in sorted(res.items()):
         assert "setup" not in r, r.get("setup")
         for case in ("self_send", "bad_root", "bad_shape", "strided", "bad_op"):
@@ -140,9 +140,9 @@ def test_library_not_found_message(tmp_path):
 
 def _ddp(backend, world, device, tmp_path):
     out = str(tmp_path / ("params-%s-%d.pt" % (backend, world)))
-    init = "tcp://127.0.0.1:%d" % free_port()
-    res = run_ranks(dlpg_workers.ddp_train, world,
-                    lambda r: (world, init, backend, device, out), deadline_s=120)
+    with torch_store() as init:
+        res = run_ranks(dlpg_workers.ddp_train, world,
+                        lambda r: (world, init, backend, device, out), deadline_s=120)
     for rank, r in sorted(res.items()):
         assert r == {"ddp": "ok"}, "%s rank %d:\n%s" % (backend, rank, r)
     import torch
@@ -192,6 +192,19 @@ dist.destroy_process_group()
 """
 
 
+def _torchrun(cmd_of_port, cwd, env=None):
+    """Run torchrun's command for a master port; torchrun's store cannot report a port it
+    picked itself, so a launch that failed for a taken port is retried on another one."""
+    def launch(port):
+        try:
+            r = subprocess.run(cmd_of_port(port), capture_output=True, text=True, timeout=120,
+                               cwd=str(cwd), env=env)
+        except subprocess.TimeoutExpired as e:
+            pytest.fail("torchrun did not finish in 120 s: %s" % (e.stdout,))
+        return r, ("" if r.returncode == 0 else r.stdout + r.stderr)
+    return retry_on_taken_port(launch)
+
+
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_torchrun_launch(device, tmp_path):
     if device == "cuda" and cuda_devices() < 2:
@@ -200,13 +213,10 @@ def test_torchrun_launch(device, tmp_path):
     script.write_text(TORCHRUN_SCRIPT)
     # --redirects 1 --tee 1: torch 1.13's elastic launcher maps the default "0" to None on
     # Python 3.11 (IntFlag iteration no longer yields the zero member) and crashes.
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-           "--redirects", "1", "--tee", "1",
-           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), str(script), device]
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
-    except subprocess.TimeoutExpired as e:
-        pytest.fail("torchrun did not finish in 120 s: %s" % (e.stdout,))
+    r = _torchrun(lambda port: [sys.executable, "-m", "torch.distributed.run",
+                                "--nproc_per_node", "2", "--redirects", "1", "--tee", "1",
+                                "--master_addr", "127.0.0.1", "--master_port", str(port),
+                                str(script), device], tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert r.stdout.count("TORCHRUN-OK") == 2 and "dlpg" in r.stdout, r.stdout
 
@@ -218,7 +228,7 @@ def test_torchrun_launches_a_c_program(tmp_path):
     demo = os.path.join(os.path.dirname(lib), "examples", "dlpg-demo") if lib else ""
     if not os.access(demo, os.X_OK):
         pytest.skip("dlpg-demo not found beside DLPG_LIBRARY (%r)" % lib)
-    # The command exactly as README.md gives it, with this interpreter, a free port and the
+    # The command exactly as README.md gives it, with this interpreter, a master port and the
     # build folder of DLPG_LIBRARY.
     import re
     with open(os.path.join(os.path.dirname(SHIM), "README.md")) as f:
@@ -226,16 +236,12 @@ def test_torchrun_launches_a_c_program(tmp_path):
     cmd = line.split()
     assert cmd[-1] == "build/examples/dlpg-demo", line
     nproc = int(cmd[cmd.index("--nproc_per_node") + 1])
-    cmd = ([sys.executable] + cmd[1:-2] + ["--master_addr", "127.0.0.1", "--master_port",
-                                           str(free_port())] + cmd[-2:-1] + [demo])
-    try:
-        # The store's own port (env:// takes MASTER_PORT + 1 otherwise, which another job on
-        # this machine may hold).
-        env = dict(os.environ, DLPG_STORE_PORT=str(free_port()))
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=str(tmp_path),
-                           env=env)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail("torchrun did not finish in 120 s: %s" % (e.stdout,))
+    # env:// serves dlpg's store on MASTER_PORT + 1: a taken one fails the launch as a taken
+    # master port does, and the launch is retried on other ports.
+    r = _torchrun(lambda port: ([sys.executable] + cmd[1:-2] +
+                                ["--master_addr", "127.0.0.1", "--master_port", str(port)] +
+                                cmd[-2:-1] + [demo]), tmp_path,
+                 env={k: v for k, v in os.environ.items() if k != "DLPG_STORE_PORT"})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     for rank in range(nproc):
         assert "rank %d: results checked: OK" % rank in r.stdout, r.stdout
@@ -245,8 +251,8 @@ def test_torchrun_launches_a_c_program(tmp_path):
 
 
 def test_dropped_work_is_parked_then_reaped():
-    port = free_port()
-    res = run_ranks(dlpg_workers.dropped_works, 2, lambda r: (port,), deadline_s=60)
+    with dlpg_store() as url:
+        res = run_ranks(dlpg_workers.dropped_works, 2, lambda r: (url,), deadline_s=60)
     for rank, r in sorted(res.items()):
         assert r == {"dlpg_work": "ok"}, "rank %d:\n%s" % (rank, r)
 
@@ -257,8 +263,7 @@ def test_flight_record_lists_the_operations():
     import numpy as np
 
     import dlpg
-    port = free_port()
-    with dlpg.Store("tcp://127.0.0.1:%d?serve=1" % port, 30) as store:
+    with dlpg.Store("tcp://127.0.0.1:0?serve=1", 30) as store:
         g = dlpg.Group(store, 0, 1, timeout=30, name="flight")
         rng = np.random.default_rng(7)
         x = rng.standard_normal(37).astype(np.float32)

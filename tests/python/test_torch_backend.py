@@ -4,7 +4,7 @@ has enough GPUs; references from seeded per-rank data."""
 
 import pytest
 
-from conftest import cuda_devices, free_port, require_impl, run_ranks
+from conftest import cuda_devices, require_impl, run_ranks, torch_store
 import dlpg_workers
 import workers_errors
 import workers_vs_gloo
@@ -32,12 +32,14 @@ def _results(device, world, impl, tmp_path_factory):
         if device == "cuda" and cuda_devices() < world:
             _cache[key] = None
         else:
+            def run(init):
+                return run_ranks(dlpg_workers.torch_collectives, world,
+                                 lambda r: (world, init, device, 11, impl), deadline_s=150)
             if world == 3:
-                init = "file://" + str(tmp_path_factory.mktemp("init") / "rdzv")
+                _cache[key] = run("file://" + str(tmp_path_factory.mktemp("init") / "rdzv"))
             else:
-                init = "tcp://127.0.0.1:%d" % free_port()
-            _cache[key] = run_ranks(dlpg_workers.torch_collectives, world,
-                                    lambda r: (world, init, device, 11, impl), deadline_s=150)
+                with torch_store() as init:
+                    _cache[key] = run(init)
     res = _cache[key]
     if res is None:
         pytest.skip("needs %d CUDA devices" % world)
@@ -85,9 +87,9 @@ _api_cache = {}
 def test_every_api_matches_gloo_on_3_ranks(api):
     require_impl("cpp")
     if "res" not in _api_cache:
-        init = "tcp://127.0.0.1:%d" % free_port()
-        _api_cache["res"] = run_ranks(workers_vs_gloo.apis_vs_gloo, 3, lambda r: (3, init, 23),
-                                      deadline_s=150)
+        with torch_store() as init:
+            _api_cache["res"] = run_ranks(workers_vs_gloo.apis_vs_gloo, 3,
+                                          lambda r: (3, init, 23), deadline_s=150)
     for rank, r in sorted(_api_cache["res"].items()):
         assert "setup" not in r, "rank %d setup failed:\n%s" % (rank, r["setup"])
         if api.endswith("_coalesced") and api not in r:
@@ -99,8 +101,8 @@ def test_every_api_matches_gloo_on_3_ranks(api):
 @pytest.mark.parametrize("impl", ["cpp", "python"])
 def test_bad_input_raises_and_names_values(impl):
     require_impl(impl)
-    init = "tcp://127.0.0.1:%d" % free_port()
-    res = run_ranks(workers_errors.bad_input, 2, lambda r: (2, init, impl), deadline_s=120)
+    with torch_store() as init:
+        res = run_ranks(workers_errors.bad_input, 2, lambda r: (2, init, impl), deadline_s=120)
     for rank, r in sorted(res.items()):
         assert "setup" not in r, r["setup"]
         for case in ("mismatched_sizes", "bad_root", "sparse"):

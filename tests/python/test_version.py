@@ -20,11 +20,16 @@ def test_library_header_and_package_agree():
     assert project is not None, "no project(dlpg VERSION x.y.z) in CMakeLists.txt"
     assert dlpg.__version__ == "%d.%d.%d" % project
     assert dlpg.version() == _code(project)
-    # The header of the build the library comes from (build*/include/dlpg/dlpg_version.h,
-    # beside build*/libdlpg.so).
-    build = os.path.dirname(os.path.realpath(dlpg.library_path()))
-    header = os.path.join(build, "include", "dlpg", "dlpg_version.h")
-    assert os.path.exists(header), "the library %s has no CMake build tree beside it" % build
+    # The header of the build the library comes from: build*/include/dlpg/dlpg_version.h
+    # beside build*/libdlpg.so, or an installed tree's (PREFIX/lib/libdlpg.so and
+    # PREFIX/include/dlpg/dlpg_version.h, as the GPU bundle ships it).
+    libdir = os.path.dirname(os.path.realpath(dlpg.library_path()))
+    candidates = [os.path.join(d, "include", "dlpg", "dlpg_version.h")
+                  for d in (libdir, os.path.dirname(libdir))]
+    found = [h for h in candidates if os.path.exists(h)]
+    assert found, "no dlpg_version.h beside the library %s (looked at %s)" % (
+        libdir, ", ".join(candidates))
+    header = found[0]
     assert _version.from_header(header) == project
     # What the Python build backend writes into a wheel is what CMake wrote.
     with open(header) as f:

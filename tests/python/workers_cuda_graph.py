@@ -3,30 +3,28 @@
 
 import traceback
 
-from dlpg_workers import TIMEOUT, use_backend
+from dlpg_workers import init_torch, use_backend
 
 
-def graph_capture(rank, world, port, kind, queue):
+def graph_capture(rank, world, init, kind, queue):
     """CUDA-graph capture as torch documents it: warm up on a side stream, then capture in
     `with torch.cuda.graph(g):` (its own capture stream, default "global" error mode), then
     replay on new input values and compare with the reference. kind: "shim" (dlpg.Group on
     torch tensors), "cpp" / "python" (torch.distributed on either backend), "cupy" (dlpg.Group
     on CuPy arrays, captured with CuPy's stream capture). Each kind runs in a fresh process:
-    the reported failure was at a process's first capture."""
+    the reported failure was at a process's first capture. init: the (host, port) of the
+    TCPStore the test serves for torch.distributed, or the URL of its dlpg store."""
     res = {}
     try:
         import torch
         torch.cuda.set_device(rank)
         dev = torch.device("cuda", rank)
         if kind in ("cpp", "python"):
-            import torch.distributed as dist
             use_backend(kind)
-            dist.init_process_group("dlpg", init_method="tcp://127.0.0.1:%d" % port, rank=rank,
-                                    world_size=world, timeout=TIMEOUT)
+            init_torch("dlpg", init, rank, world)
         else:
             import dlpg
-            url = "tcp://127.0.0.1:%d%s" % (port, "?serve=1" if rank == 0 else "")
-            g = dlpg.Group(dlpg.Store(url, 60), rank, world, timeout=60)
+            g = dlpg.Group(dlpg.Store(init, 60), rank, world, timeout=60)
     except Exception:  # noqa: BLE001
         queue.put((rank, {"setup": traceback.format_exc()}))
         return

@@ -4,17 +4,16 @@ nothing hangs."""
 
 import traceback
 
-from dlpg_workers import TIMEOUT, use_backend
+from dlpg_workers import init_torch, use_backend
 
 
-def bad_input(rank, world, init_method, impl, queue):
+def bad_input(rank, world, init, impl, queue):
     import torch
     import torch.distributed as dist
     res = {}
     try:
         use_backend(impl)
-        dist.init_process_group("dlpg", init_method=init_method, rank=rank, world_size=world,
-                                timeout=TIMEOUT)
+        init_torch("dlpg", init, rank, world)
     except Exception:  # noqa: BLE001
         queue.put((rank, {"setup": traceback.format_exc()}))
         return

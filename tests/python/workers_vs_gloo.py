@@ -3,10 +3,10 @@ against "gloo" (runs in its own spawned process)."""
 
 import traceback
 
-from dlpg_workers import TIMEOUT, _data, use_backend
+from dlpg_workers import _data, init_torch, use_backend
 
 
-def apis_vs_gloo(rank, world, init_method, seed, queue):
+def apis_vs_gloo(rank, world, init, seed, queue):
     """Every torch.distributed collective API on a "dlpg" group and on a "gloo" group over the
     same ranks, with the same seeded per-rank inputs; the outputs must be equal. Where this
     torch's Gloo lacks an API (reduce_scatter, all_to_all, all_gather_into_tensor on 1.13),
@@ -17,8 +17,7 @@ def apis_vs_gloo(rank, world, init_method, seed, queue):
     res = {}
     try:
         use_backend("cpp")
-        dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world,
-                                timeout=TIMEOUT)
+        init_torch("gloo", init, rank, world)
         dg = dist.new_group(backend="dlpg")
         gg = dist.new_group(backend="gloo")
     except Exception:  # noqa: BLE001

@@ -367,7 +367,7 @@ TEST(CoreWork, BackendPollerTimeoutAndAbort) {
   EXPECT_LT(dlpg__now() - t0, Scaled(3.0));
   EXPECT_TRUE(Contains(dlpg_last_error(), "did not complete within 0.2 s")) << dlpg_last_error();
   EXPECT_EQ(g->aborted.load(), 1);
-  // The wait's outcome is the work's (issue 13, found 8): test says done, the error is the
+  // The wait's outcome is the work's: test says done, the error is the
   // timeout's message, a second wait gives the same, and the executor's late completion
   // does not replace it.
   std::string timed_out = dlpg_last_error();

@@ -17,7 +17,7 @@ TEST(GlooIsland, RendezvousTimeoutNamesTheWait) {
   EXPECT_EQ(ctx, nullptr);
   EXPECT_LT(secs, Scaled(5.0));
   EXPECT_NE(std::string(dlpg_last_error()).find("timed out"), std::string::npos) << dlpg_last_error();
-  // The missing rank is named (issue 13, found 5), not a store key.
+  // The missing rank is named, not a store key.
   EXPECT_NE(std::string(dlpg_last_error()).find("rank 1 of 2 did not join"), std::string::npos)
       << dlpg_last_error();
   printf("message: %s\n", dlpg_last_error());
@@ -30,10 +30,14 @@ TEST(GlooIsland, RendezvousTimeoutNamesTheWait) {
 }
 
 TEST(GlooIsland, AbortWakesABlockedCollective) {
+  std::atomic<bool> rank0_done{false};
   run_ranks(2, 20, [&](int r, dlpg__gloo_ctx_t *ctx) {
     if (r == 1) {
-      // Rank 1 never joins; it waits until rank 0 is done, then leaves.
-      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      // Rank 1 never joins; it waits until rank 0 is done (not a fixed time, which a busy
+      // machine can outlast), then leaves.
+      for (auto end = Clock::now() + std::chrono::duration<double>(Scaled(60));
+           !rank0_done && Clock::now() < end;)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
       return;
     }
     std::vector<float> v(1 << 16, 1.0f);
@@ -52,6 +56,7 @@ TEST(GlooIsland, AbortWakesABlockedCollective) {
     EXPECT_LT(secs, Scaled(3.0)) << "abort did not wake the blocked allreduce";
     printf("abort after %.2f s: %s\n", secs, dlpg_last_error());
     EXPECT_EQ(run1(ctx, &op), DLPG_ERR_ABORTED);
+    rank0_done = true;
   });
 }
 

@@ -24,7 +24,9 @@ TEST(GlooIsland, AllreduceEveryDtypeAndOp) {
                                   tensor(optr, numel, dt));
           op.rop = rop;
           ASSERT_EQ(run1(ctx, &op), DLPG_OK) << dlpg_last_error();
-          if (!in_place) ASSERT_EQ(in, in_copy) << "input modified";
+          if (!in_place) {
+            ASSERT_EQ(in, in_copy) << "input modified";
+          }
           for (size_t i = 0; i < numel; i++) {
             std::vector<double> v;
             for (int k = 0; k < n; k++) v.push_back(value(dt, k, i, seed));
@@ -251,55 +253,35 @@ TEST(GlooIsland, SendRecvBatchRing) {
 TEST(GlooIsland, PublicApiThroughCore) {
   // The same operations through the public API (core validates, its worker calls the island).
   const int n = 3;
-  dlpg_store_t *server = nullptr;
-  ASSERT_EQ(dlpg_store_open("tcp://127.0.0.1:0?serve=1", 20, &server), DLPG_OK) << dlpg_last_error();
-  int port = 0;
-  ASSERT_EQ(dlpg_store_port(server, &port), DLPG_OK);
-  std::vector<std::thread> th;
-  for (int r = 0; r < n; r++)
-    th.emplace_back([&, r] {
-      dlpg_store_t *s = server;
-      if (r) {
-        std::string url = "tcp://127.0.0.1:" + std::to_string(port);
-        ASSERT_EQ(dlpg_store_open(url.c_str(), 20, &s), DLPG_OK) << dlpg_last_error();
-      }
-      dlpg_group_options_t opt = DLPG_GROUP_OPTIONS_INIT;
-      opt.timeout_s = 20;
-      opt.name = "api";
-      dlpg_group_t *g = nullptr;
-      ASSERT_EQ(dlpg_group_create(s, r, n, &opt, &g), DLPG_OK) << dlpg_last_error();
-      if (r) dlpg_store_close(s);
-      const DLDataType f32 = {kDLFloat, 32, 1};
-      int64_t m = 777;
-      std::vector<float> a(m), out(m);
-      for (int64_t i = 0; i < m; i++) a[i] = (float)(r * 10 + i % 13);
-      DLTensor in = dl_cpu(a.data(), &m, f32), ot = dl_cpu(out.data(), &m, f32);
-      DLTensor *ip = &in, *op = &ot;
-      ASSERT_EQ(dlpg_allreduce(g, &ip, &op, 1, DLPG_SUM, nullptr, nullptr), DLPG_OK) << dlpg_last_error();
-      for (int64_t i = 0; i < m; i++) ASSERT_EQ(out[i], (float)(30 + 3 * (i % 13)));
-      dlpg_work_t *w = nullptr;
-      ASSERT_EQ(dlpg_broadcast(g, &ip, nullptr, 1, 2, nullptr, &w), DLPG_OK) << dlpg_last_error();
-      ASSERT_EQ(dlpg_work_wait(w, 20), DLPG_OK) << dlpg_work_error(w);
-      dlpg_work_free(w);
-      for (int64_t i = 0; i < m; i++) ASSERT_EQ(a[i], (float)(20 + i % 13));
-      // A batched ring exchange.
-      std::vector<float> snd(m, (float)r), rcv(m, -1.0f);
-      DLTensor st = dl_cpu(snd.data(), &m, f32), rt = dl_cpu(rcv.data(), &m, f32);
-      dlpg_work_t *ws = nullptr, *wr = nullptr;
-      ASSERT_EQ(dlpg_group_start(g), DLPG_OK) << dlpg_last_error();
-      ASSERT_EQ(dlpg_recv(g, &rt, (r + n - 1) % n, 3, nullptr, &wr), DLPG_OK) << dlpg_last_error();
-      ASSERT_EQ(dlpg_send(g, &st, (r + 1) % n, 3, nullptr, &ws), DLPG_OK) << dlpg_last_error();
-      ASSERT_EQ(dlpg_group_end(g), DLPG_OK) << dlpg_last_error();
-      ASSERT_EQ(dlpg_work_wait(wr, 20), DLPG_OK) << dlpg_work_error(wr);
-      ASSERT_EQ(dlpg_work_wait(ws, 20), DLPG_OK) << dlpg_work_error(ws);
-      dlpg_work_free(wr);
-      dlpg_work_free(ws);
-      for (int64_t i = 0; i < m; i++) ASSERT_EQ(rcv[i], (float)((r + n - 1) % n));
-      ASSERT_EQ(dlpg_barrier(g, nullptr), DLPG_OK) << dlpg_last_error();
-      ASSERT_EQ(dlpg_group_destroy(g), DLPG_OK) << dlpg_last_error();
-    });
-  for (auto &t : th) t.join();
-  dlpg_store_close(server);
+  run_group_ranks(n, 20, "api", [&](int r, dlpg_group_t *g) {
+    const DLDataType f32 = {kDLFloat, 32, 1};
+    int64_t m = 777;
+    std::vector<float> a(m), out(m);
+    for (int64_t i = 0; i < m; i++) a[i] = (float)(r * 10 + i % 13);
+    DLTensor in = dl_cpu(a.data(), &m, f32), ot = dl_cpu(out.data(), &m, f32);
+    DLTensor *ip = &in, *op = &ot;
+    ASSERT_EQ(dlpg_allreduce(g, &ip, &op, 1, DLPG_SUM, nullptr, nullptr), DLPG_OK) << dlpg_last_error();
+    for (int64_t i = 0; i < m; i++) ASSERT_EQ(out[i], (float)(30 + 3 * (i % 13)));
+    dlpg_work_t *w = nullptr;
+    ASSERT_EQ(dlpg_broadcast(g, &ip, nullptr, 1, 2, nullptr, &w), DLPG_OK) << dlpg_last_error();
+    ASSERT_EQ(dlpg_work_wait(w, 20), DLPG_OK) << dlpg_work_error(w);
+    dlpg_work_free(w);
+    for (int64_t i = 0; i < m; i++) ASSERT_EQ(a[i], (float)(20 + i % 13));
+    // A batched ring exchange.
+    std::vector<float> snd(m, (float)r), rcv(m, -1.0f);
+    DLTensor st = dl_cpu(snd.data(), &m, f32), rt = dl_cpu(rcv.data(), &m, f32);
+    dlpg_work_t *ws = nullptr, *wr = nullptr;
+    ASSERT_EQ(dlpg_group_start(g), DLPG_OK) << dlpg_last_error();
+    ASSERT_EQ(dlpg_recv(g, &rt, (r + n - 1) % n, 3, nullptr, &wr), DLPG_OK) << dlpg_last_error();
+    ASSERT_EQ(dlpg_send(g, &st, (r + 1) % n, 3, nullptr, &ws), DLPG_OK) << dlpg_last_error();
+    ASSERT_EQ(dlpg_group_end(g), DLPG_OK) << dlpg_last_error();
+    ASSERT_EQ(dlpg_work_wait(wr, 20), DLPG_OK) << dlpg_work_error(wr);
+    ASSERT_EQ(dlpg_work_wait(ws, 20), DLPG_OK) << dlpg_work_error(ws);
+    dlpg_work_free(wr);
+    dlpg_work_free(ws);
+    for (int64_t i = 0; i < m; i++) ASSERT_EQ(rcv[i], (float)((r + n - 1) % n));
+    ASSERT_EQ(dlpg_barrier(g, nullptr), DLPG_OK) << dlpg_last_error();
+  });
 }
 
 TEST(GlooIsland, ReduceScatterRingDtypes) {

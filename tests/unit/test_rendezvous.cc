@@ -1,5 +1,5 @@
 // White-box tests of the scoped rendezvous (plugin/core/rendezvous.c) and of the Gloo
-// context's creation over it (issue 13, found 3, 4 and 5): a store that outlives many jobs
+// context's creation over it: a store that outlives many jobs
 // under one group name, keys removed after a creation, a rank claimed twice, world sizes
 // that differ, a missing rank and rank 0 named, and a peer that published its address and
 // vanished ending within the group's timeout + 1 s. Ranks are threads over the real TCP

@@ -1,4 +1,4 @@
-// Backend modules (issue 9): a CPU job runs whatever happens to the NCCL module, and a CUDA
+// Backend modules: a CPU job runs whatever happens to the NCCL module, and a CUDA
 // tensor whose module is absent or cannot load fails at the call with DLPG_ERR_UNSUPPORTED
 // naming the module and the loader's reason. ctest runs this binary with the module pointed
 // at a missing file and at a library without the entry point; ci/check-no-cuda.sh runs it

@@ -1,3 +1,6 @@
+# dlpg's own module loader (its backend ABI, DLPG_NCCL_BACKEND, its words): white-box, not
+# part of the conformance suite another plugin is held to (that suite checks only the
+# status a CUDA tensor gets where no backend serves it, test_errors_inputs.cc).
 # Backend modules: the NCCL module missing (a path that does not exist), broken (a library
 # without its entry point: libdlpg.so itself) and of another backend ABI (fake modules built
 # here, fake_backend_module.c). In each a CUDA tensor is UNSUPPORTED at the call, naming the
