@@ -245,7 +245,7 @@ typedef enum dlpg_reduce_op {
 } dlpg_reduce_op_t;
 
 /*
- * Common rules of every operation (ABI.md, "Operations" and "Tensors"):
+ * Common rules of every operation (with the tensor conventions at the top of this header):
  *  - inputs/outputs: ntensors DLTensor pointers, one per local device: all CPU (ntensors
  *    must be 1), or all CUDA on distinct devices. outputs == NULL means in place where the
  *    operation allows it (allreduce, broadcast, reduce). The DLTensor structs are read
@@ -263,7 +263,8 @@ typedef enum dlpg_reduce_op {
  *    dlpg_reduce_supported answers the same for a device, dtype and reduce op):
  *      DLPG_ERR_UNSUPPORTED       valid DLPack this library does not serve: a device type no
  *                                 backend serves (kDLOpenCL, kDLVulkan, ...); dtype lanes != 1;
- *                                 a dtype code or code/bits pair outside the list of ABI.md
+ *                                 a dtype code or code/bits pair outside int8-64, uint8-64,
+ *                                 float16, bfloat16, float32, float64, bool, float8 e4m3fn/e5m2
  *                                 (code 99, float with 24 bits); a (dtype, reduce op) pair the
  *                                 device's backend cannot reduce (bitwise on float32, avg on
  *                                 an integer, float8 on the CPU); a CUDA tensor when the NCCL

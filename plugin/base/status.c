@@ -1,4 +1,4 @@
-/* Status names and the thread-local last error (ABI.md, "Status and errors"). The names
+/* Status names and the thread-local last error (dlpg.h, "Status and errors"). The names
  * come from DLPG_STATUS_MAP (dlpg.h), the enum's own table, so they cannot drift apart. */
 #include "base/status.h"
 

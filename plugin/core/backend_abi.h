@@ -37,7 +37,7 @@ extern "C" {
 
 /* ------------------------------------------------------------------ tensors and ops */
 
-/* Every dtype of ABI.md. */
+/* Every dtype of dlpg.h. */
 typedef enum dlpg__dtype {
   DLPG__DT_INT8, DLPG__DT_INT16, DLPG__DT_INT32, DLPG__DT_INT64,
   DLPG__DT_UINT8, DLPG__DT_UINT16, DLPG__DT_UINT32, DLPG__DT_UINT64,

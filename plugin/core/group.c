@@ -1,4 +1,4 @@
-/* Group lifecycle (ABI.md, "Group"): create (cheap, no connection), rank/size, abort and
+/* Group lifecycle (dlpg.h, "Group"): create (cheap, no connection), rank/size, abort and
  * destroy, the public entry points (core's own code calls dlpg__group_abort, failure.h).
  * The reference count that keeps the group's internals alive while work handles or a stuck
  * worker thread still use them is group_ref.c's. */

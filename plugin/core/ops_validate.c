@@ -1,5 +1,5 @@
 /* Validation at the door (ARCHITECTURE.md: "validate at the door, then dispatch"): every
- * rule of ABI.md "Operations" and "Tensors" that one rank can check alone is checked here,
+ * rule of dlpg.h "Operations" and "Tensors" that one rank can check alone is checked here,
  * so backends receive only well-formed dlpg__op_t records. */
 #include <stdio.h>
 #include <string.h>

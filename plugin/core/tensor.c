@@ -1,4 +1,4 @@
-/* DLPack rules in one place (ABI.md, "Tensors"): a DLTensor checked and normalised into a
+/* DLPack rules in one place (dlpg.h, "Tensors"): a DLTensor checked and normalised into a
  * dlpg__tensor_t, with the contiguity rule and byte_offset. The dtype table and the device
  * names are names.c's; which backend serves a device is the registry's (core/backend.h);
  * what it can reduce is its own check. */

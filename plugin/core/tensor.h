@@ -1,4 +1,4 @@
-/* DLPack rules in one place (ABI.md, "Tensors"): a DLTensor is checked and normalised into
+/* DLPack rules in one place (dlpg.h, "Tensors"): a DLTensor is checked and normalised into
  * a dlpg__tensor_t at the door; backends never see a DLTensor. Which dtypes and reduce ops
  * a device can reduce is each backend's rule (its check in core/backend.h), asked during
  * validation, so an unsupported pair fails at the call, never inside NCCL or Gloo. */

@@ -12,7 +12,7 @@
  * user made NCCL connect collectives lazily (NCCL_RUNTIME_CONNECT=1). Once enqueued, each
  * op whose caller asked for a work gets its events (events.c); work == NULL costs no event.
  *
- * Layout rules (ABI.md): NCCL rank of local device i of group rank r is r * ndev + i, so
+ * Layout rules (dlpg.h): NCCL rank of local device i of group rank r is r * ndev + i, so
  * allgather and reduce_scatter blocks are rank-major then device, roots are root * ndev,
  * and point-to-point peers are peer * ndev (+ i). Sends and receives run on the pairwise
  * communicator of this rank and the peer (2 * ndev NCCL ranks, the lower group rank's

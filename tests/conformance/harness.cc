@@ -36,7 +36,7 @@ bool ReduceSupported(const dlpg_api_t *api, DT dt, dlpg_reduce_op_t op, DLDevice
   std::string msg = api->last_error();
   EXPECT_EQ(s, DLPG_ERR_UNSUPPORTED) << what << " -> " << api->status_name(s) << ": " << msg;
   if (device.device_type == kDLCPU) {
-    EXPECT_FALSE(AbiRequiresReduce(dt, op)) << what << ": ABI.md promises this reduction: " << msg;
+    EXPECT_FALSE(AbiRequiresReduce(dt, op)) << what << ": dlpg.h promises this reduction: " << msg;
   }
   EXPECT_NE(msg.find(Info(dt).name), std::string::npos) << what << ": message lacks the dtype: " << msg;
   EXPECT_NE(msg.find(OpName(op)), std::string::npos) << what << ": message lacks the op: " << msg;
@@ -440,6 +440,36 @@ void RunRanks(Mode mode, int n, const std::function<void(RankCtx &)> &fn, RunOpt
   dlpg_test_api();  // load before forking, so every child inherits the mapping
   if (mode == Mode::kThreads) RunThreads(n, fn, opts, name, seed, deadline);
   else RunProcesses(n, fn, opts, name, seed, deadline);
+}
+
+void Meet(RankCtx &c, const std::string &tag) {
+  std::string mine = c.name + "/meet/" + tag + "/" + std::to_string(c.rank);
+  c.api->store_set(c.store, mine.c_str(), "1", 1);
+  std::vector<std::string> keys;
+  std::vector<const char *> ks;
+  for (int r = 0; r < c.size; r++) keys.push_back(c.name + "/meet/" + tag + "/" + std::to_string(r));
+  for (auto &k : keys) ks.push_back(k.c_str());
+  DLPG_EXPECT_OK(c.api, c.api->store_wait(c.store, ks.data(), ks.size(), Scaled(60)));
+}
+
+std::string CaptureStderr(const std::function<void()> &fn) {
+  char path[] = "/tmp/dlpg_stderr_XXXXXX";
+  int fd = mkstemp(path);
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(fd, 2);
+  fn();
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::string out;
+  lseek(fd, 0, SEEK_SET);
+  char b[4096];
+  ssize_t n;
+  while ((n = read(fd, b, sizeof b)) > 0) out.append(b, static_cast<size_t>(n));
+  close(fd);
+  unlink(path);
+  return out;
 }
 
 }  // namespace dlpgt

@@ -121,7 +121,7 @@ std::vector<int64_t> CompactStrides(const std::vector<int64_t> &shape);
 
 // The plugin's answer to its capability query (dlpg_reduce_supported) for dt and op on a
 // device (default: the CPU): true for DLPG_OK, false for DLPG_ERR_UNSUPPORTED. Any other
-// status, an UNSUPPORTED answer to a reduction ABI.md promises (AbiRequiresReduce), or an
+// status, an UNSUPPORTED answer to a reduction dlpg.h promises (AbiRequiresReduce), or an
 // UNSUPPORTED message that does not name the dtype and the op fails the current test.
 bool ReduceSupported(const dlpg_api_t *api, DT dt, dlpg_reduce_op_t op,
                      DLDevice device = DLDevice{kDLCPU, 0});
@@ -130,5 +130,11 @@ double NowSeconds();  // CLOCK_MONOTONIC
 
 // Whether this machine exposes an NVIDIA GPU (device node present).
 bool MachineHasGpu();
+
+// Every rank of c's job reaches Meet(c, tag) before any returns (keys under c.name).
+void Meet(RankCtx &c, const std::string &tag);
+
+// What the calls in fn write to stderr (the log), through a temporary file.
+std::string CaptureStderr(const std::function<void()> &fn);
 
 }  // namespace dlpgt

@@ -70,7 +70,7 @@ inline std::vector<dlpg_reduce_op_t> AllOps() {
   return {DLPG_SUM, DLPG_PROD, DLPG_MIN, DLPG_MAX, DLPG_AVG, DLPG_BAND, DLPG_BOR, DLPG_BXOR};
 }
 
-// The reductions ABI.md ("Operations", "Tensors") promises on every backend: sum, prod, min
+// The reductions dlpg.h ("Operations", "Tensors") promises on every backend: sum, prod, min
 // and max on every integer, floating and bool dtype, avg on the floating ones. Beyond these
 // (bitwise ops, avg on integers, float8) a plugin says what it serves through its capability
 // query (dlpg_reduce_supported; harness.h ReduceSupported), which the suite then holds it to.

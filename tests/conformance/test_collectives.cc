@@ -372,7 +372,7 @@ TEST_P(Collectives, Layouts) {
       std::vector<uint8_t> want = ReducedReference(DT::F32, DLPG_MAX, seed, c.size, 1, 0, 1);
       EXPECT_EQ("", Compare(DT::F32, DLPG_MAX, in.elems(), want.data(), 1)) << "0-d scalar";
     }
-    // kDLCUDAHost memory goes to the CPU path too (ABI.md "Tensors").
+    // kDLCUDAHost memory goes to the CPU path too (dlpg.h "Tensors").
     {
       HostTensor in(DT::I64, {257}, 0, false, kDLCUDAHost);
       uint64_t seed = Mix(c.seed, 4);

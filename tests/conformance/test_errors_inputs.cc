@@ -1,4 +1,4 @@
-// The bad-input matrix of ABI.md ("Tensors", "Status and errors") for every operation:
+// The bad-input matrix of dlpg.h ("Tensors", "Status and errors") for every operation:
 // each bad call must return the right status AND leave a message (dlpg_last_error) that
 // names the function and the argument; none may crash or hang. Plus status names,
 // versions, build info and the function table. Peers that disagree are in

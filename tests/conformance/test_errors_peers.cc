@@ -1,4 +1,4 @@
-// Peers that disagree (ABI.md "Tensors"): mismatched sizes, collectives and send/recv pairs
+// Peers that disagree (dlpg.h "Tensors"): mismatched sizes, collectives and send/recv pairs
 // across ranks end in an error on every rank with a message naming both sides, never a crash
 // or a hang, and the group still works afterwards. The single-rank bad-input matrix is in
 // test_errors_inputs.cc; both build into test_errors.
@@ -38,7 +38,7 @@ TEST(ErrorsPeers, MismatchedSizesAcrossRanks) {
   }, ro);
 }
 
-// A mismatch with the peers' tensors (ABI.md "Tensors") is DLPG_ERR_INVALID_ARGUMENT on every
+// A mismatch with the peers' tensors (dlpg.h "Tensors") is DLPG_ERR_INVALID_ARGUMENT on every
 // rank, with a message naming the function, both ranks and both values; never a crash (Gloo
 // terminates the process when a peer sends more than a receive posted) nor a hang; and the
 // group still works for the next, matching operation.

@@ -48,27 +48,6 @@ std::string Record(const dlpg_api_t *api, dlpg_group_t *g) {
   return buf;
 }
 
-// stderr of the calls in fn, through a temporary file.
-template <class F>
-std::string CaptureStderr(F fn) {
-  char path[] = "/tmp/dlpg_flight_XXXXXX";
-  int fd = mkstemp(path);
-  fflush(stderr);
-  int saved = dup(2);
-  dup2(fd, 2);
-  fn();
-  fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  std::string out;
-  lseek(fd, 0, SEEK_SET);
-  char b[4096];
-  ssize_t n;
-  while ((n = read(fd, b, sizeof b)) > 0) out.append(b, static_cast<size_t>(n));
-  close(fd);
-  unlink(path);
-  return out;
-}
 
 double Num(const Entry &e, const char *k) { return atof(e.at(k).c_str()); }
 

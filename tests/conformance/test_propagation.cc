@@ -31,16 +31,6 @@ dlpg_group_t *Group(RankCtx &c, const std::string &name, double timeout_s = kGro
   return g;
 }
 
-// Every rank reaches this point before any returns (rank 0 serves the store).
-void Meet(RankCtx &c, const std::string &tag) {
-  std::string mine = c.name + "/meet/" + tag + "/" + std::to_string(c.rank);
-  c.api->store_set(c.store, mine.c_str(), "1", 1);
-  std::vector<std::string> keys;
-  std::vector<const char *> ks;
-  for (int r = 0; r < c.size; r++) keys.push_back(c.name + "/meet/" + tag + "/" + std::to_string(r));
-  for (auto &k : keys) ks.push_back(k.c_str());
-  DLPG_EXPECT_OK(c.api, c.api->store_wait(c.store, ks.data(), ks.size(), 60));
-}
 
 // Allreduce-sum of random int32 data, checked against the reference.
 void CheckedAllreduce(RankCtx &c, dlpg_group_t *g, uint64_t seed) {

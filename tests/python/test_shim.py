@@ -282,7 +282,7 @@ def test_flight_record_lists_the_operations():
 
 
 def test_reduce_supported_asks_the_library():
-    """dlpg.reduce_supported mirrors dlpg_reduce_supported: what ABI.md promises on the CPU is
+    """dlpg.reduce_supported mirrors dlpg_reduce_supported: what dlpg.h promises on the CPU is
     supported, valid DLPack the library does not serve is False, bad arguments raise."""
     import dlpg
     cpu, f32 = (1, 0), (2, 32)  # kDLCPU; kDLFloat, 32 bits

@@ -20,38 +20,7 @@ void ExpectHas(const std::string &msg, const std::string &words) {
   EXPECT_NE(msg.find(words), std::string::npos) << "\"" << words << "\" not in: " << msg;
 }
 
-// Every rank reaches this point before any returns.
-void Meet(RankCtx &c, const std::string &tag) {
-  std::string mine = c.name + "/meet/" + tag + "/" + std::to_string(c.rank);
-  c.api->store_set(c.store, mine.c_str(), "1", 1);
-  std::vector<std::string> keys;
-  std::vector<const char *> ks;
-  for (int r = 0; r < c.size; r++) keys.push_back(c.name + "/meet/" + tag + "/" + std::to_string(r));
-  for (auto &k : keys) ks.push_back(k.c_str());
-  DLPG_EXPECT_OK(c.api, c.api->store_wait(c.store, ks.data(), ks.size(), Scaled(60)));
-}
 
-// stderr of the calls in fn, through a temporary file.
-template <class F>
-std::string CaptureStderr(F fn) {
-  char path[] = "/tmp/dlpg_wording_XXXXXX";
-  int fd = mkstemp(path);
-  fflush(stderr);
-  int saved = dup(2);
-  dup2(fd, 2);
-  fn();
-  fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  std::string out;
-  lseek(fd, 0, SEEK_SET);
-  char b[4096];
-  ssize_t n;
-  while ((n = read(fd, b, sizeof b)) > 0) out.append(b, static_cast<size_t>(n));
-  close(fd);
-  unlink(path);
-  return out;
-}
 
 }  // namespace
 
