@@ -24,6 +24,7 @@
 extern "C" {
 #include "base/status.h"
 #include "shm/shm.h"
+#include "time_scale.h"
 }
 
 namespace shmtest {
@@ -52,8 +53,8 @@ struct Store {
 
 struct Opts {
   size_t slot = 0, p2p_slot = 0;
-  double timeout = 20;
-  double deadline = 40;   // the parent kills ranks still running after this
+  double timeout = Scaled(20);
+  double deadline = Scaled(40);   // the parent kills ranks still running after this
   std::string name = "shmtest";
   bool create = true;     // false: the body creates the engine itself (sh == nullptr)
   // Called in the parent with the children's pids once they run (fault injection); the
