@@ -6,7 +6,8 @@ pkgs=(build-essential cmake pkg-config libgloo-dev libdlpack-dev libgtest-dev
       python3-torch python3-numpy python3-pytest python3-setuptools python3-pip
       libtorch-dev pybind11-dev ninja-build python3-venv  # C++ torch backend; venv test
       libssl-dev libhiredis-dev redis-server clang libclang-rt-14-dev  # store: auth, Redis, fuzz
-      iproute2)  # network-namespace (multi-host) test
+      iproute2  # network-namespace (multi-host) test
+      openmpi-bin libopenmpi-dev python3-wheel)  # mpirun launch test, MPI anchor; wheel build
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
