@@ -11,6 +11,7 @@ import datetime
 import functools
 import itertools
 import threading
+import time
 
 from . import _abi
 from ._abi import check, lib
@@ -39,7 +40,17 @@ class _HostStore(object):
     def __init__(self, host, timeout_s):
         self.host = host
         self.timeout_s = timeout_s
-        self.cached = None  # (key, value) of the last get, for dlpg's second, larger call.
+        # (key, value) of the last get, for dlpg's second, larger call; per thread, since
+        # several dlpg threads (a group's worker, its watcher, the caller) call at once.
+        self._tls = threading.local()
+
+    @property
+    def cached(self):
+        return getattr(self._tls, "cached", None)
+
+    @cached.setter
+    def cached(self, value):
+        self._tls.cached = value
 
     def set(self, key, value):
         self.host.set(key.decode(), value)
@@ -59,6 +70,26 @@ class _HostStore(object):
         return value
 
     def _wait(self, keys, timeout_s):
+        # Polls check(), which never blocks, where the host has it: torch's TCPStore client
+        # cannot take a wait() that times out (it then reads the server's late answer as the
+        # reply to its next request, and the store is unusable for every thread), and dlpg
+        # waits in short slices on keys that may not exist yet.
+        check = getattr(self.host, "check", None)
+        if check is not None:
+            deadline = time.monotonic() + timeout_s
+            pause = 0.0002
+            while True:
+                try:
+                    if check(keys):
+                        return
+                except (NotImplementedError, RuntimeError):
+                    break  # a store without check: wait() below
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("timed out after %g s waiting for key %r" %
+                                       (timeout_s, keys[0]))
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, 0.02)
         try:
             self.host.wait(keys, datetime.timedelta(seconds=timeout_s))
         except TypeError:
@@ -184,6 +215,16 @@ class Store(object):
         if timeout is None:
             t = getattr(store, "timeout", None)
             timeout = t.total_seconds() if isinstance(t, datetime.timedelta) else 300.0
+        # The C++ extension's adapter where it loads: it waits by polling check(), which
+        # torch's Python stores do not expose (1.13), and a wait() that times out breaks a
+        # TCPStore client for good (see _HostStore._wait).
+        try:
+            from .torch import _native
+        except ImportError:
+            _native = None
+        if _native is not None and hasattr(_native, "_wrap_store"):
+            _native.load_library(_abi.library_path())
+            return cls(_handle=ctypes.c_void_p(_native._wrap_store(store, float(timeout))))
         return cls.from_host_store(store, timeout)
 
     @property

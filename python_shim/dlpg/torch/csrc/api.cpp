@@ -3,7 +3,12 @@
 // 0), and torch's store is handed to it as a dlpg_store_ops_t.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <chrono>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "dlpg_c10d.h"
 
@@ -84,10 +89,6 @@ dlpg_status_t guarded(F&& f) {
   }
 }
 
-std::chrono::milliseconds millis(double s) {
-  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
-}
-
 dlpg_status_t cb_set(void* ctx, const char* key, const void* value, size_t len) {
   return guarded([&] {
     auto p = static_cast<const uint8_t*>(value);
@@ -95,12 +96,33 @@ dlpg_status_t cb_set(void* ctx, const char* key, const void* value, size_t len) 
   });
 }
 
+// A bounded wait that polls check(), which never blocks, with a growing pause. torch's
+// TCPStore client cannot take a wait() that times out: the server's late answer is then read
+// as the reply to the client's next request, and every later call on that store (all
+// threads of the process share its one connection) fails or hangs; short socket timeouts
+// also make torch log "waitForInput ... timed out". dlpg waits in short slices on keys that
+// may not exist yet (where a rank runs, a creation's nonce), so every wait goes through here.
+void wait_polling(c10d::Store& store, const std::vector<std::string>& keys, double timeout_s) {
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + std::chrono::duration<double>(timeout_s);
+  auto pause = std::chrono::microseconds(200);
+  while (!store.check(keys)) {
+    auto now = clock::now();
+    if (now >= deadline)
+      throw std::runtime_error("timed out after " + std::to_string(timeout_s) +
+                               " s waiting for key '" + keys.front() + "'");
+    auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now);
+    std::this_thread::sleep_for(std::min(pause, left));
+    pause = std::min(pause * 2, std::chrono::microseconds(20000));
+  }
+}
+
 dlpg_status_t cb_get(void* ctx, const char* key, double timeout_s, void* buf, size_t capacity,
                      size_t* len) {
   return guarded([&] {
     auto* s = static_cast<TorchStore*>(ctx);
     double t = timeout_s > 0 ? timeout_s : s->timeout_s;
-    s->store->wait({key}, millis(t));
+    wait_polling(*s->store, {key}, t);
     std::vector<uint8_t> v = s->store->get(key);
     if (capacity && buf) std::memcpy(buf, v.data(), std::min(capacity, v.size()));
     *len = v.size();
@@ -118,7 +140,7 @@ dlpg_status_t cb_wait(void* ctx, const char* const* keys, size_t nkeys, double t
   return guarded([&] {
     auto* s = static_cast<TorchStore*>(ctx);
     std::vector<std::string> k(keys, keys + nkeys);
-    s->store->wait(k, millis(timeout_s > 0 ? timeout_s : s->timeout_s));
+    if (!k.empty()) wait_polling(*s->store, k, timeout_s > 0 ? timeout_s : s->timeout_s);
   });
 }
 

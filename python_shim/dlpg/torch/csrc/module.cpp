@@ -30,6 +30,12 @@ c10::intrusive_ptr<ProcessGroupDlpg> create(const c10::intrusive_ptr<c10d::Store
   return c10::make_intrusive<ProcessGroupDlpg>(std::move(core), rank, size);
 }
 
+// The adapter on its own, for tests of how it treats torch's store: the dlpg_store_t* as an
+// integer, owned by the caller (dlpg.Store(_handle=...) closes it).
+uintptr_t wrap_store(const c10::intrusive_ptr<c10d::Store>& store, double timeout_s) {
+  return reinterpret_cast<uintptr_t>(dlpg_torch::store_from_torch(store, timeout_s));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -45,5 +51,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("load_library", &dlpg_torch::load_library, py::arg("path"));
   m.def("create", &create, py::arg("store"), py::arg("rank"), py::arg("size"),
         py::arg("timeout_s"), py::arg("name"));
+  m.def("_wrap_store", &wrap_store, py::arg("store"), py::arg("timeout_s"));
   m.attr("TORCH_2") = py::bool_(DLPG_TORCH_2);
 }
