@@ -173,7 +173,7 @@ static int dlpg__conn_keep(dlpg__tcp_server_t *s, dlpg__conn_t *c, const uint8_t
     /* The length of the frame being assembled, once its length prefix has arrived. */
     uint8_t head[DLPG__PROTO_HEADER];
     size_t have = b->len < sizeof head ? b->len : sizeof head, total = 0;
-    memcpy(head, b->data, have);
+    if (have) memcpy(head, b->data, have); /* (data is NULL while the buffer is empty) */
     memcpy(head + have, p, sizeof head - have < n ? sizeof head - have : n);
     if (need >= sizeof head) {
       uint32_t body = dlpg__get_u32(head);
