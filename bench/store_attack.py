@@ -7,6 +7,11 @@ the same machine would cause them (loopback only):
                  GET latency of another client
   descriptors    the server under ulimit -n 1024, 1 100 idle connections: what a new client
                  gets (error or success) and how long it takes
+  partial        N connections (--conns, 16 000) each send the first 5 bytes of a frame:
+                 the server's RSS before and after, per connection
+  lockout        DLPG_STORE_MAX_CONNS_PER_PEER (4 096) idle sockets from 127.0.0.1, then a
+                 real client: served or refused, how long it takes, and after how long the
+                 idle sockets are closed (DLPG_STORE_FIRST_FRAME_TIMEOUT_S)
 Prints one line per figure (docs/security.md quotes them).
 
   DLPG_LIBRARY=build/libdlpg.so /usr/bin/python3 bench/store_attack.py --store build/tools/dlpg-store
@@ -23,6 +28,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from store_scale import DlpgClient, load_dlpg  # noqa: E402
+
+
+ARGS = None  # the command line (main)
 
 
 def frame(t, fields):
@@ -186,13 +194,108 @@ def descriptors(lib, store):
     p.wait()
 
 
+def settled_rss_mb(pid, port, lib):
+    """RSS once the server has read everything sent so far: a client's round trip queues
+    behind the earlier events, then RSS is sampled until it stops changing."""
+    try:
+        c = DlpgClient(lib, "tcp://127.0.0.1:%d" % port)
+        c.set("sync", b"1")
+        c.close()
+    except RuntimeError:
+        pass
+    last = rss_mb(pid)
+    for _ in range(50):
+        time.sleep(0.2)
+        now = rss_mb(pid)
+        if now == last:
+            break
+        last = now
+    return last
+
+
+def partial(lib, store, conns=None):
+    n = conns or ARGS.conns
+    # Timeouts lifted so the measurement sees every connection still open.
+    p, port = start(store, nofile=n + 1000,
+                    env={"DLPG_STORE_MAX_CONNS_PER_PEER": str(n + 1000),
+                         "DLPG_STORE_MAX_CONNS": str(n + 1000),
+                         "DLPG_STORE_FRAME_TIMEOUT_S": "600",
+                         "DLPG_STORE_FIRST_FRAME_TIMEOUT_S": "600"})
+    five = struct.pack(">I", 1000) + b"\x01"  # a SET frame's length and type, then nothing
+    socks = []
+    for _ in range(100):  # warm-up: one-time structures belong to the baseline
+        s = raw(port)
+        s.sendall(five)
+        socks.append(s)
+    base = settled_rss_mb(p.pid, port, lib)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        s = raw(port)
+        s.sendall(five)
+        socks.append(s)
+    took = time.perf_counter() - t0
+    after = settled_rss_mb(p.pid, port, lib)
+    alive = sum(1 for s in socks if not readable(s))
+    print("partial: %d connections sending 5 bytes each (opened in %.1f s): server RSS %.1f MB "
+          "-> %.1f MB, %.0f bytes per connection; %d of %d still open"
+          % (n, took, base, after, (after - base) * 1048576 / n, alive, len(socks)))
+    for s in socks:
+        s.close()
+    p.terminate()
+    p.wait()
+
+
+def readable(s):
+    """Whether the server has answered or closed s (nothing is expected on a live one)."""
+    import select
+    p = select.poll()
+    p.register(s, select.POLLIN)
+    return bool(p.poll(0))
+
+
+def lockout(lib, store):
+    limit = 4096
+    p, port = start(store, nofile=limit + 1000)
+    socks = [raw(port) for _ in range(limit)]
+    time.sleep(0.3)
+    t0 = time.perf_counter()
+    try:
+        c = DlpgClient(lib, "tcp://127.0.0.1:%d" % port)
+        c.set("k", b"v")
+        what = "served"
+        c.close()
+    except RuntimeError as e:
+        what = "error: " + str(e)[:200]
+    took = time.perf_counter() - t0
+    closed_by = None
+    end = time.time() + 30
+    t1 = time.perf_counter()
+    while time.time() < end:
+        if all(readable(s) for s in socks[1:]):
+            closed_by = time.perf_counter() - t1
+            break
+        time.sleep(0.5)
+    print("lockout: %d idle sockets from 127.0.0.1 (DLPG_STORE_MAX_CONNS_PER_PEER %d); a new "
+          "client after %.3f s: %s; the idle sockets %s"
+          % (limit, limit, took, what,
+             "closed %.1f s later" % closed_by if closed_by is not None
+             else "still open after 30 s"))
+    for s in socks:
+        s.close()
+    p.terminate()
+    p.wait()
+
+
 def main():
+    global ARGS
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--store", default="build/tools/dlpg-store")
     ap.add_argument("--lib", default=os.environ.get("DLPG_LIBRARY", "build/libdlpg.so"))
     ap.add_argument("--only", nargs="*", default=["amplification", "quota", "parked",
-                                                  "parked_conns", "descriptors"])
-    args = ap.parse_args()
+                                                  "parked_conns", "descriptors", "partial",
+                                                  "lockout"])
+    ap.add_argument("--conns", type=int, default=16000, help="connections of 'partial'")
+    args = ARGS = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     lib = load_dlpg(args.lib)

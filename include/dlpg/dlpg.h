@@ -98,13 +98,15 @@ typedef struct dlpg_work dlpg_work_t;   /* one asynchronous operation */
  *   "tcp://HOST:PORT"          client of a dlpg TCP store server (dlpg-store, or a rank that serves)
  *   "tcp://HOST:PORT?serve=1"  also host the server in this process; PORT 0 picks a free
  *                              port (dlpg_store_port tells which)
+ *   "redis://HOST:PORT[/DB]"   a Redis server (the token, if any, is its password)
  *   "file:///PATH"             Gloo's FileStore on a shared filesystem
  *   "env://"                   MASTER_ADDR and DLPG_STORE_PORT (else MASTER_PORT + 1); the
  *                              process with RANK 0 (or unset) serves
  * timeout_s also becomes the default deadline of get and wait on this store.
  * An unknown scheme, a malformed URL or a port outside [0, 65535] is
  * DLPG_ERR_INVALID_ARGUMENT (the message names the URL); a serving store whose port is taken
- * is DLPG_ERR_SYSTEM naming the address.
+ * is DLPG_ERR_SYSTEM naming the address; a server (tcp:// or redis://) not reached within
+ * timeout_s is DLPG_ERR_TIMEOUT naming its address and the last connection error.
  * The caller owns *store and releases it with dlpg_store_close.
  */
 dlpg_status_t dlpg_store_open(const char *url, double timeout_s, dlpg_store_t **store);

@@ -72,6 +72,8 @@ void dlpg__params_print(FILE *f);
   X(STORE_MAX_WAIT_S, "DLPG_STORE_MAX_WAIT_S", "3600", 0, "store server: longest WAIT (clients wait longer in slices)") \
   X(STORE_FRAME_TIMEOUT_S, "DLPG_STORE_FRAME_TIMEOUT_S", "30", 0, "store server: seconds to finish a frame, the handshake or a stalled reply") \
   X(STORE_IDLE_TIMEOUT_S, "DLPG_STORE_IDLE_TIMEOUT_S", "3600", 0, "store server: idle connections are closed (clients reconnect)") \
+  X(STORE_FIRST_FRAME_TIMEOUT_S, "DLPG_STORE_FIRST_FRAME_TIMEOUT_S", "10", 0, "store server: seconds a new connection has to complete its first frame (with a token: the handshake)") \
+  X(STORE_MAX_PENDING_BYTES, "DLPG_STORE_MAX_PENDING_BYTES", "268435456", 0, "store server: bytes of unfinished requests held for all connections (beyond: BUSY)") \
   X(DEBUG, "DLPG_DEBUG", "WARN", DLPG__PARAM_CACHED, "log level: NONE, WARN, INFO or TRACE") \
   X(DEBUG_SUBSYS, "DLPG_DEBUG_SUBSYS", "ALL", DLPG__PARAM_CACHED, "comma list of log subsystems (ALL, core's INIT,STORE,COLL,P2P and each backend's own; ^ first excludes them)") \
   X(NCCL_BACKEND, "DLPG_NCCL_BACKEND", NULL, DLPG__PARAM_CACHED, "path of the NCCL backend module (default: libdlpg_nccl.so beside libdlpg.so)") \

@@ -6,8 +6,17 @@
  * A blocking get would then hold the mutex for its whole timeout and keep another dlpg
  * thread of this process from setting the very key it waits for, so blocking waits are cut
  * into slices (50 ms growing to 1 s) and the mutex is released between them. A slice that
- * ends with DLPG_ERR_TIMEOUT just starts the next one until the caller's deadline. */
+ * ends with DLPG_ERR_TIMEOUT just starts the next one until the caller's deadline.
+ *
+ * A host's wait that expires is not free, though: torch 2's TCPStore logs "[c10d]
+ * waitForInput: socket ... timed out after 41ms" for each one, into the user's log, and
+ * torch 1.13's client can take the late answer of a timed-out wait for the reply to its next
+ * request. So when the host has a check callback, a blocking get or wait never asks the host
+ * to block: the keys are checked (non-blocking) at growing intervals, 1 ms doubling to
+ * 50 ms, and read once they exist; the host sees only requests that succeed. Without check,
+ * or once check has failed (torch 1.13's PrefixStore has none), the slices are used. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +39,7 @@ typedef struct dlpg__ops_store {
   dlpg_store_ops_t ops; /* the host's table, zero-filled beyond its struct_size */
   void *ctx;
   dlpg__ticket_lock_t mu;
+  atomic_int check_failed; /* the host's check failed once: blocking reads use slices */
 } dlpg__ops_store_t;
 
 static void dlpg__ticket_init(dlpg__ticket_lock_t *l) {
@@ -77,6 +87,37 @@ static dlpg_status_t dlpg__ops_set(void *impl, const char *key, const void *valu
   return st == DLPG_OK ? st : dlpg__ops_fail(st, "set", key);
 }
 
+/* The longest pause between two checks of keys that do not exist yet: what a blocking read
+ * on a host store may lag behind the key's arrival. */
+#define DLPG__OPS_POLL_MAX_S 0.05
+
+/* Check keys at growing intervals until they all exist (*present = 1) or deadline passes
+ * (*present = 0). Non-OK when the host has no usable check: the caller uses slices. */
+static dlpg_status_t dlpg__ops_poll(dlpg__ops_store_t *o, const char *const *keys, size_t nkeys,
+                                    double deadline, int *present) {
+  *present = 0;
+  if (!o->ops.check || atomic_load(&o->check_failed)) return DLPG_ERR_UNSUPPORTED;
+  double nap = 0.001;
+  for (;;) {
+    int all = 0;
+    dlpg__ticket_lock(&o->mu);
+    dlpg_status_t st = o->ops.check(o->ctx, keys, nkeys, &all);
+    dlpg__ticket_unlock(&o->mu);
+    if (st != DLPG_OK) {
+      atomic_store(&o->check_failed, 1);
+      return st;
+    }
+    if (all) {
+      *present = 1;
+      return DLPG_OK;
+    }
+    double left = deadline - dlpg__now();
+    if (left <= 0) return DLPG_OK;
+    dlpg__sleep(nap < left ? nap : left);
+    nap = nap * 2 > DLPG__OPS_POLL_MAX_S ? DLPG__OPS_POLL_MAX_S : nap * 2;
+  }
+}
+
 /* One blocking get cut into slices (see the top of the file). */
 static dlpg_status_t dlpg__ops_get_sliced(dlpg__ops_store_t *o, const char *key, double timeout_s,
                                           void *buf, size_t cap, size_t *len) {
@@ -103,7 +144,17 @@ static dlpg_status_t dlpg__ops_get_sliced(dlpg__ops_store_t *o, const char *key,
 
 static dlpg_status_t dlpg__ops_get(void *impl, const char *key, double timeout_s, void *buf,
                                    size_t cap, size_t *len) {
-  return dlpg__ops_get_sliced((dlpg__ops_store_t *)impl, key, timeout_s, buf, cap, len);
+  dlpg__ops_store_t *o = (dlpg__ops_store_t *)impl;
+  double deadline = dlpg__now() + timeout_s;
+  int present = 0;
+  if (dlpg__ops_poll(o, &key, 1, deadline, &present) != DLPG_OK)
+    return dlpg__ops_get_sliced(o, key, timeout_s, buf, cap, len);
+  if (!present)
+    return dlpg__error(DLPG_ERR_TIMEOUT, "timed out after %g s waiting for key '%s'", timeout_s,
+                       key);
+  /* The key exists: the host answers at once (the time left only covers a deleted key). */
+  double left = deadline - dlpg__now();
+  return dlpg__ops_get_sliced(o, key, left > 0.001 ? left : 0.001, buf, cap, len);
 }
 
 static dlpg_status_t dlpg__ops_add(void *impl, const char *key, int64_t delta, int64_t *result) {
@@ -121,7 +172,10 @@ static dlpg_status_t dlpg__ops_wait(void *impl, const char *const *keys, size_t 
                                     double timeout_s) {
   dlpg__ops_store_t *o = (dlpg__ops_store_t *)impl;
   double deadline = dlpg__now() + timeout_s;
-  if (o->ops.wait) {
+  int present = 0;
+  if (dlpg__ops_poll(o, keys, nkeys, deadline, &present) == DLPG_OK) {
+    if (present) return DLPG_OK;
+  } else if (o->ops.wait) {
     /* The host's wait, sliced like get. */
     double slice = 0.05;
     for (;;) {

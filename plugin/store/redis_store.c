@@ -275,7 +275,8 @@ dlpg_status_t dlpg__redis_store_open(const char *host, int port, int db, const c
     return dlpg__error(DLPG_ERR_SYSTEM, "out of memory");
   }
   /* The first connection retries (10 ms doubling to 1 s) until the timeout: the server may
-   * still be starting. A refused password is final. */
+   * still be starting. A refused password is final; a server not reached in time is the
+   * open's deadline passing (DLPG_ERR_TIMEOUT), as for tcp://. */
   double deadline = dlpg__now() + timeout_s, backoff = 0.01;
   for (;;) {
     pthread_mutex_lock(&r->mu);
@@ -284,6 +285,12 @@ dlpg_status_t dlpg__redis_store_open(const char *host, int port, int db, const c
     if (st == DLPG_OK) break;
     double left = deadline - dlpg__now();
     if (st == DLPG_ERR_INVALID_ARGUMENT || left <= 0) {
+      if (st != DLPG_ERR_INVALID_ARGUMENT) {
+        char last[DLPG__ERROR_MAX];
+        snprintf(last, sizeof last, "%s", dlpg__last_error());
+        st = dlpg__error(DLPG_ERR_TIMEOUT, "cannot reach redis server %s within %g s (last "
+                         "error: %s)", r->peer, timeout_s, last);
+      }
       dlpg__redis_destroy(r);
       return st;
     }

@@ -47,4 +47,6 @@ void dlpg__store_limits_load(dlpg__store_limits_t *l) {
   l->max_wait_s = dlpg__limit_seconds(DLPG__LIM(STORE_MAX_WAIT_S), 3600);
   l->frame_timeout_s = dlpg__limit_seconds(DLPG__LIM(STORE_FRAME_TIMEOUT_S), 30);
   l->idle_timeout_s = dlpg__limit_seconds(DLPG__LIM(STORE_IDLE_TIMEOUT_S), 3600);
+  l->first_frame_timeout_s = dlpg__limit_seconds(DLPG__LIM(STORE_FIRST_FRAME_TIMEOUT_S), 10);
+  l->max_pending_bytes = dlpg__limit_size(DLPG__LIM(STORE_MAX_PENDING_BYTES), 256u << 20, big);
 }

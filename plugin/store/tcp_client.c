@@ -221,18 +221,25 @@ static const dlpg__store_vtbl_t dlpg__tcp_vtbl = {
     dlpg__tcp_check, dlpg__tcp_delete, dlpg__tcp_port, dlpg__tcp_destroy};
 
 /* Connect, retrying with exponential backoff (10 ms doubling to 1 s) until deadline; a
- * refused token (DLPG_ERR_INVALID_ARGUMENT) is final. */
+ * refused token (DLPG_ERR_INVALID_ARGUMENT) or a server's refusal (a connection limit) is
+ * final. Without a token the connection completes one request (dlpg__tcp_ping) before it
+ * goes to the pool, as an authenticated one completes its handshake. */
 static dlpg_status_t dlpg__tcp_first_connect(dlpg__tcp_store_t *t, double timeout_s) {
   double deadline = dlpg__now() + timeout_s, backoff = 0.010;
   char last[DLPG__ERROR_MAX] = "";
   for (;;) {
     dlpg__tcp_conn_t c;
+    int refused = 0;
     dlpg_status_t st = dlpg__tcp_connect(t, deadline, &c);
+    if (st == DLPG_OK && !t->token) {
+      st = dlpg__tcp_ping(t, &c, deadline, &refused);
+      if (st != DLPG_OK) dlpg__tcp_close_conn(&c);
+    }
     if (st == DLPG_OK) {
       dlpg__tcp_give(t, &c);
       return DLPG_OK;
     }
-    if (st == DLPG_ERR_INVALID_ARGUMENT) return st;
+    if (st == DLPG_ERR_INVALID_ARGUMENT || refused) return st;
     snprintf(last, sizeof last, "%s", dlpg__last_error());
     double left = deadline - dlpg__now();
     if (left <= 0)

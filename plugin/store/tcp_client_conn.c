@@ -164,6 +164,24 @@ static dlpg_status_t dlpg__handshake(dlpg__tcp_store_t *t, dlpg__tcp_conn_t *c, 
   return st;
 }
 
+dlpg_status_t dlpg__tcp_ping(dlpg__tcp_store_t *t, dlpg__tcp_conn_t *c, double deadline,
+                             int *refused) {
+  dlpg__reply_t r = {0};
+  int got = 0;
+  *refused = 0;
+  DLPG_CHECK(dlpg__conn_exchange(t, c, DLPG__CMD_CHECK, 0, NULL, NULL, deadline, &r, &got));
+  dlpg_status_t st = DLPG_OK;
+  if (r.type == DLPG__REPLY_ERROR || r.type == DLPG__REPLY_AUTH_FAILED) {
+    *refused = 1;
+    st = dlpg__refused(t, &r);
+  } else if (r.type != DLPG__REPLY_OK) {
+    st = dlpg__error(DLPG_ERR_REMOTE, "store server %s answered CHECK with reply type %u",
+                     t->peer, r.type);
+  }
+  dlpg__reply_free(&r);
+  return st;
+}
+
 dlpg_status_t dlpg__tcp_connect(dlpg__tcp_store_t *t, double deadline, dlpg__tcp_conn_t *c) {
   memset(c, 0, sizeof *c);
   c->fd = -1;

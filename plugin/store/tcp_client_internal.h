@@ -40,6 +40,11 @@ typedef struct dlpg__reply {
 void dlpg__reply_free(dlpg__reply_t *r);
 /* A new connection, authenticated when the store has a token (one attempt). */
 dlpg_status_t dlpg__tcp_connect(dlpg__tcp_store_t *t, double deadline, dlpg__tcp_conn_t *c);
+/* One CHECK of no keys on c (a store without a token, at open): the server then counts c as
+ * a client's (it evicts connections that never completed a frame to admit new ones), and a
+ * refusal (a connection limit) is heard now; *refused: the server answered with one. */
+dlpg_status_t dlpg__tcp_ping(dlpg__tcp_store_t *t, dlpg__tcp_conn_t *c, double deadline,
+                             int *refused);
 /* Return a healthy connection to the pool (or close it when the pool is full). */
 void dlpg__tcp_give(dlpg__tcp_store_t *t, dlpg__tcp_conn_t *c);
 void dlpg__tcp_close_conn(dlpg__tcp_conn_t *c);

@@ -3,9 +3,13 @@
  * WAIT requests are parked on their connection with a deadline and indexed by key
  * (wait_index.h): a SET touches only its key's waiters. The epoll timeout is the nearest
  * deadline; a once-a-second sweep closes connections that stall a frame, the handshake or
- * their replies, or sit idle. Connections beyond DLPG_STORE_MAX_CONNS (kept below the
- * descriptor limit) or DLPG_STORE_MAX_CONNS_PER_PEER are told so and closed at once. A
- * connection that breaks the protocol is closed alone; the server stays up for the others. */
+ * their replies, or sit idle. A connection that has not completed a frame (with a token: the
+ * handshake) within DLPG_STORE_FIRST_FRAME_TIMEOUT_S is closed. At DLPG_STORE_MAX_CONNS (kept
+ * below the descriptor limit) or DLPG_STORE_MAX_CONNS_PER_PEER, a new connection closes the
+ * oldest one (of that address, for the per-peer limit) that has completed no frame, so idle
+ * sockets cannot lock real clients out; when every connection has completed one, the new
+ * connection is told why and closed at once. A connection that breaks the protocol is closed
+ * alone; the server stays up for the others. */
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -48,10 +52,12 @@ static void dlpg__conn_free(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
   epoll_ctl(s->ep_fd, EPOLL_CTL_DEL, c->fd, NULL);
   close(c->fd);
   s->queued -= c->counted;
+  if (c->dead) s->ndying--;
+  else if (!c->proven) dlpg__conn_prove(s, c); /* off the unproven list (server stopping) */
   size_t *n = dlpg__peer_count(s, c->peer);
   if (n && --*n == 0) dlpg__kv_delete(&s->peers, c->peer, strlen(c->peer));
   s->nconns--;
-  dlpg__buf_free(&c->rbuf);
+  dlpg__conn_rbuf_free(s, c);
   dlpg__buf_free(&c->wbuf);
   dlpg__conn_clear_wait(s, c);
   dlpg__auth_wipe(&c->auth, sizeof c->auth);
@@ -75,22 +81,54 @@ static void dlpg__format_addr(const struct sockaddr *sa, socklen_t sl, char *out
     snprintf(out, cap, "?");
 }
 
+/* The oldest connection (from peer; NULL: any) that has completed no frame, or NULL. */
+static dlpg__conn_t *dlpg__oldest_unproven(dlpg__tcp_server_t *s, const char *peer) {
+  for (dlpg__conn_t *c = s->unproven_old; c; c = c->unext)
+    if (!peer || strcmp(c->peer, peer) == 0) return c;
+  return NULL;
+}
+
+/* Close victim to make room for a new connection under limit (a parameter's name). */
+static void dlpg__evict(dlpg__tcp_server_t *s, dlpg__conn_t *victim, const char *limit,
+                        size_t value, const char *newcomer) {
+  double age = dlpg__now() - victim->opened;
+  if (dlpg__srv_may_warn(s))
+    DLPG_WARN(STORE, -1, "store server: %s (%zu) reached: closing the connection from %s that "
+              "completed no frame in %.1f s (the oldest such) to admit one from %s", limit,
+              value, victim->peer, age, newcomer);
+  dlpg__srv_reply_msg(s, victim, DLPG__REPLY_ERROR,
+                      "the store server closed this connection, which completed no frame in "
+                      "%.1f s, to admit a new one: its limit %s (%zu) was reached", age, limit,
+                      value);
+  dlpg__conn_kill(s, victim, "evicted for a new connection (no frame completed)");
+}
+
 /* Admit one accepted descriptor, or refuse it when a connection limit is reached. */
 static void dlpg__admit(dlpg__tcp_server_t *s, int fd, const struct sockaddr *sa, socklen_t sl) {
   char peer[64], buf[256];
   dlpg__format_addr(sa, sl, peer, sizeof peer);
   size_t *count = dlpg__peer_count(s, peer);
   const char *why = NULL;
+  dlpg__conn_t *victim = NULL;
   if (!count) {
     why = "the store server is out of memory";
-  } else if (s->nconns >= s->lim.max_conns) {
-    snprintf(buf, sizeof buf, "the store server has %zu connections, its limit "
-             "(DLPG_STORE_MAX_CONNS or the descriptor limit)", s->nconns);
-    why = buf;
+  } else if (s->nconns - s->ndying >= s->lim.max_conns) {
+    if ((victim = dlpg__oldest_unproven(s, NULL)) != NULL) {
+      dlpg__evict(s, victim, "DLPG_STORE_MAX_CONNS", s->lim.max_conns, peer);
+    } else {
+      snprintf(buf, sizeof buf, "the store server has %zu connections, its limit "
+               "(DLPG_STORE_MAX_CONNS or the descriptor limit)", s->nconns);
+      why = buf;
+    }
   } else if (*count >= s->lim.max_conns_per_peer) {
-    snprintf(buf, sizeof buf, "%zu connections from %s already, the store server's limit "
-             "DLPG_STORE_MAX_CONNS_PER_PEER", *count, peer);
-    why = buf;
+    /* (Counts include connections closing in this loop iteration: one eviction each.) */
+    if ((victim = dlpg__oldest_unproven(s, peer)) != NULL) {
+      dlpg__evict(s, victim, "DLPG_STORE_MAX_CONNS_PER_PEER", s->lim.max_conns_per_peer, peer);
+    } else {
+      snprintf(buf, sizeof buf, "%zu connections from %s already, the store server's limit "
+               "DLPG_STORE_MAX_CONNS_PER_PEER", *count, peer);
+      why = buf;
+    }
   }
   dlpg__conn_t *c = why ? NULL : (dlpg__conn_t *)calloc(1, sizeof *c);
   if (!c) {
@@ -119,13 +157,16 @@ static void dlpg__admit(dlpg__tcp_server_t *s, int fd, const struct sockaddr *sa
   }
   ++*count;
   s->nconns++;
+  dlpg__conn_list_unproven(s, c);
   c->next = s->conns;
   if (s->conns) s->conns->prev = c;
   s->conns = c;
 }
 
 static void dlpg__accept_all(dlpg__tcp_server_t *s) {
-  for (;;) {
+  /* Evicted connections close at the end of the loop iteration: a burst beyond this many
+   * waits in the backlog for the next one, so descriptors stay bounded. */
+  while (s->ndying < 64) {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     int fd = accept4(s->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -196,9 +237,11 @@ static void dlpg__sweep(dlpg__tcp_server_t *s, double now) {
   for (dlpg__conn_t *c = s->conns; c; c = c->next) {
     if (c->dead) continue;
     why[0] = '\0';
-    if (c->auth_stage != DLPG__AUTH_DONE && now - c->opened > l->frame_timeout_s)
-      snprintf(why, sizeof why, "no authentication within DLPG_STORE_FRAME_TIMEOUT_S (%g s)",
-               l->frame_timeout_s);
+    if (!c->proven && now - c->opened > l->first_frame_timeout_s)
+      snprintf(why, sizeof why, "%s within DLPG_STORE_FIRST_FRAME_TIMEOUT_S (%g s)",
+               c->auth_stage != DLPG__AUTH_DONE && s->token ? "no authentication"
+                                                            : "no complete frame",
+               l->first_frame_timeout_s);
     else if (c->frame_start && (c->events & EPOLLIN) && now - c->frame_start > l->frame_timeout_s)
       snprintf(why, sizeof why, "a frame unfinished for DLPG_STORE_FRAME_TIMEOUT_S (%g s)",
                l->frame_timeout_s);

@@ -14,9 +14,39 @@
 #include "base/status.h"
 #include "store/tcp_server_internal.h"
 
+static void dlpg__conn_unlist_unproven(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
+  if (c->uprev) c->uprev->unext = c->unext;
+  else if (s->unproven_old == c) s->unproven_old = c->unext;
+  if (c->unext) c->unext->uprev = c->uprev;
+  else if (s->unproven_new == c) s->unproven_new = c->uprev;
+  c->uprev = c->unext = NULL;
+}
+
+void dlpg__conn_list_unproven(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
+  c->uprev = s->unproven_new;
+  c->unext = NULL;
+  if (s->unproven_new) s->unproven_new->unext = c;
+  else s->unproven_old = c;
+  s->unproven_new = c;
+}
+
+void dlpg__conn_prove(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
+  if (c->proven || c->dead) return;
+  c->proven = 1;
+  dlpg__conn_unlist_unproven(s, c);
+}
+
+void dlpg__conn_rbuf_free(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
+  s->pending -= c->rbuf.cap;
+  dlpg__buf_free(&c->rbuf);
+}
+
 void dlpg__conn_kill(dlpg__tcp_server_t *s, dlpg__conn_t *c, const char *why) {
   if (c->dead) return;
   DLPG_INFO(STORE, -1, "store server: closing connection from %s: %s", c->peer, why);
+  /* Off the unproven list at once, so an eviction never picks it twice. */
+  if (!c->proven) dlpg__conn_unlist_unproven(s, c);
+  s->ndying++;
   c->dead = 1;
   c->dnext = s->dead; /* freed at the end of the loop iteration */
   s->dead = c;
@@ -70,6 +100,7 @@ void dlpg__conn_flush(dlpg__tcp_server_t *s, dlpg__conn_t *c) {
   }
   if (off) c->last_out = dlpg__now();
   dlpg__buf_consume(&c->wbuf, off);
+  if (!c->wbuf.len) dlpg__buf_free(&c->wbuf); /* an idle connection holds no buffer */
   s->queued = s->queued - c->counted + c->wbuf.len;
   c->counted = c->wbuf.len;
   dlpg__conn_update_events(s, c);

@@ -16,8 +16,8 @@
 /* The server's limits (DLPG_STORE_* parameters, read when the server starts). */
 typedef struct dlpg__store_limits {
   size_t max_conns, max_conns_per_peer, max_reply_bytes, max_queued_bytes, max_bytes, max_keys,
-      max_key_bytes, max_value_bytes, max_wait_keys;
-  double max_wait_s, frame_timeout_s, idle_timeout_s;
+      max_key_bytes, max_value_bytes, max_wait_keys, max_pending_bytes;
+  double max_wait_s, frame_timeout_s, idle_timeout_s, first_frame_timeout_s;
 } dlpg__store_limits_t;
 
 void dlpg__store_limits_load(dlpg__store_limits_t *l);
@@ -29,11 +29,17 @@ typedef struct dlpg__conn {
   struct dlpg__conn *prev, *next;
   struct dlpg__conn *rnext; /* on the server's ready list (a WAIT answered) */
   struct dlpg__conn *dnext; /* on the server's dead list (closed at the end of the loop) */
+  /* On the server's list of unproven connections (no complete frame yet), oldest first. */
+  struct dlpg__conn *uprev, *unext;
   int fd;
   int dead;        /* closed at the end of the current loop iteration */
   int on_ready;
+  int proven;      /* has completed a frame (with a token: the handshake) */
   unsigned events; /* epoll interest registered */
+  /* rbuf holds only what cannot run yet (an unfinished frame, or frames behind a parked
+   * WAIT), counted in the server's pending total; it is freed once empty, like wbuf. */
   dlpg__buf_t rbuf, wbuf;
+  size_t discard; /* bytes still to drop of a request refused for the pending limit */
   size_t counted;  /* wbuf bytes counted in the server's queued total */
   char peer[64];   /* "address" for messages and the per-peer count */
   double opened;            /* accepted at (the handshake must end in time) */
@@ -66,9 +72,14 @@ struct dlpg__tcp_server {
   dlpg__kv_t peers; /* address -> open connections from it (a size_t value) */
   dlpg__widx_t waiters;
   size_t nconns, queued; /* open connections; unsent reply bytes of all of them */
+  size_t ndying;         /* of nconns, those marked dead and not yet freed */
+  size_t pending;        /* bytes of all connections' read buffers (capacity) */
   dlpg__conn_t *conns;
+  dlpg__conn_t *unproven_old, *unproven_new; /* connections without a complete frame */
   dlpg__conn_t *ready; /* connections whose WAIT was just answered */
   dlpg__conn_t *dead;  /* connections to close at the end of the loop iteration */
+  /* Every recv lands here; only the bytes that cannot run at once are copied out. */
+  uint8_t scratch[65536];
 };
 
 /* Whether a warning about a refused or failed client may be logged now (at most one a
@@ -76,6 +87,12 @@ struct dlpg__tcp_server {
 int dlpg__srv_may_warn(dlpg__tcp_server_t *s);
 /* Mark c for closing at the end of the loop iteration (why is logged at INFO). */
 void dlpg__conn_kill(dlpg__tcp_server_t *s, dlpg__conn_t *c, const char *why);
+/* c has completed a frame: it leaves the unproven list (never evicted or reaped for it). */
+void dlpg__conn_prove(dlpg__tcp_server_t *s, dlpg__conn_t *c);
+/* Put a new connection on the unproven list (newest end). */
+void dlpg__conn_list_unproven(dlpg__tcp_server_t *s, dlpg__conn_t *c);
+/* Free c's read buffer and take it out of the server's pending total. */
+void dlpg__conn_rbuf_free(dlpg__tcp_server_t *s, dlpg__conn_t *c);
 /* Drop a parked WAIT's keys. */
 void dlpg__conn_clear_wait(dlpg__tcp_server_t *s, dlpg__conn_t *c);
 /* Write what the socket takes now, then update c's epoll interest. */

@@ -3,6 +3,7 @@
 // only through dlopen + dlpg_get_api (api_loader.h). The server's robustness is in
 // test_store_server.cc; both build into test_store.
 #include "test_store_util.h"
+#include "test_store_wire.h"
 
 TEST(Store, RoundTripRandomBinaryValues) {
   Served srv;
@@ -179,6 +180,7 @@ struct HostStore {
   std::atomic<int> calls{0};
   std::atomic<int> inside{0};  // callbacks running now (the ABI promises at most one)
   std::atomic<int> max_inside{0};
+  std::atomic<int> expired{0};  // gets and waits that ended with the host's timeout
 
   struct Enter {
     HostStore *h;
@@ -206,11 +208,28 @@ struct HostStore {
     std::unique_lock<std::mutex> g(H(ctx)->mu);
     auto &kv = H(ctx)->kv;
     if (!H(ctx)->cv.wait_for(g, std::chrono::duration<double>(timeout),
-                             [&] { return kv.count(key) > 0; }))
+                             [&] { return kv.count(key) > 0; })) {
+      H(ctx)->expired++;
       return DLPG_ERR_TIMEOUT;
+    }
     const std::string &v = kv[key];
     if (buf) memcpy(buf, v.data(), std::min(cap, v.size()));
     *len = v.size();
+    return DLPG_OK;
+  }
+  static dlpg_status_t Wait(void *ctx, const char *const *keys, size_t n, double timeout) {
+    Enter e(H(ctx));
+    std::unique_lock<std::mutex> g(H(ctx)->mu);
+    auto &kv = H(ctx)->kv;
+    auto all = [&] {
+      for (size_t i = 0; i < n; ++i)
+        if (!kv.count(keys[i])) return false;
+      return true;
+    };
+    if (!H(ctx)->cv.wait_for(g, std::chrono::duration<double>(timeout), all)) {
+      H(ctx)->expired++;
+      return DLPG_ERR_TIMEOUT;
+    }
     return DLPG_OK;
   }
   static dlpg_status_t Add(void *ctx, const char *key, int64_t d, int64_t *r) {
@@ -240,6 +259,54 @@ struct HostStore {
   static void Release(void *ctx) { H(ctx)->released++; }
 };
 }  // namespace
+
+// A host's wait that expires shows in the host's log (torch 2's TCPStore warns "[c10d]
+// waitForInput: socket ... timed out after 41ms" for each) and can desynchronise torch 1.13's
+// client. With a check callback, dlpg's blocking reads and a 4-rank group's rendezvous and
+// allreduce never let one expire; the caller still gets its key as soon as it is set (within
+// a generous bound) and its own DLPG_ERR_TIMEOUT at its deadline.
+TEST(Store, FromOpsNeverLetsTheHostsWaitExpire) {
+  HostStore h;
+  dlpg_store_ops_t ops{};
+  ops.struct_size = sizeof ops;
+  ops.set = HostStore::Set;
+  ops.get = HostStore::Get;
+  ops.add = HostStore::Add;
+  ops.wait = HostStore::Wait;
+  ops.check = HostStore::Check;
+  ops.delete_key = HostStore::Delete;
+  ops.release = HostStore::Release;
+  auto open = [&](int r) {
+    dlpg_store_t *s = nullptr;
+    // Rank 3 arrives late, so the others block in the rendezvous meanwhile.
+    if (r == 3) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    return A()->store_from_ops(&ops, &h, 30.0, &s) == DLPG_OK ? s : nullptr;
+  };
+  EXPECT_EQ(AllreduceOn(4, open, "host-group"), 0);
+  dlpg_store_t *s = open(0);
+  ASSERT_NE(s, nullptr) << A()->last_error();
+  std::thread setter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_EQ(A()->store_set(s, "late/a", "a", 1), DLPG_OK);
+    EXPECT_EQ(A()->store_set(s, "late/b", "b", 1), DLPG_OK);
+  });
+  double t0 = Now();
+  EXPECT_EQ(Get(s, "late/a", 10.0), "a");
+  const char *both[] = {"late/a", "late/b"};
+  EXPECT_EQ(A()->store_wait(s, both, 2, 10.0), DLPG_OK) << A()->last_error();
+  EXPECT_LT(Now() - t0, Scaled(5.0));
+  setter.join();
+  const char *missing[] = {"late/a", "never"};
+  t0 = Now();
+  EXPECT_EQ(A()->store_wait(s, missing, 2, 0.3), DLPG_ERR_TIMEOUT);
+  EXPECT_NE(std::string(A()->last_error()).find("'never'"), std::string::npos)
+      << A()->last_error();
+  size_t len = 0;
+  EXPECT_EQ(A()->store_get(s, "never", 0.3, nullptr, 0, &len), DLPG_ERR_TIMEOUT);
+  EXPECT_LT(Now() - t0, Scaled(3.0));
+  EXPECT_EQ(h.expired.load(), 0) << "the host's own wait or get timed out";
+  A()->store_close(s);
+}
 
 TEST(Store, FromOpsFullTable) {
   HostStore h;

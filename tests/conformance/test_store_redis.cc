@@ -230,9 +230,11 @@ TEST(StoreRedis, ManyClientsRendezvous) {
 TEST(StoreRedis, ServerGoneIsAnErrorNotAHang) {
   SKIP_WITHOUT_REDIS();
   dlpg_store_t *s = nullptr;
+  std::string url;
   {
     Redis redis;
-    ASSERT_EQ(A()->store_open(redis.Url().c_str(), 5.0, &s), DLPG_OK);
+    url = redis.Url();
+    ASSERT_EQ(A()->store_open(url.c_str(), 5.0, &s), DLPG_OK);
     ASSERT_EQ(A()->store_set(s, "k", "v", 1), DLPG_OK);
   }
   double t0 = Now();
@@ -242,6 +244,16 @@ TEST(StoreRedis, ServerGoneIsAnErrorNotAHang) {
   EXPECT_NE(A()->store_get(s, "k", 1.0, buf, sizeof buf, &len), DLPG_OK);
   EXPECT_LT(Now() - t0, Scaled(7.0));
   A()->store_close(s);
+  // Nobody listening at open: retried until the deadline, then DLPG_ERR_TIMEOUT naming the
+  // address, as for a tcp:// store (the open's deadline is what passed).
+  t0 = Now();
+  s = nullptr;
+  EXPECT_EQ(A()->store_open(url.c_str(), 0.5, &s), DLPG_ERR_TIMEOUT) << A()->last_error();
+  EXPECT_EQ(s, nullptr);
+  EXPECT_LT(Now() - t0, Scaled(3.0));
+  std::string msg = A()->last_error();
+  EXPECT_NE(msg.find(url.substr(8)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("0.5 s"), std::string::npos) << msg;
 }
 
 TEST(StoreRedis, GlooGroupRendezvousesThroughRedis) {

@@ -202,18 +202,18 @@ class ScopedEnv {
   std::string old_;
 };
 
-// n ranks (threads) each open url_of(rank), create a group on it and allreduce 64 floats
-// (rank-dependent values) with Gloo; returns the number of ranks whose result differs from
-// the sum computed here, or that failed (the message is recorded with ADD_FAILURE).
-template <class UrlOf>
-int AllreduceThrough(int n, UrlOf url_of, const std::string &name) {
+// n ranks (threads) each take store_of(rank) (nullptr: it failed, A()->last_error says why),
+// create a group on it and allreduce 64 floats (rank-dependent values) with the default CPU
+// backend; returns the number of ranks whose result differs from the sum computed here, or
+// that failed (the message is recorded with ADD_FAILURE). Each store is closed after.
+template <class StoreOf>
+int AllreduceOn(int n, StoreOf store_of, const std::string &name) {
   std::atomic<int> bad{0};
   std::vector<std::thread> ts;
   for (int r = 0; r < n; ++r)
     ts.emplace_back([&, r] {
-      dlpg_store_t *s = nullptr;
-      std::string url = url_of(r);
-      if (A()->store_open(url.c_str(), 30.0, &s) != DLPG_OK) {
+      dlpg_store_t *s = store_of(r);
+      if (!s) {
         ADD_FAILURE() << "rank " << r << ": " << A()->last_error();
         bad++;
         return;
@@ -251,4 +251,14 @@ int AllreduceThrough(int n, UrlOf url_of, const std::string &name) {
     });
   for (auto &t : ts) t.join();
   return bad.load();
+}
+
+// The same, each rank opening url_of(rank).
+template <class UrlOf>
+int AllreduceThrough(int n, UrlOf url_of, const std::string &name) {
+  return AllreduceOn(n, [&](int r) {
+    dlpg_store_t *s = nullptr;
+    std::string url = url_of(r);
+    return A()->store_open(url.c_str(), 30.0, &s) == DLPG_OK ? s : nullptr;
+  }, name);
 }

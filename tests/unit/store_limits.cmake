@@ -10,3 +10,13 @@ if(TARGET dlpg-store)
   target_compile_definitions(test_store_limits PRIVATE DLPG_STORE_BIN="$<TARGET_FILE:dlpg-store>")
   add_dependencies(test_store_limits dlpg-store)
 endif()
+
+# Connections that never complete a frame: their memory (measured in a dlpg-store process),
+# the bound on unfinished requests, and the slots they hold.
+dlpg_add_gtest(test_store_conns TIMEOUT 180 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_store_conns.cc
+  LIBS OpenSSL::Crypto)
+target_include_directories(test_store_conns PRIVATE ${PROJECT_SOURCE_DIR}/tests/conformance)
+if(TARGET dlpg-store)
+  target_compile_definitions(test_store_conns PRIVATE DLPG_STORE_BIN="$<TARGET_FILE:dlpg-store>")
+  add_dependencies(test_store_conns dlpg-store)
+endif()
