@@ -144,8 +144,9 @@ void KillDuringCreation(int trial, double delay_s, int victim = 2) {
   if (t.out[survivors[0]].Get("op_retried") == "1")
     printf("FAULT (trial %d: the first operation completed before the kill)\n", trial);
   EXPECT_EQ(t.out[victim].signal, SIGKILL);
-  if (delay_s <= 0)
+  if (delay_s <= 0) {
     for (int r : survivors) EXPECT_EQ(t.out[r].Get("op_retried"), "") << "rank " << r;
+  }
   ExpectSurvived(t, survivors, "op", {"rank " + std::to_string(victim), "allreduce"});
 }
 
