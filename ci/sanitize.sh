@@ -6,6 +6,7 @@
 # arguments go to cmake.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
 B=${SAN_BUILD_DIR:-build-asan}
 # -fno-sanitize=enum: the bad-input tests pass out-of-range enum values (op 99) through the
 # ABI on purpose; the plugin checks them as integers.
@@ -24,6 +25,10 @@ export DLPG_SOAK_CYCLES=1000
 # scaled by this factor (tests/conformance/time_scale.h).
 export DLPG_TEST_TIME_SCALE=${DLPG_TEST_TIME_SCALE:-3}
 cd "$B"
-# ctest sets DLPG_SOAK_CYCLES=200 for test_faults; the soak runs on its own with 1 000.
+# ctest sets DLPG_SOAK_CYCLES=200 for test_faults and test_faults_gloo; the soak runs on
+# its own with 1 000 on each host-memory backend. The entries include the shared-memory
+# backend's (test_shm, test_faults, and every conformance entry without a _gloo suffix).
 ctest --output-on-failure -j2 --timeout 1200 -E 'cuda'
 ./tests/test_faults --gtest_filter='FaultsSoak.*'
+DLPG_CPU_BACKEND=gloo ./tests/test_faults --gtest_filter='FaultsSoak.*'
+bash "$ROOT/ci/check-shm-left.sh" "the sanitizer run"

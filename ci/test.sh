@@ -14,6 +14,8 @@ bash ci/check-layers.sh
 bash ci/check-file-graph.sh --quiet
 bash ci/check-install.sh
 (cd "$BUILD_DIR" && ctest --output-on-failure -j2 --timeout 900)
+# No segment, socket or rank process of the shared-memory backend outlives the suites.
+bash ci/check-shm-left.sh "ctest"
 bash ci/check-no-cuda.sh
 # libFuzzer on the store's frames and DLPack validation, bounded (FUZZ_SECONDS each).
 bash ci/fuzz.sh
@@ -23,6 +25,7 @@ if [ -d tests/python ]; then
     /usr/bin/python3 -m dlpg.build_torch_ext
   DLPG_LIBRARY="$PWD/$BUILD_DIR/libdlpg.so" PYTHONPATH="$PWD/python_shim" \
     /usr/bin/python3 -m pytest -q tests/python
+  bash ci/check-shm-left.sh "pytest"
 fi
 # Four ranks in network namespaces with a link cut mid-operation (needs root, as in CI).
 bash ci/netns-test.sh

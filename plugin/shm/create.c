@@ -238,18 +238,30 @@ static dlpg_status_t dlpg__shm_join(dlpg__shm_t *sh, const char *sock, const uin
   return DLPG_OK;
 }
 
+/* How long past the creation's deadline a rank waits for the others' answers: a rank whose
+ * own step ran into the deadline (rank 0 serving a rank that never came) publishes its
+ * answer just after it, and that answer names the culprit. */
+#define DLPG__SHM_ANSWER_GRACE_S 0.5
+
 /* Publish this rank's outcome, read everyone's: the first rank that could not join
  * decides the status of all. */
 static dlpg_status_t dlpg__shm_agree(dlpg__shm_t *sh, dlpg_store_t *store, const char *prefix,
                                      dlpg_status_t mine, double deadline) {
-  char key[DLPG__SHM_KEY_MAX + 32], val[600];
-  snprintf(val, sizeof val, mine == DLPG_OK ? "ok" : "no %d %s", (int)mine, dlpg__last_error());
+  char key[DLPG__SHM_KEY_MAX + 32], val[600], own[512];
+  snprintf(own, sizeof own, "%s", mine == DLPG_OK ? "" : dlpg__last_error());
+  snprintf(val, sizeof val, mine == DLPG_OK ? "ok" : "no %d %s", (int)mine, own);
   snprintf(key, sizeof key, "%s/res/%d", prefix, sh->rank);
   DLPG_CHECK(dlpg_store_set(store, key, val, strlen(val)));
   for (int q = 0; q < sh->size; q++) {
+    if (q == sh->rank) {
+      /* The ranks before it all joined: this rank's own failure is the outcome. */
+      if (mine != DLPG_OK) return dlpg__error(mine, "%s", own);
+      continue;
+    }
     snprintf(key, sizeof key, "%s/res/%d", prefix, q);
     size_t len = 0;
-    dlpg_status_t st = dlpg__shm_store_wait(sh, store, key, deadline, val, sizeof val - 1, &len);
+    dlpg_status_t st = dlpg__shm_store_wait(sh, store, key, deadline + DLPG__SHM_ANSWER_GRACE_S,
+                                            val, sizeof val - 1, &len);
     if (st != DLPG_OK)
       return dlpg__error(st, "shm rank %d: rank %d did not say whether it joined the segment: %s",
                          sh->rank, q, dlpg__last_error());
@@ -257,7 +269,8 @@ static dlpg_status_t dlpg__shm_agree(dlpg__shm_t *sh, dlpg_store_t *store, const
     if (strcmp(val, "ok") != 0) {
       int code = DLPG_ERR_UNSUPPORTED, off = 0;
       sscanf(val, "no %d %n", &code, &off);
-      return dlpg__error((dlpg_status_t)code, "shm rank %d: %s", sh->rank, val + off);
+      return dlpg__error((dlpg_status_t)code, "shm rank %d: as rank %d reports: %s", sh->rank, q,
+                         val + off);
     }
   }
   return DLPG_OK;
@@ -328,8 +341,12 @@ dlpg_status_t dlpg__shm_create(dlpg_store_t *store, const char *name, int rank, 
       mine = dlpg__shm_serve(sh, store, prefix, lfd, memfd, secret + 8, deadline);
   } else {
     size_t len = 0;
-    DLPG_CHECK_GOTO(dlpg__shm_store_wait(sh, store, key, deadline, hex, sizeof hex - 1, &len), st,
-                    fail);
+    st = dlpg__shm_store_wait(sh, store, key, deadline, hex, sizeof hex - 1, &len);
+    if (st == DLPG_ERR_TIMEOUT)
+      st = dlpg__error(st, "shm rank %d: rank 0 did not set up the segment within %g s (has it "
+                       "reached this first collective?): %s", rank, sh->timeout_s,
+                       dlpg__last_error());
+    if (st != DLPG_OK) goto fail;
     hex[len < sizeof hex - 1 ? len : sizeof hex - 1] = '\0';
     if (strcmp(hex, "x") == 0) {
       mine = dlpg__error(DLPG_ERR_SYSTEM, "rank 0 could not create the segment");

@@ -191,12 +191,14 @@ static std::string Fmt(double v) {
   return b;
 }
 
-dlpg_status_t TimedAllreduce(FaultRank &c, dlpg_group_t *g, int64_t count, const std::string &p) {
+dlpg_status_t TimedAllreduce(FaultRank &c, dlpg_group_t *g, int64_t count, const std::string &p,
+                             const std::function<void()> &at_call) {
   std::vector<float> v(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; i++) v[i] = static_cast<float>((i % 7) + c.rank);
   HostTensor t(DT::F32, {count});
   memcpy(t.elems(), v.data(), v.size() * sizeof(float));
   DLTensor *tp = t.dl();
+  if (at_call) at_call();
   double t0 = NowSeconds();
   dlpg_status_t s = c.api->allreduce(g, &tp, nullptr, 1, DLPG_SUM, nullptr, nullptr);
   double secs = NowSeconds() - t0;
@@ -206,6 +208,7 @@ dlpg_status_t TimedAllreduce(FaultRank &c, dlpg_group_t *g, int64_t count, const
     c.Put(p + "_msg", c.api->last_error());
     return s;
   }
+  c.Put(p + "_backend", LastBackend(c, g));
   int size = 0;
   c.api->group_size(g, &size);
   const float *got = static_cast<const float *>(t.elems());
@@ -219,6 +222,26 @@ dlpg_status_t TimedAllreduce(FaultRank &c, dlpg_group_t *g, int64_t count, const
     }
   }
   return s;
+}
+
+std::string LastBackend(const FaultRank &c, dlpg_group_t *g) {
+  size_t len = 0;
+  if (c.api->group_flight_record(g, nullptr, 0, &len) != DLPG_OK) return "";
+  std::string buf(len + 1, '\0');
+  if (c.api->group_flight_record(g, &buf[0], buf.size(), &len) != DLPG_OK) return "";
+  buf.resize(strlen(buf.c_str()));
+  // One line per entry, oldest first; fields "key=value" separated by spaces.
+  size_t line = buf.rfind('\n', buf.size() > 1 ? buf.size() - 2 : 0);
+  line = line == std::string::npos ? 0 : line + 1;
+  size_t at = buf.find(" backend=", line);
+  if (at == std::string::npos) return "";
+  at += strlen(" backend=");
+  return buf.substr(at, buf.find_first_of(" \n", at) - at);
+}
+
+std::string ExpectedCpuBackend() {
+  const char *e = getenv("DLPG_CPU_BACKEND");
+  return e && std::string(e) == "gloo" ? "gloo" : "shm";
 }
 
 void CheckFreshGroup(FaultRank &c, int rank, int size, const std::string &name,

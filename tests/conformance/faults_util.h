@@ -68,14 +68,23 @@ dlpg_group_t *JoinTrialGroup(FaultRank &c, double timeout_s, const std::string &
 void WaitKey(FaultRank &c, const std::string &key, double timeout_s);
 void SetKey(FaultRank &c, const std::string &key);
 // A 1-element-per-rank float32 allreduce of `count` elements; returns the status, stores
-// the elapsed seconds and the message under prefix_st/_secs/_msg, and checks the sum.
-dlpg_status_t TimedAllreduce(FaultRank &c, dlpg_group_t *g, int64_t count, const std::string &prefix);
+// the elapsed seconds and the message under prefix_st/_secs/_msg, and checks the sum; when
+// it succeeded, the backend that ran it (the group's flight record) under prefix_backend.
+// at_call (may be empty) runs just before the call, once the input is ready.
+dlpg_status_t TimedAllreduce(FaultRank &c, dlpg_group_t *g, int64_t count, const std::string &prefix,
+                             const std::function<void()> &at_call = nullptr);
 // Create a group of `size` ranks under `name` and allreduce on it; reports "<key>" = "ok" or
 // the failure.
 void CheckFreshGroup(FaultRank &c, int rank, int size, const std::string &name,
                      const std::string &key, double timeout_s);
 // Destroy g and report the seconds it took under key.
 void TimedDestroy(FaultRank &c, dlpg_group_t *g, const std::string &key);
+
+// The backend of the group's latest flight-record entry ("" when there is none).
+std::string LastBackend(const FaultRank &c, dlpg_group_t *g);
+// The backend the host-memory collectives of these one-host trials must run on: "gloo" when
+// DLPG_CPU_BACKEND forces it, else "shm" (the default choice for ranks of one host).
+std::string ExpectedCpuBackend();
 
 // One line for docs/reliability.md: fault, trial, per-survivor status and seconds.
 void RecordOutcome(const std::string &fault, int trial, const Trial &t, const std::vector<int> &survivors,

@@ -13,7 +13,7 @@ using namespace dlpgt;
 namespace {
 
 constexpr double kTimeout = 3.0;
-constexpr double kSlack = 2.0;
+constexpr double kSlack = 1.0;  // within the group's timeout + 1 s
 
 // The store process is killed after the groups are created, before the first operation
 // (which needs the store for the rendezvous): every rank fails within the bound naming the
