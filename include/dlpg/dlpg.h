@@ -136,6 +136,11 @@ typedef struct dlpg_store_ops {
   /* Optional (NULL: check and delete_key return DLPG_ERR_UNSUPPORTED). */
   dlpg_status_t (*check)(void *ctx, const char *const *keys, size_t nkeys, int *all_exist);
   dlpg_status_t (*delete_key)(void *ctx, const char *key, int *deleted);
+  /* Optional (NULL: unknown; a late field, read only when struct_size covers it): the host
+   * the store's server runs on (torch's TCPStore's host). Copied. Backends that listen for
+   * peers bind to the local address that routes there, as for a tcp:// store; unknown, they
+   * route to MASTER_ADDR when it is set. */
+  const char *host;
 } dlpg_store_ops_t;
 
 /* Wrap host callbacks as a store. ops is copied (only ops->struct_size bytes are read);
