@@ -99,8 +99,10 @@ typedef struct dlpg_work dlpg_work_t;   /* one asynchronous operation */
  *   "tcp://HOST:PORT?serve=1"  also host the server in this process; PORT 0 picks a free
  *                              port (dlpg_store_port tells which)
  *   "file:///PATH"             Gloo's FileStore on a shared filesystem
- *   "env://"                   MASTER_ADDR and DLPG_STORE_PORT (else MASTER_PORT + 1); the
- *                              process with RANK 0 (or unset) serves
+ *   "env://"                   the launcher's store (dlpg_group_create_from_env says where:
+ *                              DLPG_STORE_URL, MASTER_ADDR with DLPG_STORE_PORT or
+ *                              MASTER_PORT + 1, mpirun's or Slurm's); the process of rank 0
+ *                              (or with no rank) serves
  * timeout_s also becomes the default deadline of get and wait on this store.
  * An unknown scheme, a malformed URL or a port outside [0, 65535] is
  * DLPG_ERR_INVALID_ARGUMENT (the message names the URL); a serving store whose port is taken
@@ -198,8 +200,15 @@ typedef struct dlpg_group_options {
 dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
                                 const dlpg_group_options_t *options, dlpg_group_t **group);
 
-/* Create a group from RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (torchrun's variables),
- * on an env:// store. options may be NULL. */
+/* Create a group of the job of the launcher that started this process, on its env://
+ * store. Rank and size: RANK/WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK/SIZE (Open MPI),
+ * PMI_RANK/PMI_SIZE (MPICH/Hydra) or SLURM_PROCID/SLURM_NTASKS (Slurm), first set first.
+ * The store: DLPG_STORE_URL (a running server), else MASTER_ADDR (port DLPG_STORE_PORT, else
+ * MASTER_PORT + 1, else derived from the launcher's job id), else 127.0.0.1 when the
+ * launcher says every rank is on this host (port DLPG_STORE_PORT or derived), else the first
+ * node of the Slurm step; rank 0 serves. An mpirun/mpiexec job across hosts without
+ * MASTER_ADDR or DLPG_STORE_URL is DLPG_ERR_INVALID_ARGUMENT naming them. options may be
+ * NULL. */
 dlpg_status_t dlpg_group_create_from_env(const dlpg_group_options_t *options,
                                          dlpg_group_t **group);
 
