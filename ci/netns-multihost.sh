@@ -3,7 +3,9 @@
 # and hostB (10.98.0.2) joined by a veth pair: a store secret, torchrun --nnodes 2 with
 # init_process_group("dlpg") (2 ranks per host), the C demo under torchrun (rank 0 serves the
 # store), and the C demo on a separate dlpg-store with a token through DLPG_STORE_URL (the
-# doc's mpirun form needs ssh between the hosts, so torchrun launches it here). The hosts
+# doc's mpirun form needs ssh between the hosts, so torchrun launches it here); then the
+# demo with GLOO_SOCKET_IFNAME=eth0,eth1 (honoured: its first interface), and with
+# GLOO_SOCKET_IFNAME=lo, which must fail with a message naming the variables. The hosts
 # share this machine's host name, which resolves to no address of theirs: Gloo must take
 # the route to the store host. Needs root and iproute2; cleans up on every exit.
 set -euo pipefail
@@ -27,9 +29,10 @@ ip netns add "${tag}B"
 ip link add "va$tag" netns "${tag}A" type veth peer name "vb$tag" netns "${tag}B"
 ip -n "${tag}A" addr add 10.98.0.1/24 dev "va$tag"
 ip -n "${tag}B" addr add 10.98.0.2/24 dev "vb$tag"
-for h in A B; do
+for h in A B; do  # each host's interface is eth0, as on two machines of one cluster
   ip -n "${tag}$h" link set lo up
-  ip -n "${tag}$h" link set "v$(echo $h | tr AB ab)$tag" up
+  ip -n "${tag}$h" link set "v$(echo $h | tr AB ab)$tag" name eth0
+  ip -n "${tag}$h" link set eth0 up
 done
 export PYTHONPATH="$PWD/python_shim" DLPG_LIBRARY="$PWD/$BUILD_DIR/libdlpg.so"
 export DLPG_TORCH_BUILD_DIR="$PWD/$BUILD_DIR/torch-ext" DLPG_TIMEOUT=60
@@ -83,5 +86,24 @@ export DLPG_STORE_URL=tcp://10.98.0.1:29700
 both url 29620 --no_python "$BUILD_DIR/examples/dlpg-demo"
 n=$(grep -hc "results checked: OK" "$work"/url.*.out | awk "{s += \$1} END {print s + 0}" || true)
 [ "$n" = 4 ] || { echo "FAIL: $n of 4 demo ranks on dlpg-store reported OK"; fail=1; }
+unset DLPG_STORE_URL
+# torch users' GLOO_SOCKET_IFNAME is honoured (its first interface; torch lists several)...
+GLOO_SOCKET_IFNAME=eth0,eth1 both ifname 29630 --no_python "$BUILD_DIR/examples/dlpg-demo"
+n=$(grep -hc "results checked: OK" "$work"/ifname.*.out | awk "{s += \$1} END {print s + 0}" || true)
+[ "$n" = 4 ] || { echo "FAIL: $n of 4 demo ranks with GLOO_SOCKET_IFNAME=eth0,eth1 reported OK"; fail=1; }
+# ... and when it names loopback, the ranks fail, and the message names the variables.
+fail_before=$fail
+DLPG_TIMEOUT=20 GLOO_SOCKET_IFNAME=lo both loopback 29640 --no_python "$BUILD_DIR/examples/dlpg-demo" \
+  >/dev/null 2>&1 || true
+fail=$fail_before
+if grep -q "results checked: OK" "$work"/loopback.*.out; then
+  echo "FAIL: ranks bound to loopback (GLOO_SOCKET_IFNAME=lo) reached each other across hosts"; fail=1
+fi
+if ! grep -q "published a loopback address.*GLOO_SOCKET_IFNAME" "$work"/loopback.*.out; then
+  echo "FAIL: the loopback failure does not name GLOO_SOCKET_IFNAME:"; tail -5 "$work"/loopback.*.out; fail=1
+else
+  grep -ho "could not reach rank [0-9].*connect \[127[^;]*" "$work"/loopback.*.out | head -1 |
+    sed 's/^/netns-multihost: loopback (expected to fail): /'
+fi
 [ "$fail" = 0 ] && echo "ci/netns-multihost.sh: docs/multi-host.md on two namespace hosts: passed"
 exit "$fail"
