@@ -140,3 +140,43 @@ def test_dlpg_rendezvous_errors_name_the_problem(url, words):
     import dlpg.torch  # noqa: F401 - registers dlpg://
     with pytest.raises(ValueError, match=words):
         next(dist.rendezvous(url, 0, 2, timeout=datetime.timedelta(seconds=5)))
+
+
+# ------------------------------------------------------------------ dlpg:// with torch ranks
+
+def _mixed_rank(rank, url, seed, queue):
+    """Ranks 0 and 2 torch (dlpg://), rank 1 NumPy (dlpg.Group): an allreduce of all three,
+    then a torch new_group of the torch ranks alone."""
+    vals = [np.random.RandomState(seed + r).randint(-50, 50, size=17).astype(np.float32)
+            for r in range(3)]
+    out = {}
+    if rank == 1:
+        g = dlpg.Group(dlpg.Store(url), 1, 3, timeout=60, name="mixed")
+        x = vals[1].copy()
+        g.allreduce(x)
+        out["all"] = bool(np.array_equal(x, vals[0] + vals[1] + vals[2]))
+        g.destroy()
+    else:
+        import datetime
+        import torch
+        import torch.distributed as dist
+        importlib.import_module("dlpg.torch")  # registers "dlpg" and dlpg://
+        dist.init_process_group("dlpg", init_method=url.replace("tcp://", "dlpg://") + "?name=mixed",
+                                rank=rank, world_size=3, timeout=datetime.timedelta(seconds=60))
+        t = torch.from_numpy(vals[rank].copy())
+        dist.all_reduce(t)
+        out["all"] = bool(np.array_equal(t.numpy(), vals[0] + vals[1] + vals[2]))
+        sub = dist.new_group([0, 2])
+        t = torch.from_numpy(vals[rank].copy())
+        dist.all_reduce(t, group=sub)
+        out["sub"] = bool(np.array_equal(t.numpy(), vals[0] + vals[2]))
+        dist.destroy_process_group()
+    queue.put((rank, out))
+
+
+def test_dlpg_rendezvous_torch_and_numpy_ranks_then_a_torch_subgroup():
+    pytest.importorskip("torch")
+    seed = random.randrange(1 << 20)
+    with dlpg_store() as url:
+        res = run_ranks(_mixed_rank, 3, lambda r: (url, seed), deadline_s=180)
+    assert res == {0: {"all": True, "sub": True}, 1: {"all": True}, 2: {"all": True, "sub": True}}, res

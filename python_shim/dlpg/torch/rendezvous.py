@@ -47,6 +47,7 @@ class RendezvousStore(dist.Store):
         self.name = name
         self.world_size = world_size
         self.timeout_s = timeout_s
+        self.default_created = False
 
     def _k(self, key):
         return "%s/torch/%s" % (self.name, key)
@@ -138,9 +139,13 @@ def create_backend(backend_options, pg_options, native):
         raise RuntimeError("dlpg:// rendezvous needs dlpg's C++ torch backend, which does not "
                            "import here")
     o = backend_options
-    # The default group (torch passes no ranks for it) is the one ranks of other frameworks
-    # meet; torch's later groups are among torch ranks only.
-    name = rs.name if not list(o.global_ranks_in_group) else "%s/torch-%s" % (rs.name, o.group_id)
+    # The default group, which init_process_group creates first on the rendezvous' store, is
+    # the one ranks of other frameworks meet; torch's later groups are among torch ranks only.
+    if not rs.default_created:
+        rs.default_created = True
+        name = rs.name
+    else:
+        name = "%s/torch-%s" % (rs.name, o.group_id)
     from dlpg import _abi
     native.load_library(_abi.library_path())
     return native.create_on_store(rs.dlpg_store.handle.value, int(o.group_rank),
