@@ -29,5 +29,8 @@ if [ -d tests/python ]; then
 fi
 # Four ranks in network namespaces with a link cut mid-operation (needs root, as in CI).
 bash ci/netns-test.sh
+# docs/multi-host.md as written, two namespaces as hosts: torchrun --nnodes 2 with
+# init_process_group("dlpg"), the C demo, and dlpg-store with a token (needs root, as in CI).
+bash ci/netns-multihost.sh
 # The CPU unit and conformance suites again under ASan + UBSan (build-asan/).
 bash ci/sanitize.sh

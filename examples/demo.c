@@ -2,9 +2,11 @@
  * and run allreduce, broadcast, allgather and a send/recv ring on CPU tensors. Each rank
  * checks its results against values it computes itself; rank 0 prints them.
  *   usage: dlpg-demo [nranks]   (default 4)
- * Launched by torchrun (RANK and WORLD_SIZE set), the process is one rank of that job and
- * meets the others through dlpg_group_create_from_env:
- *   python3 -m torch.distributed.run --nproc_per_node 4 --no_python dlpg-demo */
+ * Started by a launcher, the process is one rank of the launcher's job (it forks nothing)
+ * and meets the others through dlpg_group_create_from_env, which finds the store:
+ *   python3 -m torch.distributed.run --nproc_per_node 4 --no_python dlpg-demo
+ *   mpirun -np 4 dlpg-demo            (Open MPI; MPICH's mpiexec alike)
+ *   srun -n 4 dlpg-demo               (Slurm) */
 #include <dlpg/dlpg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,7 +110,7 @@ static int run_rank(int port, int rank, int world) {
   return run_ops(g, rank, world);
 }
 
-/* One rank of a job started by torchrun (or any launcher that sets its variables). */
+/* One rank of a job started by a launcher (torchrun, mpirun, mpiexec, srun). */
 static int run_from_env(void) {
   dlpg_group_t *g = NULL;
   int rank = -1, world = 0;
@@ -123,8 +125,17 @@ static int run_from_env(void) {
   return bad;
 }
 
+/* Whether a launcher started this process: the rank variable of torchrun, Open MPI, MPICH
+ * or Slurm is set (dlpg_group_create_from_env reads the rest). */
+static int launched(void) {
+  static const char *const vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+    if (getenv(vars[i]) && *getenv(vars[i])) return 1;
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  if (getenv("RANK") && getenv("WORLD_SIZE")) return run_from_env();
+  if (launched()) return run_from_env();
   int world = argc > 1 ? atoi(argv[1]) : 4;
   if (world < 1 || world > 64) {
     fprintf(stderr, "usage: %s [nranks 1..64]\n", argv[0]);

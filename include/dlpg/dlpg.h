@@ -100,8 +100,10 @@ typedef struct dlpg_work dlpg_work_t;   /* one asynchronous operation */
  *                              port (dlpg_store_port tells which)
  *   "redis://HOST:PORT[/DB]"   a Redis server (the token, if any, is its password)
  *   "file:///PATH"             Gloo's FileStore on a shared filesystem
- *   "env://"                   MASTER_ADDR and DLPG_STORE_PORT (else MASTER_PORT + 1); the
- *                              process with RANK 0 (or unset) serves
+ *   "env://"                   the launcher's store (dlpg_group_create_from_env says where:
+ *                              DLPG_STORE_URL, MASTER_ADDR with DLPG_STORE_PORT or
+ *                              MASTER_PORT + 1, mpirun's or Slurm's); the process of rank 0
+ *                              (or with no rank) serves
  * timeout_s also becomes the default deadline of get and wait on this store.
  * An unknown scheme, a malformed URL or a port outside [0, 65535] is
  * DLPG_ERR_INVALID_ARGUMENT (the message names the URL); a serving store whose port is taken
@@ -138,6 +140,11 @@ typedef struct dlpg_store_ops {
   /* Optional (NULL: check and delete_key return DLPG_ERR_UNSUPPORTED). */
   dlpg_status_t (*check)(void *ctx, const char *const *keys, size_t nkeys, int *all_exist);
   dlpg_status_t (*delete_key)(void *ctx, const char *key, int *deleted);
+  /* Optional (NULL: unknown; a late field, read only when struct_size covers it): the host
+   * the store's server runs on (torch's TCPStore's host). Copied. Backends that listen for
+   * peers bind to the local address that routes there, as for a tcp:// store; unknown, they
+   * route to MASTER_ADDR when it is set. */
+  const char *host;
 } dlpg_store_ops_t;
 
 /* Wrap host callbacks as a store. ops is copied (only ops->struct_size bytes are read);
@@ -195,8 +202,15 @@ typedef struct dlpg_group_options {
 dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
                                 const dlpg_group_options_t *options, dlpg_group_t **group);
 
-/* Create a group from RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (torchrun's variables),
- * on an env:// store. options may be NULL. */
+/* Create a group of the job of the launcher that started this process, on its env://
+ * store. Rank and size: RANK/WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK/SIZE (Open MPI),
+ * PMI_RANK/PMI_SIZE (MPICH/Hydra) or SLURM_PROCID/SLURM_NTASKS (Slurm), first set first.
+ * The store: DLPG_STORE_URL (a running server), else MASTER_ADDR (port DLPG_STORE_PORT, else
+ * MASTER_PORT + 1, else derived from the launcher's job id), else 127.0.0.1 when the
+ * launcher says every rank is on this host (port DLPG_STORE_PORT or derived), else the first
+ * node of the Slurm step; rank 0 serves. An mpirun/mpiexec job across hosts without
+ * MASTER_ADDR or DLPG_STORE_URL is DLPG_ERR_INVALID_ARGUMENT naming them. options may be
+ * NULL. */
 dlpg_status_t dlpg_group_create_from_env(const dlpg_group_options_t *options,
                                          dlpg_group_t **group);
 

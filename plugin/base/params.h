@@ -3,7 +3,7 @@
  * dlpg__param_decl_t and registers it (dlpg__params_register), so dlpg-info lists every
  * variable and a read of a cached one reads the environment once. No getenv() anywhere but
  * params.c. Tuning variables are read once and cached; the launcher's (RANK, WORLD_SIZE,
- * MASTER_ADDR, MASTER_PORT) and variables other libraries read are read at each use, because
+ * MASTER_ADDR, MASTER_PORT, mpirun's and Slurm's) and variables other libraries read are read at each use, because
  * a host may set them after loading the library. */
 #ifndef DLPG_BASE_PARAMS_H_
 #define DLPG_BASE_PARAMS_H_
@@ -83,7 +83,34 @@ void dlpg__params_print(FILE *f);
   X(RANK, "RANK", NULL, 0, "launcher: this process's rank")                                  \
   X(WORLD_SIZE, "WORLD_SIZE", NULL, 0, "launcher: number of ranks")                          \
   X(MASTER_ADDR, "MASTER_ADDR", NULL, 0, "launcher: host of rank 0")                         \
-  X(MASTER_PORT, "MASTER_PORT", NULL, 0, "launcher: torchrun's store port")
+  X(MASTER_PORT, "MASTER_PORT", NULL, 0, "launcher: torchrun's store port")               \
+  X(STORE_URL, "DLPG_STORE_URL", NULL, 0, "env:// and from_env: a running store's URL (else MASTER_ADDR, else the launcher's)") \
+  X(LOCAL_RANK, "LOCAL_RANK", NULL, 0, "launcher (torchrun): rank on this host")             \
+  X(LOCAL_WORLD_SIZE, "LOCAL_WORLD_SIZE", NULL, 0, "launcher (torchrun): ranks on this host") \
+  X(OMPI_RANK, "OMPI_COMM_WORLD_RANK", NULL, 0, "launcher (Open MPI): this process's rank")   \
+  X(OMPI_SIZE, "OMPI_COMM_WORLD_SIZE", NULL, 0, "launcher (Open MPI): number of ranks")       \
+  X(OMPI_LOCAL_RANK, "OMPI_COMM_WORLD_LOCAL_RANK", NULL, 0, "launcher (Open MPI): rank on this host") \
+  X(OMPI_LOCAL_SIZE, "OMPI_COMM_WORLD_LOCAL_SIZE", NULL, 0, "launcher (Open MPI): ranks on this host") \
+  X(OMPI_JOBID, "OMPI_MCA_ess_base_jobid", NULL, 0, "launcher (Open MPI): job id (names the store port)") \
+  X(PMIX_NAMESPACE, "PMIX_NAMESPACE", NULL, 0, "launcher (PMIx): job id (names the store port)") \
+  X(PMI_RANK, "PMI_RANK", NULL, 0, "launcher (MPICH/Hydra): this process's rank")             \
+  X(PMI_SIZE, "PMI_SIZE", NULL, 0, "launcher (MPICH/Hydra): number of ranks")                 \
+  X(MPI_LOCALRANKID, "MPI_LOCALRANKID", NULL, 0, "launcher (MPICH/Hydra): rank on this host") \
+  X(MPI_LOCALNRANKS, "MPI_LOCALNRANKS", NULL, 0, "launcher (MPICH/Hydra): ranks on this host") \
+  X(SLURM_PROCID, "SLURM_PROCID", NULL, 0, "launcher (Slurm): this task's rank")             \
+  X(SLURM_STEP_NUM_TASKS, "SLURM_STEP_NUM_TASKS", NULL, 0, "launcher (Slurm): tasks of the step") \
+  X(SLURM_NTASKS, "SLURM_NTASKS", NULL, 0, "launcher (Slurm): tasks (when SLURM_STEP_NUM_TASKS is unset)") \
+  X(SLURM_NPROCS, "SLURM_NPROCS", NULL, 0, "launcher (Slurm): tasks (older name)")           \
+  X(SLURM_LOCALID, "SLURM_LOCALID", NULL, 0, "launcher (Slurm): task's rank on this node")   \
+  X(SLURM_JOB_ID, "SLURM_JOB_ID", NULL, 0, "launcher (Slurm): job id (names the store port)") \
+  X(SLURM_STEP_ID, "SLURM_STEP_ID", NULL, 0, "launcher (Slurm): step id (names the store port)") \
+  X(SLURM_STEP_NUM_NODES, "SLURM_STEP_NUM_NODES", NULL, 0, "launcher (Slurm): nodes of the step") \
+  X(SLURM_JOB_NUM_NODES, "SLURM_JOB_NUM_NODES", NULL, 0, "launcher (Slurm): nodes of the job") \
+  X(SLURM_NNODES, "SLURM_NNODES", NULL, 0, "launcher (Slurm): nodes (older name)")           \
+  X(SLURM_NTASKS_PER_NODE, "SLURM_NTASKS_PER_NODE", NULL, 0, "launcher (Slurm): tasks per node") \
+  X(SLURM_STEP_NODELIST, "SLURM_STEP_NODELIST", NULL, 0, "launcher (Slurm): the step's nodes (the first hosts the store)") \
+  X(SLURM_JOB_NODELIST, "SLURM_JOB_NODELIST", NULL, 0, "launcher (Slurm): the job's nodes")   \
+  X(SLURM_NODELIST, "SLURM_NODELIST", NULL, 0, "launcher (Slurm): the job's nodes (older name)")
 
 typedef enum dlpg__param_id {
 #define DLPG__PARAM_ENUM(id, env, def, flags, desc) DLPG__PARAM_##id,

@@ -15,6 +15,7 @@
 #include "base/status.h"
 #include "base/timeout.h"
 #include "core/worker.h"
+#include "store/launcher.h"
 #include "store/store.h"
 
 /* Longest group name accepted: it prefixes every store key of the group. */
@@ -101,42 +102,41 @@ dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
   return DLPG_OK;
 }
 
-/* RANK / WORLD_SIZE of the launcher, with a message naming the variable. */
-static dlpg_status_t dlpg__env_int(const char *fn, dlpg__param_id_t id, const char *var,
-                                   long *out) {
-  const char *v = dlpg__param_str(id);
-  if (!v)
-    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
-                       "%s: %s is not set (a launcher such as torchrun sets RANK, WORLD_SIZE, "
-                       "MASTER_ADDR and MASTER_PORT)", fn, var);
-  if (!dlpg__param_long(id, out) || *out < 0 || *out > 0x7fffffffL)
-    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s is \"%s\", not a non-negative integer",
-                       fn, var, v);
-  return DLPG_OK;
-}
-
+/* The launcher's rank and size (store/launcher.h reads its variables), with a message
+ * naming what is missing; then the group on the launcher's store (env://). */
 dlpg_status_t dlpg_group_create_from_env(const dlpg_group_options_t *options,
                                          dlpg_group_t **group) {
   static const char fn[] = "dlpg_group_create_from_env";
   DLPG_ARG_CHECK(group != NULL, "%s: group is NULL", fn);
-  long rank = 0, size = 0;
-  DLPG_CHECK(dlpg__env_int(fn, DLPG__PARAM_RANK, "RANK", &rank));
-  DLPG_CHECK(dlpg__env_int(fn, DLPG__PARAM_WORLD_SIZE, "WORLD_SIZE", &size));
-  DLPG_ARG_CHECK(size >= 1, "%s: WORLD_SIZE is %ld (must be >= 1)", fn, size);
-  DLPG_ARG_CHECK(rank < size, "%s: RANK is %ld but WORLD_SIZE is %ld", fn, rank, size);
+  dlpg__launch_t l;
+  dlpg_status_t st = dlpg__launch_detect_env(0, &l);
+  if (st != DLPG_OK) return dlpg__error_prefix(st, fn);
+  if (!l.launcher)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "%s: no launcher's variables are set: RANK and WORLD_SIZE (torchrun, "
+                       "with MASTER_ADDR and MASTER_PORT), OMPI_COMM_WORLD_RANK (Open MPI's "
+                       "mpirun), PMI_RANK (MPICH's mpiexec) or SLURM_PROCID (Slurm's srun)", fn);
+  if (l.size < 1)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "%s: %s set this process's rank (%d) but not the number of ranks "
+                       "(WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS)", fn,
+                       l.launcher, l.rank);
   dlpg_group_options_t o;
   DLPG_CHECK(dlpg__read_options(fn, options, &o));
   double timeout_s = 0;
   DLPG_CHECK(dlpg__resolve_timeout(fn, &o, &timeout_s));
 
   dlpg_store_t *store = NULL;
-  dlpg_status_t st = dlpg_store_open("env://", timeout_s, &store);
+  st = dlpg_store_open("env://", timeout_s, &store);
   if (st != DLPG_OK) return dlpg__error_prefix(st, fn);
-  st = dlpg_group_create(store, (int)rank, (int)size, &o, group);
+  st = dlpg_group_create(store, l.rank, l.size, &o, group);
   /* The group holds its own reference to the store. */
   dlpg__saved_error_t se;
   dlpg__error_save(&se);
   dlpg_store_close(store);
+  if (st == DLPG_OK)
+    DLPG_INFO(INIT, l.rank, "%s: rank %d of %d launched by %s (local rank %d of %d)", fn,
+              l.rank, l.size, l.launcher, l.local_rank, l.local_size);
   return st == DLPG_OK ? DLPG_OK : dlpg__error_restore(&se, st);
 }
 

@@ -66,9 +66,10 @@ std::string route_to(const char *host) {
   return out;
 }
 
-// Device attributes in the order of precedence of the brief: DLPG_GLOO_HOSTNAME, then
-// DLPG_GLOO_IFACE, then the route to the store's host (127.0.0.1 for a loopback store),
-// then this host's name (Gloo resolves it, as torch does).
+// Device attributes in order of precedence: DLPG_GLOO_HOSTNAME, DLPG_GLOO_IFACE,
+// GLOO_SOCKET_IFNAME, then the route to the store's host (127.0.0.1 for a loopback store;
+// for a host store, the host it names or MASTER_ADDR), then this host's name (Gloo
+// resolves it, as torch does).
 ::gloo::transport::tcp::attr device_attr(dlpg_store_t *store, std::string *how) {
   ::gloo::transport::tcp::attr attr;
   const char *hn = dlpg__param_get(DLPG__GLOO_PARAM(HOSTNAME));
@@ -82,6 +83,16 @@ std::string route_to(const char *host) {
     attr.iface = iface;
     *how = std::string("DLPG_GLOO_IFACE=") + iface;
     return attr;
+  }
+  // torch users' variable; torch's Gloo opens one device per listed interface, dlpg one.
+  const char *torch_iface = dlpg__param_get(DLPG__GLOO_PARAM(SOCKET_IFNAME));
+  if (torch_iface && *torch_iface) {
+    std::string first(torch_iface, strcspn(torch_iface, ","));
+    if (!first.empty()) {
+      attr.iface = first;
+      *how = "GLOO_SOCKET_IFNAME=" + first;
+      return attr;
+    }
   }
   if (store && !is_wildcard(dlpg__store_host(store))) {
     std::string local = route_to(dlpg__store_host(store));
@@ -99,6 +110,16 @@ std::string route_to(const char *host) {
 }
 
 }  // namespace
+
+std::string loopback_hint(const std::string &text) {
+  // Gloo's message quotes the address it tried: "connect [127.0.0.1]:27059: ...".
+  if (text.find("[127.") == std::string::npos && text.find("[::1]") == std::string::npos)
+    return "";
+  return "; that rank published a loopback address, which only its own host reaches: if "
+         "it runs on another host, its host name resolves to loopback there; set "
+         "DLPG_GLOO_IFACE or GLOO_SOCKET_IFNAME to the interface that reaches the other "
+         "hosts (or DLPG_GLOO_HOSTNAME to its address) on every rank";
+}
 
 void signal_transport_abort(MeshContext &ctx, const std::string &why) {
   ::gloo::transport::Context *tc = ctx.transport();
@@ -196,13 +217,14 @@ extern "C" dlpg_status_t dlpg__gloo_ctx_create_abortable(dlpg_store_t *store, co
     if (st == DLPG_ERR_TIMEOUT || dlpg__now() >= deadline)
       st = dlpg__error(DLPG_ERR_TIMEOUT,
                        "Gloo rendezvous: rank %d of %d %swithin the group's timeout of %s s "
-                       "(%s)",
+                       "(%s)%s",
                        rank, size, peer.empty() ? "timed out waiting for peers " : peer.c_str(),
-                       secs, text.c_str());
+                       secs, text.c_str(), dlpg_gloo::loopback_hint(text).c_str());
     else if (!peer.empty())
       st = dlpg__error(st == DLPG_ERR_SYSTEM ? DLPG_ERR_REMOTE : st,
-                       "Gloo rendezvous: rank %d of %d %s(it left or is unreachable): %s", rank,
-                       size, peer.c_str(), text.c_str());
+                       "Gloo rendezvous: rank %d of %d %s(it left or is unreachable): %s%s",
+                       rank, size, peer.c_str(), text.c_str(),
+                       dlpg_gloo::loopback_hint(text).c_str());
     else
       st = dlpg__error(st, "Gloo rendezvous: rank %d of %d failed: %s", rank, size, text.c_str());
     delete ctx;

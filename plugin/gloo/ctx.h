@@ -32,6 +32,10 @@ class MeshContext : public ::gloo::rendezvous::Context {
 // Wake every thread blocked on an operation of ctx's transport with an exception
 // (best effort; see context.cc).
 void signal_transport_abort(MeshContext &ctx, const std::string &why);
+// A hint for a connect failure whose message names a loopback address (a multi-host job
+// whose host names resolve to loopback), naming the variables that choose the interface;
+// "" for any other message.
+std::string loopback_hint(const std::string &text);
 
 }  // namespace dlpg_gloo
 

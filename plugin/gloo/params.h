@@ -16,7 +16,9 @@ extern "C" {
 #define DLPG__GLOO_PARAM_MAP(X)                                                              \
   X(HOSTNAME, "DLPG_GLOO_HOSTNAME", NULL, DLPG__PARAM_CACHED,                                \
     "address Gloo binds to (default: the store host's route)")                               \
-  X(IFACE, "DLPG_GLOO_IFACE", NULL, DLPG__PARAM_CACHED, "network interface Gloo binds to")
+  X(IFACE, "DLPG_GLOO_IFACE", NULL, DLPG__PARAM_CACHED, "network interface Gloo binds to")   \
+  X(SOCKET_IFNAME, "GLOO_SOCKET_IFNAME", NULL, 0,                                             \
+    "torch's name for DLPG_GLOO_IFACE (its first interface, when it lists several)")
 
 enum {
 #define DLPG__GLOO_PARAM_ENUM(id, env, def, flags, desc) DLPG__GLOO_PARAM_##id,

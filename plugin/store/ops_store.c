@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/params.h"
 #include "base/status.h"
 #include "store/store.h"
 #include "store/store_internal.h"
@@ -287,7 +288,10 @@ dlpg_status_t dlpg_store_from_ops(const dlpg_store_ops_t *ops, void *ctx, double
   /* On failure dlpg__store_new destroys o, which would call the host's release: the host
    * still owns ctx when this function fails, so clear release first. */
   o->ops.release = NULL;
-  dlpg_status_t st = dlpg__store_new(&dlpg__ops_vtbl, o, t, NULL, &s);
+  /* The server's host, for backends that bind to the route there (dlpg.h); unknown, the
+   * launcher's MASTER_ADDR is the best guess at where the job's peers are. */
+  const char *host = copy.host && *copy.host ? copy.host : dlpg__param_str(DLPG__PARAM_MASTER_ADDR);
+  dlpg_status_t st = dlpg__store_new(&dlpg__ops_vtbl, o, t, host && *host ? host : NULL, &s);
   if (st != DLPG_OK) return dlpg__error_prefix(st, fn);
   o->ops.release = copy.release;
   *store = s;

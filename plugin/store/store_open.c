@@ -2,7 +2,9 @@
  *   tcp://HOST:PORT[?serve=1][&token=SECRET]
  *                               HOST may be a name, an IPv4 address or [an IPv6 address];
  *                               with serve=1 the server binds HOST only (* = every interface)
- *   env://                      MASTER_ADDR, DLPG_STORE_PORT or MASTER_PORT + 1, RANK 0 serves
+ *   env://                      the launcher's store (launcher.h: DLPG_STORE_URL, MASTER_ADDR
+ *                               with DLPG_STORE_PORT or MASTER_PORT + 1, mpirun's or Slurm's);
+ *                               rank 0 serves
  *   redis://HOST:PORT[/DB][?token=SECRET]   a Redis server (redis_store.c)
  *   other schemes               registered by their backend (dlpg__store_register_scheme):
  *                               file:///PATH by the Gloo island's FileStore
@@ -18,6 +20,7 @@
 
 #include "base/params.h"
 #include "base/status.h"
+#include "store/launcher.h"
 #include "store/store.h"
 #include "store/store_internal.h"
 #include "store/tcp_auth.h"
@@ -190,49 +193,51 @@ static dlpg_status_t dlpg__open_redis(const char *url, double timeout_s, dlpg_st
   return st;
 }
 
-/* A launcher variable as a long within [lo, hi]; 0 = unset, 1 = set, <0 = error recorded. */
-static int dlpg__env_long(dlpg__param_id_t id, const char *name, long lo, long hi, long *out) {
-  const char *v = dlpg__param_str(id);
-  if (!v || !*v) return 0;
-  char *end = NULL;
-  errno = 0;
-  long x = strtol(v, &end, 10);
-  if (errno || end == v || *end || x < lo || x > hi) {
-    dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s=\"%s\" is not an integer in [%ld, %ld]", name, v,
-                lo, hi);
-    return -1;
-  }
-  *out = x;
-  return 1;
-}
+static dlpg_status_t dlpg__open_url(const char *url, double t, dlpg_store_t **out);
 
-/* env://: torchrun's variables; the dlpg store sits one port above torchrun's own. */
+/* env://: the launcher's store (launcher.h says where: DLPG_STORE_URL, MASTER_ADDR, this
+ * host, Slurm's first node); its rank 0 serves on the address clients reach (DLPG_STORE_BIND
+ * may say another, or * for every interface) and reaches its own server like everyone else. */
 static dlpg_status_t dlpg__open_env(const char *url, double timeout_s, dlpg_store_t **out) {
   if (strcmp(url, "env://") != 0)
     return dlpg__bad_url(url, "env:// takes nothing after the scheme");
-  const char *addr = dlpg__param_str(DLPG__PARAM_MASTER_ADDR);
-  if (!addr || !*addr)
-    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "env:// needs MASTER_ADDR, which is unset");
-  long port = 0, mport = 0, rank = 0;
-  int have = dlpg__env_long(DLPG__PARAM_STORE_PORT, "DLPG_STORE_PORT", 1, 65535, &port);
-  if (have < 0) return DLPG_ERR_INVALID_ARGUMENT;
-  if (!have) {
-    int m = dlpg__env_long(DLPG__PARAM_MASTER_PORT, "MASTER_PORT", 0, 65534, &mport);
-    if (m < 0) return DLPG_ERR_INVALID_ARGUMENT;
-    if (m == 0)
-      return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
-                         "env:// needs DLPG_STORE_PORT or MASTER_PORT, both unset");
-    port = mport + 1;
+  dlpg__launch_t l;
+  DLPG_CHECK(dlpg__launch_detect_env(1, &l));
+  dlpg_status_t st;
+  if (l.url[0]) {
+    st = dlpg__open_url(l.url, timeout_s, out);
+  } else {
+    st = dlpg__tcp_store_open_ex(l.host, l.port, l.serve ? l.bind : NULL, dlpg__token(NULL),
+                                 timeout_s, l.host, out);
   }
-  int r = dlpg__env_long(DLPG__PARAM_RANK, "RANK", 0, 1L << 30, &rank);
-  if (r < 0) return DLPG_ERR_INVALID_ARGUMENT;
-  int serve = r == 0 || rank == 0;
-  /* Rank 0 serves on MASTER_ADDR's address only (DLPG_STORE_BIND may say another, or * for
-   * every interface) and reaches its own server through MASTER_ADDR like everyone else. */
-  const char *bind = dlpg__param_str(DLPG__PARAM_STORE_BIND);
-  if (!bind || !*bind) bind = addr;
-  return dlpg__tcp_store_open_ex(addr, (int)port, serve ? bind : NULL, dlpg__token(NULL),
-                                 timeout_s, addr, out);
+  if (st == DLPG_OK) return DLPG_OK;
+  char prefix[1200];
+  if (l.url[0]) {
+    char shown[420];
+    dlpg__store_url_redact(l.url, shown, sizeof shown);
+    snprintf(prefix, sizeof prefix, "the store of DLPG_STORE_URL=\"%s\"", shown);
+  } else {
+    snprintf(prefix, sizeof prefix, "%s [%s]:%d (%s)",
+             l.serve ? "serving the launcher's store on" : "the launcher's store at",
+             l.serve ? l.bind : l.host, l.port, l.how);
+  }
+  return dlpg__error_prefix(st, prefix);
+}
+
+static dlpg_status_t dlpg__open_url(const char *url, double t, dlpg_store_t **out) {
+  if (strncmp(url, "tcp://", 6) == 0) return dlpg__open_tcp(url, t, out);
+  if (strncmp(url, "env://", 6) == 0) return dlpg__open_env(url, t, out);
+  if (strncmp(url, "redis://", 8) == 0) return dlpg__open_redis(url, t, out);
+  char names[256];
+  dlpg__store_opener_t open = dlpg__store_find_scheme(url, names, sizeof names);
+  if (!open) {
+    char what[384];
+    snprintf(what, sizeof what,
+             "unknown scheme (expected tcp://HOST:PORT[?serve=1], env://, "
+             "redis://HOST:PORT[/DB]%s)", names);
+    return dlpg__bad_url(url, what);
+  }
+  return open(url, t, out);
 }
 
 dlpg_status_t dlpg_store_open(const char *url, double timeout_s, dlpg_store_t **store) {
@@ -241,22 +246,7 @@ dlpg_status_t dlpg_store_open(const char *url, double timeout_s, dlpg_store_t **
   double t;
   DLPG_CHECK(dlpg__store_resolve_timeout(dlpg__open_fn, timeout_s, 0, &t));
   dlpg_store_t *s = NULL;
-  dlpg_status_t st;
-  if (strncmp(url, "tcp://", 6) == 0) st = dlpg__open_tcp(url, t, &s);
-  else if (strncmp(url, "env://", 6) == 0) st = dlpg__open_env(url, t, &s);
-  else if (strncmp(url, "redis://", 8) == 0) st = dlpg__open_redis(url, t, &s);
-  else {
-    char names[256];
-    dlpg__store_opener_t open = dlpg__store_find_scheme(url, names, sizeof names);
-    if (!open) {
-      char what[384];
-      snprintf(what, sizeof what,
-               "unknown scheme (expected tcp://HOST:PORT[?serve=1], env://, "
-               "redis://HOST:PORT[/DB]%s)", names);
-      return dlpg__bad_url(url, what);
-    }
-    st = open(url, t, &s);
-  }
+  dlpg_status_t st = dlpg__open_url(url, t, &s);
   if (st != DLPG_OK) {
     char prefix[512], shown[420];
     dlpg__store_url_redact(url, shown, sizeof shown);

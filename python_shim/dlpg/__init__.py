@@ -16,6 +16,7 @@ from ._abi import (OK, ERR_INVALID_ARGUMENT, ERR_UNSUPPORTED, ERR_TIMEOUT, ERR_R
                    ERR_ABORTED, ERR_SYSTEM, ERR_INTERNAL, STATUS_NAMES)
 from .group import Group, Work, reduce_op
 from .store import Store
+from . import bf16  # noqa: F401 - dlpg.bf16.view(a): bfloat16 NumPy/CuPy arrays
 
 
 
@@ -30,4 +31,4 @@ def __getattr__(name):
 
 __all__ = ["Store", "Group", "Work", "DlpgError", "LibraryNotFoundError", "version",
            "build_info", "library_path", "status_name", "reduce_op", "reduce_supported",
-           "ABI_MAJOR"]
+           "ABI_MAJOR", "bf16"]

@@ -9,6 +9,8 @@ only reads the DLTensor struct during the call and the memory until completion.
 import ctypes
 import sys
 
+from . import bf16 as _bf16
+
 # DLDeviceType values used here (dlpack.h).
 KDL_CPU = 1
 KDL_CUDA = 2
@@ -24,6 +26,10 @@ _is_valid.restype = ctypes.c_int
 _is_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 _NAME = b"dltensor"
+
+
+def _is_bf16_view(obj):
+    return isinstance(obj, _bf16.BFloat16View)
 _torch_to_dlpack = None
 
 
@@ -64,7 +70,7 @@ def default_stream(obj):
     if is_torch_tensor(obj):
         import torch
         return torch.cuda.current_stream(obj.device).cuda_stream
-    mod = type(obj).__module__ or ""
+    mod = type(getattr(obj, "array", obj) if _is_bf16_view(obj) else obj).__module__ or ""
     if mod.startswith("cupy"):
         import cupy
         return cupy.cuda.get_current_stream().ptr
@@ -83,6 +89,8 @@ def capsule_of(obj, stream=None):
             from torch.utils.dlpack import to_dlpack
             _torch_to_dlpack = to_dlpack
         return _torch_to_dlpack(obj.detach() if obj.requires_grad else obj)
+    if _bf16.is_bfloat16_array(obj):  # ml_dtypes' bfloat16, which NumPy cannot export
+        obj = _bf16.view(obj)
     f = getattr(obj, "__dlpack__", None)
     if f is None:
         raise TypeError("dlpg: %s has no __dlpack__; pass a torch, NumPy, CuPy or JAX array"

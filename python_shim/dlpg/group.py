@@ -120,7 +120,11 @@ class Group(object):
 
     @classmethod
     def from_env(cls, timeout=None, name=None):
-        """RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torchrun's variables)."""
+        """A group of the launcher's job (dlpg_group_create_from_env): torchrun (RANK,
+        WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Open MPI's mpirun (OMPI_COMM_WORLD_*), MPICH's
+        mpiexec (PMI_RANK, PMI_SIZE) or Slurm's srun (SLURM_PROCID, SLURM_NTASKS); the store
+        is DLPG_STORE_URL, else MASTER_ADDR, else 127.0.0.1 when every rank is on this host,
+        else Slurm's first node of the step (libdlpg decides, dlpg.h)."""
         opts = cls._options(timeout, name)
         h = ctypes.c_void_p()
         check(lib.dlpg_group_create_from_env(ctypes.byref(opts), ctypes.byref(h)))

@@ -1,7 +1,7 @@
 """dlpg.jax: dlpg collectives inside jax.jit, as XLA FFI custom calls.
 
     import jax, dlpg.jax as dj
-    dj.init()                                   # over jax.distributed's key-value store
+    dj.init()                                   # jax.distributed's store, else the launcher's
     dj.init("tcp://10.0.0.1:29600", rank=r, world_size=n)   # or over a dlpg store URL
 
     @jax.jit
@@ -206,7 +206,10 @@ def init(store=None, rank=None, world_size=None, name=None, timeout=300.0, group
     """Create (or adopt) the dlpg group the jitted functions use; returns the dlpg.Group.
 
     store: None (jax.distributed's key-value store when jax.distributed is initialised;
-    rank and world_size default to jax.process_index() and jax.process_count()), a dlpg
+    rank and world_size default to jax.process_index() and jax.process_count(); else, with
+    no rank and world_size either, the job of the launcher that started this process:
+    torchrun, Open MPI's mpirun, MPICH's mpiexec or Slurm's srun, as dlpg.Group.from_env),
+    a dlpg
     store URL ("tcp://HOST:PORT", "tcp://HOST:PORT?serve=1" on one rank, "file:///PATH",
     "env://") or a dlpg.Store. name: the dlpg group name (every rank passes the same; ranks
     of other frameworks join by using the same store and name). group: an existing
@@ -225,8 +228,18 @@ def init(store=None, rank=None, world_size=None, name=None, timeout=300.0, group
                                  "first)")
         owns = group is None
         if group is None:
-            if store is None:
-                client = _distributed_client()
+            client = _distributed_client() if store is None else None
+            if store is None and client is None and rank is None and world_size is None:
+                # The launcher's job (torchrun, mpirun, mpiexec, srun): dlpg finds it.
+                try:
+                    group = Group.from_env(timeout=timeout, name=name)
+                except _abi.DlpgError as e:
+                    raise _abi.DlpgError(e.status,
+                                         "dlpg.jax.init: no store given, jax.distributed is "
+                                         "not initialised, and no launcher's job was found "
+                                         "(pass a dlpg store URL such as tcp://HOST:PORT with "
+                                         "rank and world_size): " + e.message)
+            elif store is None:
                 if client is None:
                     raise _abi.DlpgError(_abi.ERR_INVALID_ARGUMENT,
                                          "dlpg.jax.init: no store given and jax.distributed is "
@@ -238,11 +251,12 @@ def init(store=None, rank=None, world_size=None, name=None, timeout=300.0, group
                     _JaxKeyValueStore(client, "dlpg/%s/" % (name or "dlpg")), timeout)
             elif isinstance(store, str):
                 store = Store(store, timeout)
-            if rank is None or world_size is None:
+            if group is None and (rank is None or world_size is None):
                 raise _abi.DlpgError(_abi.ERR_INVALID_ARGUMENT,
                                      "dlpg.jax.init: rank and world_size are required with a "
                                      "store (got rank=%r, world_size=%r)" % (rank, world_size))
-            group = Group(store, int(rank), int(world_size), timeout=timeout, name=name)
+            if group is None:
+                group = Group(store, int(rank), int(world_size), timeout=timeout, name=name)
         import ctypes
         gid = ctypes.c_int64()
         _check(lib, lib.dlpg_xla_group_register(group.handle, ctypes.byref(gid)))

@@ -88,7 +88,7 @@ int main(void) {
   CHECK_EQ("DLPG_GROUP_OPTIONS_INIT.name == NULL", defaults.name == NULL, 1);
 
   /* dlpg_store_ops_t. */
-  CHECK_EQ("sizeof(dlpg_store_ops_t)", sizeof(dlpg_store_ops_t), 64);
+  CHECK_EQ("sizeof(dlpg_store_ops_t)", sizeof(dlpg_store_ops_t), 72);
   OFF(dlpg_store_ops_t, struct_size, 0);
   OFF(dlpg_store_ops_t, set, 8);
   OFF(dlpg_store_ops_t, get, 16);
@@ -97,6 +97,7 @@ int main(void) {
   OFF(dlpg_store_ops_t, release, 40);
   OFF(dlpg_store_ops_t, check, 48);
   OFF(dlpg_store_ops_t, delete_key, 56);
+  OFF(dlpg_store_ops_t, host, 64);
 
   /* dlpg_api_t: only ever grows at its end. */
   CHECK_EQ("sizeof(dlpg_api_t)", sizeof(dlpg_api_t), 312);

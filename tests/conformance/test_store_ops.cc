@@ -157,6 +157,7 @@ TEST(Store, EnvUrl) {
     if (!code && (A()->store_open("env://", 1, &s0) != DLPG_ERR_INVALID_ARGUMENT ||
                   !strstr(A()->last_error(), "RANK")))
       code = 17;
+    unsetenv("RANK");  // one problem at a time: now only MASTER_ADDR is missing
     unsetenv("MASTER_ADDR");
     if (!code && (A()->store_open("env://", 1, &s0) != DLPG_ERR_INVALID_ARGUMENT ||
                   !strstr(A()->last_error(), "MASTER_ADDR")))

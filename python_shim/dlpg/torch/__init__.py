@@ -13,6 +13,7 @@ import os
 import warnings
 
 from . import _compat
+from . import rendezvous as _rendezvous
 from .options import Options
 from .process_group import ProcessGroupDlpg
 from .work import DlpgWork
@@ -68,6 +69,9 @@ def create_process_group(store, rank, size, timeout, options=None):
 def _create_extended(backend_options, pg_options):
     """The creator torch calls (extended API: it also hands us pg_options)."""
     o = backend_options
+    pg = _rendezvous.create_backend(o, pg_options, _native)  # init_method="dlpg://..."
+    if pg is not None:
+        return pg
     return create_process_group(o.store, o.group_rank, o.group_size, o.timeout, pg_options)
 
 
@@ -77,6 +81,7 @@ def register():
 
 
 register()
+_rendezvous.register()
 
 __all__ = ["ProcessGroupDlpg", "DlpgWork", "Options", "create_process_group", "register",
            "BACKEND_NAME", "IMPLEMENTATION"]

@@ -10,6 +10,9 @@
 #include <thread>
 #include <vector>
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
 #include "dlpg_c10d.h"
 
 namespace dlpg_torch {
@@ -162,9 +165,29 @@ dlpg_status_t cb_delete(void* ctx, const char* key, int* deleted) {
 
 }  // namespace
 
+namespace {
+
+// The host of the TCPStore under torch's PrefixStores ("" for other stores): Gloo's peers
+// listen on the local address that routes there, as they do for a dlpg tcp:// store.
+std::string tcp_host(c10::intrusive_ptr<c10d::Store> s) {
+  for (int depth = 0; s && depth < 16; depth++) {
+    if (auto* p = dynamic_cast<c10d::PrefixStore*>(s.get())) {
+      s = p->getUnderlyingStore();
+      continue;
+    }
+    if (auto* t = dynamic_cast<c10d::TCPStore*>(s.get())) return t->getHost();
+    break;
+  }
+  return "";
+}
+
+}  // namespace
+
 dlpg_store_t* store_from_torch(c10::intrusive_ptr<c10d::Store> store, double timeout_s) {
-  static const dlpg_store_ops_t ops = {sizeof(dlpg_store_ops_t), cb_set, cb_get, cb_add,
-                                       cb_wait, cb_release, cb_check, cb_delete};
+  const std::string host = tcp_host(store);
+  const dlpg_store_ops_t ops = {sizeof(dlpg_store_ops_t), cb_set, cb_get, cb_add,
+                                cb_wait, cb_release, cb_check, cb_delete,
+                                host.empty() ? nullptr : host.c_str()};
   auto* ctx = new TorchStore{std::move(store), timeout_s};
   dlpg_store_t* s = nullptr;
   dlpg_status_t st = api().store_from_ops(&ops, ctx, timeout_s, &s);

@@ -10,11 +10,10 @@ using dlpg_torch::ProcessGroupDlpg;
 
 namespace {
 
-c10::intrusive_ptr<ProcessGroupDlpg> create(const c10::intrusive_ptr<c10d::Store>& store,
-                                            int rank, int size, double timeout_s,
-                                            const std::string& name) {
+// The group on dlpg store s (the caller keeps its own reference).
+c10::intrusive_ptr<ProcessGroupDlpg> make(dlpg_store_t* s, int rank, int size, double timeout_s,
+                                          const std::string& name) {
   const dlpg_api_t& a = dlpg_torch::api();
-  dlpg_store_t* s = dlpg_torch::store_from_torch(store, timeout_s);
   dlpg_group_options_t opts = DLPG_GROUP_OPTIONS_INIT;
   opts.timeout_s = timeout_s;
   opts.name = name.c_str();
@@ -24,10 +23,33 @@ c10::intrusive_ptr<ProcessGroupDlpg> create(const c10::intrusive_ptr<c10d::Store
     py::gil_scoped_release nogil;  // store callbacks may need other threads
     st = a.group_create(s, rank, size, &opts, &g);
   }
-  a.store_close(s);  // the group holds its own reference
   dlpg_torch::check(st, "dlpg_group_create");
   auto core = std::make_shared<dlpg_torch::Core>(g, rank, size);
   return c10::make_intrusive<ProcessGroupDlpg>(std::move(core), rank, size);
+}
+
+// On torch's (prefixed) store, through the store adapter.
+c10::intrusive_ptr<ProcessGroupDlpg> create(const c10::intrusive_ptr<c10d::Store>& store,
+                                            int rank, int size, double timeout_s,
+                                            const std::string& name) {
+  dlpg_store_t* s = dlpg_torch::store_from_torch(store, timeout_s);
+  try {
+    auto pg = make(s, rank, size, timeout_s, name);
+    dlpg_torch::api().store_close(s);  // the group holds its own reference
+    return pg;
+  } catch (...) {
+    dlpg_torch::api().store_close(s);
+    throw;
+  }
+}
+
+// On a dlpg store the caller opened (dlpg.Store.handle of the same libdlpg), so that ranks
+// of other frameworks on that store find the group under its plain name (init_method
+// "dlpg://", dlpg/torch/rendezvous.py).
+c10::intrusive_ptr<ProcessGroupDlpg> create_on_store(uintptr_t store, int rank, int size,
+                                                     double timeout_s, const std::string& name) {
+  TORCH_CHECK(store != 0, "dlpg: create_on_store: the dlpg store is closed");
+  return make(reinterpret_cast<dlpg_store_t*>(store), rank, size, timeout_s, name);
 }
 
 // The adapter on its own, for tests of how it treats torch's store: the dlpg_store_t* as an
@@ -51,6 +73,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("load_library", &dlpg_torch::load_library, py::arg("path"));
   m.def("create", &create, py::arg("store"), py::arg("rank"), py::arg("size"),
         py::arg("timeout_s"), py::arg("name"));
+  m.def("create_on_store", &create_on_store, py::arg("store"), py::arg("rank"),
+        py::arg("size"), py::arg("timeout_s"), py::arg("name"));
   m.def("_wrap_store", &wrap_store, py::arg("store"), py::arg("timeout_s"));
   m.attr("TORCH_2") = py::bool_(DLPG_TORCH_2);
 }
