@@ -45,6 +45,8 @@ typedef struct bench_opts {
   int cuda;               /* --device cuda */
   int gpus;               /* -g: GPUs (tensors) per process */
   int warmup, iters, reps;
+  size_t iters_bytes;     /* --iters-bytes B: per size, iters = clamp(B / size, 1, -n) */
+  int memcpy_ref;         /* --memcpy: one process's single-core memcpy instead of dlpg */
   int check;              /* -c */
   int average;            /* -a: 0 rank 0's time, 1 mean over ranks, 2 min, 3 max */
   int blocking;           /* -z 1: wait for each operation before issuing the next */
@@ -85,6 +87,7 @@ typedef struct bench_result {
 /* One size of one (dtype, redop) pair: [0] out of place, [1] in place. */
 typedef struct bench_row {
   size_t bytes, count;
+  int warmup, iters;       /* as run at this size (--iters-bytes scales them) */
   bench_dtype_t dtype;
   dlpg_reduce_op_t redop;
   int ran[2];              /* the columns measured (in place: allreduce, broadcast, reduce) */
@@ -150,6 +153,10 @@ int bench_job_detect(bench_job_t *j);
 int bench_job_open_store(bench_job_t *j, double timeout_s, dlpg_store_t **store);
 /* Rank 0 removes its port file. */
 void bench_job_done(bench_job_t *j);
+
+/* dlpg_bench_memcpy.c: --memcpy, the memory-speed reference: memcpy of each size on one
+ * core of this process, in nccl-tests' table (busbw = algbw = bytes / time). */
+int bench_memcpy_main(bench_opts_t *o);
 
 /* dlpg_bench_run.c */
 int bench_rank_main(const bench_opts_t *o, dlpg_store_t *store, int rank, int world,

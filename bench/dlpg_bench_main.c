@@ -61,6 +61,10 @@ static void usage(FILE *f) {
           "                         mpirun job)\n"
           "      --reps N           timed loops per size; the median is reported (default 5)\n"
           "      --device D         cpu|cuda (default cpu)\n"
+          "      --iters-bytes B    per size, -n and -w at most B / size (at least 1), so\n"
+          "                         one run spans small and large sizes\n"
+          "      --memcpy           no ranks: memcpy of each size on one core (the memory-speed\n"
+          "                         reference), in the same table\n"
           "      --async            issue every operation with a work handle and\n"
           "                         dlpg_work_wait it before the next\n"
           "      --inplace          in-place columns only (outputs == NULL)\n"
@@ -155,7 +159,7 @@ static int op_from_program(const char *argv0, bench_op_t *op) {
 
 enum {
   OPT_NRANKS = 256, OPT_REPS, OPT_DEVICE, OPT_ASYNC, OPT_INPLACE, OPT_OUTOFPLACE, OPT_BASELINE,
-  OPT_NO_DLPG
+  OPT_NO_DLPG, OPT_ITERS_BYTES, OPT_MEMCPY
 };
 
 static int parse_opts(int argc, char **argv, bench_opts_t *o) {
@@ -174,7 +178,8 @@ static int parse_opts(int argc, char **argv, bench_opts_t *o) {
       {"nranks", 1, 0, OPT_NRANKS}, {"reps", 1, 0, OPT_REPS}, {"device", 1, 0, OPT_DEVICE},
       {"async", 0, 0, OPT_ASYNC}, {"inplace", 0, 0, OPT_INPLACE},
       {"outofplace", 0, 0, OPT_OUTOFPLACE}, {"baseline", 1, 0, OPT_BASELINE},
-      {"no-dlpg", 0, 0, OPT_NO_DLPG}, {0, 0, 0, 0}};
+      {"no-dlpg", 0, 0, OPT_NO_DLPG}, {"iters-bytes", 1, 0, OPT_ITERS_BYTES},
+      {"memcpy", 0, 0, OPT_MEMCPY}, {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   o->min_bytes = 8;
   o->max_bytes = 32u << 20;
@@ -296,6 +301,11 @@ static int parse_opts(int argc, char **argv, bench_opts_t *o) {
         o->baseline = 1;
         break;
       case OPT_NO_DLPG: o->no_dlpg = 1; break;
+      case OPT_ITERS_BYTES:
+        if (parse_size(optarg, &o->iters_bytes) || o->iters_bytes == 0)
+          return bad("--iters-bytes", optarg, "a size > 0");
+        break;
+      case OPT_MEMCPY: o->memcpy_ref = 1; break;
       case 'h': usage(stdout); exit(0);
       default:
         fprintf(stderr, "dlpg-bench: see --help\n");
@@ -334,6 +344,11 @@ static int parse_opts(int argc, char **argv, bench_opts_t *o) {
   }
   if (o->no_dlpg && !o->baseline) {
     fprintf(stderr, "dlpg-bench: --no-dlpg needs --baseline nccl\n");
+    return -1;
+  }
+  if (o->memcpy_ref && (o->cuda || o->baseline || o->nlocal > 0)) {
+    fprintf(stderr, "dlpg-bench: --memcpy runs in this process on the CPU: no --device cuda, "
+                    "--baseline or --nranks\n");
     return -1;
   }
   if (o->no_dlpg && o->async) {
@@ -452,6 +467,7 @@ static int launch(const bench_opts_t *o, char **argv) {
 int main(int argc, char **argv) {
   bench_opts_t o;
   if (parse_opts(argc, argv, &o) != 0) return 2;
+  if (o.memcpy_ref) return bench_memcpy_main(&o);
   const char *child_url = getenv(CHILD_STORE_ENV);
   if (child_url && *child_url) return run_child(&o, child_url);
   if (o.nlocal > 0) return launch(&o, argv);

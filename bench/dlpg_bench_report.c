@@ -25,7 +25,11 @@ static const char *build_info(void) {
 /* nccl-tests' layout, so scripts that read its tables read these: the same three header
  * lines, the same columns (out of place, then in place) and the same trailer. */
 void bench_report_header(FILE *f, const bench_opts_t *o, const bench_ctx_t *x) {
-  fprintf(f, "# dlpg-bench %s: %d rank(s) x %d %s tensor(s) = %d participants, ranks from %s\n",
+  if (o->memcpy_ref)
+    fprintf(f, "# dlpg-bench memcpy: one process, one core, memcpy of each size (the memory-speed "
+               "reference; busbw = algbw)\n");
+  else
+    fprintf(f, "# dlpg-bench %s: %d rank(s) x %d %s tensor(s) = %d participants, ranks from %s\n",
           bench_op_name(o->op), x->world, o->gpus, o->cuda ? "cuda" : "cpu", x->nparts,
           o->launched_by ? o->launched_by : "?");
   fprintf(f, "# nThread 1 nGpus %d minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d "
@@ -39,6 +43,9 @@ void bench_report_header(FILE *f, const bench_opts_t *o, const bench_ctx_t *x) {
           o->average == 0 ? "rank 0's" : o->average == 2 ? "minimum" : o->average == 3 ? "maximum" : "mean",
           o->average, o->async ? "; --async: each op's work waited" : "",
           o->blocking ? "; -z 1: each op waited" : "");
+  if (o->iters_bytes)
+    fprintf(f, "# --iters-bytes %zu: per size, iters and warmup at most %zu / size, at least 1\n",
+            o->iters_bytes, o->iters_bytes);
   if (o->baseline)
     fprintf(f, "# --baseline nccl: NCCL's columns after '|', then time and busbw dlpg/nccl "
                "(out of place)\n");
@@ -85,8 +92,8 @@ static void result_cols(FILE *f, const bench_result_t *r, int ran) {
 
 void bench_report_row(FILE *f, const bench_opts_t *o, const bench_row_t *r) {
   fprintf(f, "%12zu  %12zu  %8s  %6s  %6d", r->bytes, r->count, bench_dtype_nccl_name(r->dtype),
-          bench_op_has_redop(o->op) ? bench_redop_name(r->redop) : "none",
-          bench_op_has_root(o->op) ? o->root : -1);
+          bench_op_has_redop(o->op) && !o->memcpy_ref ? bench_redop_name(r->redop) : "none",
+          bench_op_has_root(o->op) && !o->memcpy_ref ? o->root : -1);
   for (int ip = 0; ip < 2; ip++) result_cols(f, &r->d[ip], r->ran[ip] && !o->no_dlpg);
   if (o->baseline) {
     fputs(" |", f);
@@ -151,7 +158,7 @@ int bench_report_json(const char *path, const bench_opts_t *o, const bench_ctx_t
   fprintf(f, "{\"tool\": \"dlpg-bench\", \"date\": \"%s\", \"build\": ", date);
   json_string(f, build_info());
   fprintf(f, ",\n \"op\": \"%s\", \"dtype\": \"%s\", \"redop\": \"%s\", \"device\": \"%s\",\n",
-          bench_op_name(o->op), o->ndtypes > 1 ? "all" : bench_dtype_name(o->dtypes[0]),
+          o->memcpy_ref ? "memcpy" : bench_op_name(o->op), o->ndtypes > 1 ? "all" : bench_dtype_name(o->dtypes[0]),
           !bench_op_has_redop(o->op) ? "none" : o->nredops > 1 ? "all" : bench_redop_name(o->redops[0]),
           o->cuda ? "cuda" : "cpu");
   fprintf(f, " \"ranks\": %d, \"gpus_per_rank\": %d, \"participants\": %d, \"busbw_factor\": %.6f,\n",
@@ -166,11 +173,12 @@ int bench_report_json(const char *path, const bench_opts_t *o, const bench_ctx_t
   fprintf(f, " \"rows\": [");
   for (int i = 0; i < nrows; i++) {
     const bench_row_t *r = &rows[i];
-    fprintf(f, "%s\n  {\"size\": %zu, \"count\": %zu, \"dtype\": \"%s\", \"redop\": \"%s\"",
-            i ? "," : "", r->bytes, r->count, bench_dtype_name(r->dtype),
+    fprintf(f, "%s\n  {\"size\": %zu, \"count\": %zu, \"warmup\": %d, \"iters\": %d, "
+               "\"dtype\": \"%s\", \"redop\": \"%s\"",
+            i ? "," : "", r->bytes, r->count, r->warmup, r->iters, bench_dtype_name(r->dtype),
             bench_op_has_redop(o->op) ? bench_redop_name(r->redop) : "none");
     /* "dlpg"/"baseline": out of place; "..._inplace": in place (when that ran). */
-    if (!o->no_dlpg && r->ran[0]) json_result(f, "dlpg", &r->d[0]);
+    if (!o->no_dlpg && r->ran[0]) json_result(f, o->memcpy_ref ? "memcpy" : "dlpg", &r->d[0]);
     if (!o->no_dlpg && r->ran[1]) json_result(f, "dlpg_inplace", &r->d[1]);
     if (o->baseline && r->ran[0]) json_result(f, "baseline", &r->b[0]);
     if (o->baseline && r->ran[1]) json_result(f, "baseline_inplace", &r->b[1]);

@@ -201,6 +201,15 @@ static int one_size(bench_ctx_t *x, bench_opts_t *cur, size_t size, rows_t *rs) 
   size_t per = shape_of(x, size, &row.bytes, &row.count);
   if (per == 0) return 0;
   int rc = 0;
+  /* --iters-bytes: fewer operations for larger sizes, so one run spans 8 B to GiBs. */
+  const int iters0 = cur->iters, warmup0 = cur->warmup;
+  if (cur->iters_bytes > 0) {
+    size_t n = cur->iters_bytes / (row.bytes ? row.bytes : 1);
+    cur->iters = n < 1 ? 1 : n < (size_t)iters0 ? (int)n : iters0;
+    if (cur->warmup > cur->iters) cur->warmup = cur->iters;
+  }
+  row.iters = cur->iters;
+  row.warmup = cur->warmup;
   for (int ip = 0; ip < 2 && rc == 0; ip++) {
     if (ip ? !cur->run_ip || !bench_op_has_inplace(cur->op) : !cur->run_oop) continue;
     cur->inplace = ip;
@@ -217,6 +226,8 @@ static int one_size(bench_ctx_t *x, bench_opts_t *cur, size_t size, rows_t *rs) 
     }
   }
   cur->inplace = 0;
+  cur->iters = iters0;
+  cur->warmup = warmup0;
   rs->issued++;
   if (x->rank != 0) return rc;
   bench_report_row(stdout, cur, &row);
