@@ -149,3 +149,31 @@ def test_one_rank_of_an_mpirun_job():
     assert [x["size"] for x in rows] == [8, 64, 512]
     assert all(x["redop"] == "max" and x["root"] == 1 for x in rows)
     assert all(x["oop"][3] == "0" and x["ip"][3] == "0" for x in rows), r.stdout
+
+
+def test_iters_bytes_scales_iterations(tmp_path):
+    js = tmp_path / "a.json"
+    r = run([BENCH, "allreduce", "--nranks", "2", "-b", "64", "-e", "4K", "-f", "4", "-n", "10",
+             "-w", "3", "-c", "1", "--reps", "1", "--iters-bytes", "1K", "--outofplace", "-J", str(js)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    import json
+    doc = json.loads(js.read_text())
+    # min(-n, 1 KiB / size), at least 1; warmup at most that.
+    assert [(x["size"], x["iters"], x["warmup"]) for x in doc["rows"]] == \
+        [(64, 10, 3), (256, 4, 3), (1024, 1, 1), (4096, 1, 1)], doc["rows"]
+    assert all(x["dlpg"]["wrong"] == 0 and "dlpg_inplace" not in x for x in doc["rows"])
+
+
+def test_memcpy_reference_table(tmp_path):
+    js = tmp_path / "m.json"
+    r = run([BENCH, "--memcpy", "-b", "1K", "-e", "1M", "-f", "32", "-n", "5", "-w", "1",
+             "--reps", "3", "-J", str(js)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = parse_table(r.stdout)
+    assert [x["size"] for x in rows] == [1024, 32768, 1048576]
+    import json
+    doc = json.loads(js.read_text())
+    assert doc["op"] == "memcpy"
+    for x, j in zip(rows, doc["rows"]):
+        assert float(x["oop"][1]) >= 0 and j["memcpy"]["time_us"] > 0
+        assert abs(j["memcpy"]["algbw_GBps"] - x["size"] / (j["memcpy"]["time_us"] * 1e3)) < 1e-3
