@@ -483,7 +483,7 @@ def main():
     t_start = time.time()
     machine_before = machine()
     data, memcpy, notes, skipped = {}, {}, [], []
-    order = [i for i in ("shm", "gloo", "mpi") if i in impls]
+    order = [i for i in IMPLS if i in impls]
     with tempfile.TemporaryDirectory(prefix="dlpg-cpucmp-") as tmp:
         for rnd in range(a.rounds):
             if "memcpy" in impls:
@@ -492,8 +492,10 @@ def main():
                     notes.append(err)
                 for s, us in (res or {}).items():
                     memcpy.setdefault(s, []).append(us)
-            for n in ranks:
-                for op in a.ops:
+            # Collective by collective (allreduce first: most targets are about it), so a
+            # spent budget cuts the last collective, not the largest rank counts.
+            for op in a.ops:
+                for n in ranks:
                     k = rnd % max(len(order), 1)
                     for impl in order[k:] + order[:k]:
                         left = a.budget_s - (time.time() - t_start)
@@ -503,6 +505,9 @@ def main():
                         t0 = time.time()
                         if impl == "mpi":
                             res, err = run_mpi(a, n, op, min(left, a.timeout * 4))
+                        elif impl == "torch":
+                            got, err = run_torch(a, n, [op], tmp, min(left, a.timeout * 4))
+                            res = (got or {}).get(op)
                         else:
                             res, err = run_dlpg(a, impl, n, op, tmp, min(left, a.timeout * 4))
                         print("round %d: %s %s %d ranks: %.1f s%s" % (rnd + 1, impl, op, n, time.time() - t0,
@@ -512,20 +517,6 @@ def main():
                             notes.append("%s %s %d ranks: %s" % (impl, op, n, err))
                         for s, us in (res or {}).items():
                             data.setdefault((impl, n, op), {}).setdefault(s, []).append(us)
-                if "torch" in impls:
-                    left = a.budget_s - (time.time() - t_start)
-                    if left < 10:
-                        skipped.append("torch %d ranks round %d" % (n, rnd + 1))
-                        continue
-                    t0 = time.time()
-                    res, err = run_torch(a, n, a.ops, tmp, min(left, a.timeout * 6))
-                    print("round %d: torch %d ranks: %.1f s%s" % (rnd + 1, n, time.time() - t0,
-                                                                 "" if not err else " (" + err + ")"), flush=True)
-                    if err:
-                        notes.append("torch %d ranks: %s" % (n, err))
-                    for op, d in (res or {}).items():
-                        for s, us in d.items():
-                            data.setdefault(("torch", n, op), {}).setdefault(s, []).append(us)
     elapsed = time.time() - t_start
     lines, series = tables(a, data, memcpy, ranks)
     base = os.path.splitext(os.path.abspath(a.out))[0]
