@@ -129,9 +129,9 @@ class TorchRanks:
 
 def dlpg_measure(a, size, out_json):
     """One size through dlpg-bench (its own 2 ranks and store); returns (time_us, wrong, doc)."""
-    cmd = [a.bench, "-D", "cpu", "-n", "2", "-o", "allreduce", "-d", "float32", "-r", "sum",
-           "-b", str(size), "-e", str(size), "-w", str(a.warmup), "-i", str(a.iters),
-           "-R", str(a.reps), "-c", "1", "-T", str(a.timeout), "-J", out_json] + \
+    cmd = [a.bench, "allreduce", "--device", "cpu", "--nranks", "2", "-d", "float", "-o", "sum",
+           "-b", str(size), "-e", str(size), "-w", str(a.warmup), "-n", str(a.iters),
+           "--reps", str(a.reps), "-c", "1", "-T", str(a.timeout), "-J", out_json] + \
         shlex.split(a.dlpg_args)
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        timeout=a.timeout * 2)
@@ -141,7 +141,9 @@ def dlpg_measure(a, size, out_json):
     with open(out_json) as f:
         doc = json.load(f)
     row = doc["rows"][0]
-    return row["dlpg"]["time_us"], row["dlpg"]["wrong"], doc
+    # --inplace runs the in-place columns only ("dlpg_inplace"), else out of place ("dlpg").
+    res = row["dlpg_inplace"] if "--inplace" in a.dlpg_args else row["dlpg"]
+    return res["time_us"], res["wrong"], doc
 
 
 def sizes_of(a):
@@ -262,7 +264,7 @@ def main():
           "- machine: %s" % machine(),
           "- torch %s (Debian, backend gloo, TCPStore on 127.0.0.1)" %
           torch.__version__,
-          "- dlpg: `%s` (%s), `dlpg-bench -D cpu -n 2 -o allreduce -d float32 -r sum %s`" % (
+          "- dlpg: `%s` (%s), `dlpg-bench allreduce --device cpu --nranks 2 -d float -o sum %s`" % (
               os.path.relpath(a.bench, REPO), build, a.dlpg_args),
           "- method: float32 sum; per size %d warmup, then %d repetitions of %d back-to-back "
           "operations, median repetition, averaged over the 2 ranks; %d rounds, alternating "

@@ -6,5 +6,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bench=${BUILD_DIR:-build}/bench/dlpg-bench
-"$bench" -D cpu -n 2 -o allreduce -d float32 -r sum -b 16M -e 16M -w 1 -i 10 -R 3 "$@"
-"$bench" -D cpu -n 2 -o allreduce -d float32 -r max -b 8 -e 8 -w 50 -i 500 -R 5 "$@"
+"$bench" allreduce --device cpu --nranks 2 -d float -o sum -b 16M -e 16M -w 1 -n 10 --reps 3 --outofplace "$@"
+"$bench" allreduce --device cpu --nranks 2 -d float -o max -b 8 -e 8 -w 50 -n 500 --reps 5 --outofplace "$@"

@@ -2,8 +2,9 @@
  * baseline that runs the same loop on NCCL directly. This header is shared by the bench's
  * files only; the bench reaches the plugin through the public header alone.
  *
- * Files: dlpg_bench_main.c (options, launching ranks), dlpg_bench_run.c (the sweep and the
- * timing), dlpg_bench_data.c (dtypes, fill and check), dlpg_bench_mem.c (host and CUDA
+ * Files: dlpg_bench_main.c (options, the collective from a subcommand or the program name,
+ * starting --nranks local ranks), dlpg_bench_launch.c (one rank of a launcher's job:
+ * torchrun or mpirun), dlpg_bench_run.c (the sweep and the timing), dlpg_bench_data.c (dtypes, fill and check), dlpg_bench_mem.c (host and CUDA
  * buffers), dlpg_bench_ops.c (issuing dlpg operations), dlpg_bench_nccl.c (the baseline),
  * dlpg_bench_report.c (table and JSON). */
 #ifndef DLPG_BENCH_H_
@@ -23,28 +24,41 @@ typedef enum bench_op {
 
 typedef enum bench_dtype {
   BENCH_F32, BENCH_F16, BENCH_BF16, BENCH_I32, BENCH_I64, BENCH_F64, BENCH_I8, BENCH_U8,
-  BENCH_DTYPE_COUNT
+  BENCH_U32, BENCH_U64, BENCH_DTYPE_COUNT
 } bench_dtype_t;
 
-/* Everything the command line says. */
+#define BENCH_REDOP_COUNT 5 /* sum, prod, min, max, avg: the ones nccl-tests' -o names */
+
+/* Everything the command line says (nccl-tests' short options, dlpg's long ones). */
 typedef struct bench_opts {
   size_t min_bytes, max_bytes;
-  double factor;          /* -f: multiply the size by this each step (>= 1.0; 1 = one size) */
-  size_t step_bytes;      /* -i style additive step is not offered; kept 0 */
-  bench_op_t op;
-  bench_dtype_t dtype;
+  double factor;          /* -f: multiply the size by this each step when > 1 */
+  size_t step_bytes;      /* -i: else add this (nccl-tests' rule) */
+  bench_op_t op;          /* the subcommand or the program name (dlpg_<op>_perf) */
+  /* -d and -o: one or, with "all", several; the sweep runs every pair. */
+  int ndtypes, nredops;
+  bench_dtype_t dtypes[BENCH_DTYPE_COUNT];
+  dlpg_reduce_op_t redops[BENCH_REDOP_COUNT];
+  bench_dtype_t dtype;    /* the pair being measured (set by the sweep) */
   dlpg_reduce_op_t redop;
-  int nlocal;             /* -n: ranks to start here (0: from the environment) */
-  int cuda;               /* -D cuda */
+  int nlocal;             /* --nranks: ranks to start here (0: one rank of a launcher's job) */
+  int cuda;               /* --device cuda */
   int gpus;               /* -g: GPUs (tensors) per process */
   int warmup, iters, reps;
-  int check;
-  int inplace;            /* --inplace: outputs == NULL (allreduce, broadcast, reduce) */
-  const char *json_path;
+  size_t iters_bytes;     /* --iters-bytes B: per size, iters = clamp(B / size, 1, -n) */
+  int memcpy_ref;         /* --memcpy: one process's single-core memcpy instead of dlpg */
+  int check;              /* -c */
+  int average;            /* -a: 0 rank 0's time, 1 mean over ranks, 2 min, 3 max */
+  int blocking;           /* -z 1: wait for each operation before issuing the next */
+  int async;              /* --async: every operation returns a work, waited before the next */
+  int run_oop, run_ip;    /* which columns run: out of place, in place (--outofplace/--inplace) */
+  int inplace;            /* the measurement being run is in place (outputs == NULL) */
+  const char *json_path;  /* -J */
   int baseline;           /* --baseline nccl */
   int no_dlpg;            /* --no-dlpg */
-  double timeout_s;
-  int root;
+  double timeout_s;       /* -T */
+  int root;               /* -r */
+  const char *launched_by; /* "--nranks", "torchrun", "mpirun": printed in the header */
 } bench_opts_t;
 
 /* One process's view of the run. */
@@ -70,18 +84,31 @@ typedef struct bench_result {
   int ok;           /* 0 when the operation failed */
 } bench_result_t;
 
+/* One size of one (dtype, redop) pair: [0] out of place, [1] in place. */
 typedef struct bench_row {
   size_t bytes, count;
-  bench_result_t d, b; /* dlpg, baseline */
+  int warmup, iters;       /* as run at this size (--iters-bytes scales them) */
+  bench_dtype_t dtype;
+  dlpg_reduce_op_t redop;
+  int ran[2];              /* the columns measured (in place: allreduce, broadcast, reduce) */
+  bench_result_t d[2], b[2]; /* dlpg, baseline */
 } bench_row_t;
 
 /* dlpg_bench_data.c */
 size_t bench_dtype_size(bench_dtype_t t);
 const char *bench_dtype_name(bench_dtype_t t);
+/* nccl-tests' spelling ("float", "half", "double", ...), as its table prints it. */
+const char *bench_dtype_nccl_name(bench_dtype_t t);
 int bench_dtype_parse(const char *s, bench_dtype_t *t);
 DLDataType bench_dtype_dl(bench_dtype_t t);
 const char *bench_op_name(bench_op_t op);
 int bench_op_parse(const char *s, bench_op_t *op);
+/* allreduce, reduce and reduce_scatter take a reduce op; the others print "none". */
+int bench_op_has_redop(bench_op_t op);
+/* The operations with a root (broadcast, reduce); the others print root -1. */
+int bench_op_has_root(bench_op_t op);
+/* dlpg runs these in place too (outputs == NULL): allreduce, broadcast, reduce. */
+int bench_op_has_inplace(bench_op_t op);
 const char *bench_redop_name(dlpg_reduce_op_t r);
 int bench_redop_parse(const char *s, dlpg_reduce_op_t *r);
 /* Write contribution c's value of element i for count elements into host buffer p. */
@@ -112,6 +139,25 @@ int bench_nccl_setup(bench_ctx_t *x);
 int bench_nccl_issue(bench_ctx_t *x, size_t count);
 void bench_nccl_teardown(bench_ctx_t *x);
 
+/* dlpg_bench_launch.c: one rank of a job a launcher started. */
+typedef struct bench_job {
+  int rank, world, local_rank;
+  const char *via;        /* "torchrun" (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or "mpirun" */
+  char url[96];           /* the store to open; "" with a port file (below) */
+  char port_file[192];    /* mpirun on one host without MASTER_ADDR: rank 0 publishes here */
+} bench_job_t;
+/* Which launcher started this process: 1 when one did (j filled), 0 when none did, -1 when
+ * its variables are malformed (the message is printed). */
+int bench_job_detect(bench_job_t *j);
+/* Open the job's store (rank 0 serves it). */
+int bench_job_open_store(bench_job_t *j, double timeout_s, dlpg_store_t **store);
+/* Rank 0 removes its port file. */
+void bench_job_done(bench_job_t *j);
+
+/* dlpg_bench_memcpy.c: --memcpy, the memory-speed reference: memcpy of each size on one
+ * core of this process, in nccl-tests' table (busbw = algbw = bytes / time). */
+int bench_memcpy_main(bench_opts_t *o);
+
 /* dlpg_bench_run.c */
 int bench_rank_main(const bench_opts_t *o, dlpg_store_t *store, int rank, int world,
                     int local_rank);
@@ -120,6 +166,8 @@ int bench_rank_main(const bench_opts_t *o, dlpg_store_t *store, int rank, int wo
 double bench_busbw_factor(bench_op_t op, int n);
 void bench_report_header(FILE *f, const bench_opts_t *o, const bench_ctx_t *x);
 void bench_report_row(FILE *f, const bench_opts_t *o, const bench_row_t *r);
+/* nccl-tests' closing lines: wrong elements and the average bus bandwidth. */
+void bench_report_trailer(FILE *f, const bench_opts_t *o, const bench_row_t *rows, int nrows);
 int bench_report_json(const char *path, const bench_opts_t *o, const bench_ctx_t *x,
                       const bench_row_t *rows, int nrows, double first_us, double first_b_us);
 

@@ -18,13 +18,30 @@ static const struct {
     [BENCH_BF16] = {"bfloat16", 2, kDLBfloat, 16}, [BENCH_I32] = {"int32", 4, kDLInt, 32},
     [BENCH_I64] = {"int64", 8, kDLInt, 64}, [BENCH_F64] = {"float64", 8, kDLFloat, 64},
     [BENCH_I8] = {"int8", 1, kDLInt, 8}, [BENCH_U8] = {"uint8", 1, kDLUInt, 8},
+    [BENCH_U32] = {"uint32", 4, kDLUInt, 32}, [BENCH_U64] = {"uint64", 8, kDLUInt, 64},
+};
+
+/* nccl-tests' names of the same types (its -d and its table's "type" column). */
+static const char *const nccl_names[BENCH_DTYPE_COUNT] = {
+    [BENCH_F32] = "float", [BENCH_F16] = "half", [BENCH_BF16] = "bfloat16",
+    [BENCH_I32] = "int32", [BENCH_I64] = "int64", [BENCH_F64] = "double", [BENCH_I8] = "int8",
+    [BENCH_U8] = "uint8", [BENCH_U32] = "uint32", [BENCH_U64] = "uint64",
 };
 
 static const char *const redop_names[] = {"sum", "prod", "min", "max", "avg"};
 
 size_t bench_dtype_size(bench_dtype_t t) { return dtypes[t].size; }
 const char *bench_dtype_name(bench_dtype_t t) { return dtypes[t].name; }
+const char *bench_dtype_nccl_name(bench_dtype_t t) { return nccl_names[t]; }
 const char *bench_op_name(bench_op_t op) { return op_names[op]; }
+
+int bench_op_has_redop(bench_op_t op) {
+  return op == BENCH_ALLREDUCE || op == BENCH_REDUCE || op == BENCH_REDUCE_SCATTER;
+}
+int bench_op_has_root(bench_op_t op) { return op == BENCH_BROADCAST || op == BENCH_REDUCE; }
+int bench_op_has_inplace(bench_op_t op) {
+  return op == BENCH_ALLREDUCE || op == BENCH_BROADCAST || op == BENCH_REDUCE;
+}
 
 const char *bench_redop_name(dlpg_reduce_op_t r) {
   return (int)r >= 0 && (int)r < 5 ? redop_names[r] : "?";
@@ -41,11 +58,14 @@ DLDataType bench_dtype_dl(bench_dtype_t t) {
 int bench_dtype_parse(const char *s, bench_dtype_t *t) {
   for (int i = 0; i < BENCH_DTYPE_COUNT; i++)
     if (strcmp(s, dtypes[i].name) == 0) { *t = (bench_dtype_t)i; return 0; }
-  /* nccl-tests spellings. */
-  if (!strcmp(s, "float") || !strcmp(s, "f32")) { *t = BENCH_F32; return 0; }
-  if (!strcmp(s, "half") || !strcmp(s, "f16")) { *t = BENCH_F16; return 0; }
+  for (int i = 0; i < BENCH_DTYPE_COUNT; i++)
+    if (strcmp(s, nccl_names[i]) == 0) { *t = (bench_dtype_t)i; return 0; }
+  /* Other common spellings. */
+  if (!strcmp(s, "f32")) { *t = BENCH_F32; return 0; }
+  if (!strcmp(s, "f16")) { *t = BENCH_F16; return 0; }
   if (!strcmp(s, "bf16")) { *t = BENCH_BF16; return 0; }
-  if (!strcmp(s, "double")) { *t = BENCH_F64; return 0; }
+  if (!strcmp(s, "char")) { *t = BENCH_I8; return 0; }
+  if (!strcmp(s, "int")) { *t = BENCH_I32; return 0; }
   return -1;
 }
 
@@ -55,6 +75,7 @@ int bench_op_parse(const char *s, bench_op_t *op) {
   if (!strcmp(s, "all_reduce")) { *op = BENCH_ALLREDUCE; return 0; }
   if (!strcmp(s, "all_gather")) { *op = BENCH_ALLGATHER; return 0; }
   if (!strcmp(s, "reducescatter")) { *op = BENCH_REDUCE_SCATTER; return 0; }
+  if (!strcmp(s, "alltoallv") || !strcmp(s, "all_to_all")) { *op = BENCH_ALLTOALL; return 0; }
   return -1;
 }
 
@@ -125,6 +146,8 @@ void bench_fill(bench_dtype_t t, dlpg_reduce_op_t r, int c, void *p, size_t coun
       case BENCH_I64: ((int64_t *)p)[i] = v; break;
       case BENCH_I8: ((int8_t *)p)[i] = (int8_t)v; break;
       case BENCH_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+      case BENCH_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+      case BENCH_U64: ((uint64_t *)p)[i] = (uint64_t)v; break;
       default: break;
     }
   }
@@ -140,12 +163,26 @@ static double load(bench_dtype_t t, const void *p, size_t i) {
     case BENCH_I64: return (double)((const int64_t *)p)[i];
     case BENCH_I8: return ((const int8_t *)p)[i];
     case BENCH_U8: return ((const uint8_t *)p)[i];
+    case BENCH_U32: return ((const uint32_t *)p)[i];
+    case BENCH_U64: return (double)((const uint64_t *)p)[i];
     default: return NAN;
   }
 }
 
+/* The sum over contributions 0..n-1 of value(): 13c = c (mod 4), so contribution c holds
+ * 1 + (base + c) % 4 and every 4 consecutive ones add 1+2+3+4 = 10; a check of a large
+ * allreduce at 16 ranks then costs one step per element, not 16. */
+static double summed(int n, size_t i) {
+  unsigned base = (unsigned)((i * 7u + (i >> 4)) % 4u);
+  double acc = 10.0 * (n / 4);
+  for (int c = 0; c < n % 4; c++) acc += 1 + (base + (unsigned)c) % 4u;
+  return acc;
+}
+
 /* The reduction over all n contributions of element i. */
 static double reduced(dlpg_reduce_op_t r, int n, size_t i) {
+  if (r == DLPG_SUM) return summed(n, i);
+  if (r == DLPG_AVG) return summed(n, i) / n;
   double acc = value(r, 0, i);
   for (int c = 1; c < n; c++) {
     double v = value(r, c, i);
@@ -163,7 +200,8 @@ static double reduced(dlpg_reduce_op_t r, int n, size_t i) {
  * 1/n; integer averages truncate) and the 8-bit-mantissa bfloat16. */
 static int matches(bench_dtype_t t, dlpg_reduce_op_t r, double got, double want) {
   double tol = 0;
-  int is_int = t == BENCH_I32 || t == BENCH_I64 || t == BENCH_I8 || t == BENCH_U8;
+  int is_int = t == BENCH_I32 || t == BENCH_I64 || t == BENCH_I8 || t == BENCH_U8 ||
+               t == BENCH_U32 || t == BENCH_U64;
   if (r == DLPG_AVG) tol = is_int ? 1.0 : 1e-5 * fabs(want);
   if (t == BENCH_F16) tol += 1e-3 * fabs(want);
   if (t == BENCH_BF16) tol += 8e-3 * fabs(want);

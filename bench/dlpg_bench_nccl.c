@@ -46,6 +46,8 @@ static ncclDataType_t nccl_type(bench_dtype_t t) {
     case BENCH_F64: return ncclFloat64;
     case BENCH_I8: return ncclInt8;
     case BENCH_U8: return ncclUint8;
+    case BENCH_U32: return ncclUint32;
+    case BENCH_U64: return ncclUint64;
     default: return ncclFloat32;
   }
 }

@@ -1,7 +1,8 @@
-/* Issue one dlpg operation over the bench's buffers. Every call passes work == NULL: a CPU
- * operation has completed when the call returns, a CUDA one is enqueued on the bench's
- * streams (the caller synchronises them after the timed loop). Out of place throughout, so
- * the inputs keep their fill and a check after the loop sees the result of one operation. */
+/* Issue one dlpg operation over the bench's buffers. By default every call passes work ==
+ * NULL: a CPU operation has completed when the call returns, a CUDA one is enqueued on the
+ * bench's streams (the caller synchronises them after the timed loop). With --async each
+ * call asks for a work handle and waits on it (dlpg_work_wait) before returning, so the
+ * time includes the asynchronous path's hand-off and completion. */
 #include <string.h>
 #include "dlpg_bench.h"
 
@@ -58,24 +59,25 @@ int bench_dlpg_issue(bench_ctx_t *x, size_t count) {
   DLTensor *const *outs = o->inplace ? NULL : t.pout; /* in place: results in the inputs */
   dlpg_group_t *gr = x->group;
   dlpg_status_t st = DLPG_OK;
+  dlpg_work_t *w = NULL, **pw = o->async ? &w : NULL;
   switch (o->op) {
     case BENCH_ALLREDUCE:
-      st = dlpg_allreduce(gr, t.pin, outs, o->gpus, o->redop, streams, NULL);
+      st = dlpg_allreduce(gr, t.pin, outs, o->gpus, o->redop, streams, pw);
       break;
     case BENCH_BROADCAST:
-      st = dlpg_broadcast(gr, t.pin, outs, o->gpus, o->root, streams, NULL);
+      st = dlpg_broadcast(gr, t.pin, outs, o->gpus, o->root, streams, pw);
       break;
     case BENCH_REDUCE:
-      st = dlpg_reduce(gr, t.pin, outs, o->gpus, o->redop, o->root, streams, NULL);
+      st = dlpg_reduce(gr, t.pin, outs, o->gpus, o->redop, o->root, streams, pw);
       break;
     case BENCH_ALLGATHER:
-      st = dlpg_allgather(gr, t.pin, t.pout, o->gpus, streams, NULL);
+      st = dlpg_allgather(gr, t.pin, t.pout, o->gpus, streams, pw);
       break;
     case BENCH_REDUCE_SCATTER:
-      st = dlpg_reduce_scatter(gr, t.pin, t.pout, o->gpus, o->redop, streams, NULL);
+      st = dlpg_reduce_scatter(gr, t.pin, t.pout, o->gpus, o->redop, streams, pw);
       break;
     case BENCH_ALLTOALL:
-      st = dlpg_alltoall(gr, t.pin[0], t.pout[0], o->cuda ? x->stream[0] : NULL, NULL);
+      st = dlpg_alltoall(gr, t.pin[0], t.pout[0], o->cuda ? x->stream[0] : NULL, pw);
       break;
     case BENCH_SENDRECV: {
       /* A ring: send to the next rank, receive from the previous one, posted together so
@@ -96,6 +98,16 @@ int bench_dlpg_issue(bench_ctx_t *x, size_t count) {
     }
     default: break;
   }
+  if (st == DLPG_OK && w) {
+    st = dlpg_work_wait(w, o->timeout_s);
+    if (st != DLPG_OK) {
+      fprintf(stderr, "dlpg-bench: rank %d: dlpg_work_wait(%s): %s: %s\n", x->rank,
+              bench_op_name(o->op), dlpg_status_name(st), dlpg_work_error(w));
+      dlpg_work_free(w);
+      return -1;
+    }
+  }
+  dlpg_work_free(w);
   if (st != DLPG_OK) return fail(x, bench_op_name(o->op), st);
   return 0;
 }

@@ -1,7 +1,9 @@
-/* One rank's sweep. For each size: dlpg, then the baseline (interleaved, so machine noise
- * hits both), each measured the nccl-tests way: warmup, then `iters` operations issued back
- * to back followed by one completion wait, divided by iters; the median of `reps` such
- * loops; then the average over ranks (as nccl-tests averages). Ranks hand their numbers to
+/* One rank's sweep. For each dtype and reduce op (-d/-o, "all" names several) and each size:
+ * out of place then in place (as nccl-tests' columns), and within each dlpg then the
+ * baseline (interleaved, so machine noise hits both), each measured the nccl-tests way:
+ * warmup, then `iters` operations issued back to back followed by one completion wait,
+ * divided by iters; the median of `reps` such loops; then the mean over ranks (or rank 0's,
+ * the minimum or the maximum: -a). Ranks hand their numbers to
  * rank 0 through the store, which needs no working collective and so still reports when
  * the plugin's CPU path is what is being measured. */
 #include <stdlib.h>
@@ -9,6 +11,17 @@
 #include "dlpg_bench.h"
 
 enum { MODE_DLPG = 0, MODE_BASE = 1 };
+
+/* The average over ranks of -a: 0 rank 0's, 1 the mean, 2 the minimum, 3 the maximum. */
+static double combine(int how, double acc, double v, int r) {
+  if (r == 0) return v;
+  switch (how) {
+    case 0: return acc;
+    case 2: return v < acc ? v : acc;
+    case 3: return v > acc ? v : acc;
+    default: return acc + v;
+  }
+}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -73,7 +86,10 @@ static int measure(bench_ctx_t *x, int mode, size_t per, double *first_us, doubl
   if (rc == 0) rc = bench_sync(x);
   for (int r = 0; rc == 0 && r < o->reps; r++) {
     double t0 = bench_now();
-    for (int i = 0; rc == 0 && i < o->iters; i++) rc = issue(x, mode, per);
+    for (int i = 0; rc == 0 && i < o->iters; i++) {
+      rc = issue(x, mode, per);
+      if (rc == 0 && o->blocking) rc = bench_sync(x); /* -z 1 */
+    }
     if (rc == 0) rc = bench_sync(x);
     t[r] = (bench_now() - t0) * 1e6 / o->iters;
   }
@@ -88,6 +104,8 @@ static int measure(bench_ctx_t *x, int mode, size_t per, double *first_us, doubl
       if (rc == 0) rc = bench_sync(x);
     }
     *wrong = !o->check ? -1 : rc == 0 ? check_outputs(x, per) : -1;
+    /* In place changed the inputs: give the next measurement its fill back. */
+    if (rc == 0 && o->inplace) rc = bench_mem_restore_in(x, per);
   }
   free(t);
   return rc;
@@ -101,7 +119,7 @@ static int exchange(bench_ctx_t *x, int row, int mode, int ok, double time_us, l
   snprintf(val, sizeof val, "%d %.6f %lld", ok, time_us, wrong);
   dlpg_status_t st = dlpg_store_set(x->store, key, val, strlen(val));
   if (st != DLPG_OK || x->rank != 0) return st == DLPG_OK ? 0 : -1;
-  double sum = 0;
+  double acc = 0;
   long long wsum = 0;
   int all_ok = 1, checked = 0;
   for (int r = 0; r < x->world; r++) {
@@ -119,11 +137,11 @@ static int exchange(bench_ctx_t *x, int row, int mode, int ok, double time_us, l
     long long rw = -1;
     if (sscanf(val, "%d %lf %lld", &rok, &rt, &rw) != 3) rok = 0;
     all_ok &= rok;
-    sum += rt;
+    acc = combine(x->o->average, acc, rt, r);
     if (rw >= 0) { wsum += rw; checked = 1; }
   }
   res->ok = all_ok;
-  res->time_us = sum / x->world;
+  res->time_us = x->o->average == 1 ? acc / x->world : acc;
   res->wrong = checked ? wsum : -1;
   res->algbw = res->time_us > 0 ? (double)bytes / (res->time_us * 1e3) : 0;
   res->busbw = res->algbw * bench_busbw_factor(x->o->op, x->nparts);
@@ -133,76 +151,144 @@ static int exchange(bench_ctx_t *x, int row, int mode, int ok, double time_us, l
 static int validate(const bench_ctx_t *x) {
   const bench_opts_t *o = x->o;
   if ((o->op == BENCH_ALLTOALL || o->op == BENCH_SENDRECV) && o->gpus != 1) {
-    fprintf(stderr, "dlpg-bench: -o %s takes one tensor per rank: use -g 1, not %d\n",
+    fprintf(stderr, "dlpg-bench: %s takes one tensor per rank: use -g 1, not %d\n",
             bench_op_name(o->op), o->gpus);
     return -1;
   }
   if (o->op == BENCH_SENDRECV && x->world < 2) {
-    fprintf(stderr, "dlpg-bench: -o sendrecv needs at least 2 ranks, not %d\n", x->world);
-    return -1;
-  }
-  if (o->inplace && o->op != BENCH_ALLREDUCE && o->op != BENCH_BROADCAST &&
-      o->op != BENCH_REDUCE) {
-    fprintf(stderr, "dlpg-bench: --inplace applies to allreduce, broadcast and reduce, not %s\n",
-            bench_op_name(o->op));
+    fprintf(stderr, "dlpg-bench: sendrecv needs at least 2 ranks, not %d\n", x->world);
     return -1;
   }
   if (o->root < 0 || o->root >= x->world) {
-    fprintf(stderr, "dlpg-bench: root %d is outside [0, %d)\n", o->root, x->world);
+    fprintf(stderr, "dlpg-bench: -r %d is outside [0, %d ranks)\n", o->root, x->world);
     return -1;
   }
   return 0;
 }
 
-static int sweep(bench_ctx_t *x) {
-  const bench_opts_t *o = x->o;
-  int cap = 64, nrows = 0, rc = 0;
-  bench_row_t *rows = calloc((size_t)cap, sizeof(*rows));
-  double first[2] = {-1, -1};
-  if (!rows) return -1;
-  if (x->rank == 0) bench_report_header(stdout, o, x);
-  for (size_t size = o->min_bytes; size <= o->max_bytes && rc == 0;) {
-    bench_row_t row;
-    memset(&row, 0, sizeof row);
-    size_t per = shape_of(x, size, &row.bytes, &row.count);
-    if (per > 0) {
-      for (int mode = 0; mode < 2 && rc == 0; mode++) {
-        if ((mode == MODE_DLPG && o->no_dlpg) || (mode == MODE_BASE && !o->baseline)) continue;
-        double t = 0;
-        long long wrong = -1;
-        int ok = measure(x, mode, per, &first[mode], &t, &wrong) == 0;
-        bench_result_t *res = mode == MODE_DLPG ? &row.d : &row.b;
-        if (exchange(x, nrows, mode, ok, t, wrong, row.bytes, res) != 0 || !ok) rc = -1;
-        if (x->rank == 0 && !res->ok) rc = -1;
-      }
-      if (x->rank == 0) {
-        bench_report_row(stdout, o, &row);
-        if (nrows == cap) {
-          bench_row_t *n = realloc(rows, sizeof(*rows) * (size_t)(cap *= 2));
-          if (!n) { rc = -1; break; }
-          rows = n;
-        }
-        rows[nrows] = row;
-      }
-      nrows++;
+/* Whether the backend reduces this pair; every rank asks the same question, so all skip
+ * together. A pair named alone (-d T -o R) that is not served is an error, one of "all"
+ * is skipped with a line saying so. */
+static int pair_served(const bench_ctx_t *x, const bench_opts_t *cur, int named_alone) {
+  if (!bench_op_has_redop(cur->op) || cur->no_dlpg) return 1;
+  DLDevice dev = {cur->cuda ? kDLCUDA : kDLCPU, cur->cuda ? x->dev[0] : 0};
+  dlpg_status_t st = dlpg_reduce_supported(dev, bench_dtype_dl(cur->dtype), cur->redop);
+  if (st == DLPG_OK) return 1;
+  if (named_alone) {
+    fprintf(stderr, "dlpg-bench: rank %d: -d %s -o %s: %s: %s\n", x->rank,
+            bench_dtype_nccl_name(cur->dtype), bench_redop_name(cur->redop),
+            dlpg_status_name(st), dlpg_last_error());
+    return -1;
+  }
+  if (x->rank == 0)
+    printf("# skipped %s %s: %s\n", bench_dtype_nccl_name(cur->dtype),
+           bench_redop_name(cur->redop), dlpg_last_error());
+  return 0;
+}
+
+typedef struct rows {
+  bench_row_t *v;
+  int n, cap, issued; /* issued: rows measured, the store keys' index (every rank) */
+  double first[2];
+} rows_t;
+
+/* Measure every column of one size; rank 0 prints and keeps the row. */
+static int one_size(bench_ctx_t *x, bench_opts_t *cur, size_t size, rows_t *rs) {
+  bench_row_t row;
+  memset(&row, 0, sizeof row);
+  row.dtype = cur->dtype;
+  row.redop = cur->redop;
+  size_t per = shape_of(x, size, &row.bytes, &row.count);
+  if (per == 0) return 0;
+  int rc = 0;
+  /* --iters-bytes: fewer operations for larger sizes, so one run spans 8 B to GiBs. */
+  const int iters0 = cur->iters, warmup0 = cur->warmup;
+  if (cur->iters_bytes > 0) {
+    size_t n = cur->iters_bytes / (row.bytes ? row.bytes : 1);
+    cur->iters = n < 1 ? 1 : n < (size_t)iters0 ? (int)n : iters0;
+    if (cur->warmup > cur->iters) cur->warmup = cur->iters;
+  }
+  row.iters = cur->iters;
+  row.warmup = cur->warmup;
+  for (int ip = 0; ip < 2 && rc == 0; ip++) {
+    if (ip ? !cur->run_ip || !bench_op_has_inplace(cur->op) : !cur->run_oop) continue;
+    cur->inplace = ip;
+    row.ran[ip] = 1;
+    for (int mode = 0; mode < 2 && rc == 0; mode++) {
+      if ((mode == MODE_DLPG && cur->no_dlpg) || (mode == MODE_BASE && !cur->baseline)) continue;
+      double t = 0;
+      long long wrong = -1;
+      int ok = measure(x, mode, per, &rs->first[mode], &t, &wrong) == 0;
+      bench_result_t *res = mode == MODE_DLPG ? &row.d[ip] : &row.b[ip];
+      if (exchange(x, rs->issued, mode * 2 + ip, ok, t, wrong, row.bytes, res) != 0 || !ok)
+        rc = -1;
+      if (x->rank == 0 && !res->ok) rc = -1;
     }
-    size_t next = (size_t)((double)size * o->factor);
+  }
+  cur->inplace = 0;
+  cur->iters = iters0;
+  cur->warmup = warmup0;
+  rs->issued++;
+  if (x->rank != 0) return rc;
+  bench_report_row(stdout, cur, &row);
+  if (rs->n == rs->cap) {
+    int cap = rs->cap ? rs->cap * 2 : 64;
+    bench_row_t *n = realloc(rs->v, sizeof(*n) * (size_t)cap);
+    if (!n) return -1;
+    rs->v = n;
+    rs->cap = cap;
+  }
+  rs->v[rs->n++] = row;
+  return rc;
+}
+
+/* Every size of one (dtype, redop) pair, on buffers filled for it. */
+static int one_pair(bench_ctx_t *x, bench_opts_t *cur, rows_t *rs) {
+  x->o = cur;
+  int rc = bench_mem_setup(x);
+  for (size_t size = cur->min_bytes; rc == 0 && size <= cur->max_bytes;) {
+    rc = one_size(x, cur, size, rs);
+    size_t next = cur->factor > 1.0 ? (size_t)((double)size * cur->factor) : size + cur->step_bytes;
     if (next <= size) break;
     size = next;
   }
+  bench_mem_teardown(x);
+  return rc;
+}
+
+static int sweep(bench_ctx_t *x) {
+  const bench_opts_t *o = x->o;
+  rows_t rs;
+  memset(&rs, 0, sizeof rs);
+  rs.first[0] = rs.first[1] = -1;
+  int rc = 0;
+  if (x->rank == 0) bench_report_header(stdout, o, x);
+  /* Operations without a reduce op run once per dtype. */
+  int nred = bench_op_has_redop(o->op) ? o->nredops : 1;
+  for (int d = 0; rc == 0 && d < o->ndtypes; d++) {
+    for (int r = 0; rc == 0 && r < nred; r++) {
+      bench_opts_t cur = *o;
+      cur.dtype = o->dtypes[d];
+      cur.redop = bench_op_has_redop(o->op) ? o->redops[r] : DLPG_SUM;
+      x->o = &cur;
+      int served = pair_served(x, &cur, o->ndtypes == 1 && o->nredops == 1);
+      if (served < 0) rc = -1;
+      else if (served > 0) rc = one_pair(x, &cur, &rs);
+      x->o = o;
+    }
+  }
   if (x->rank == 0) {
-    if (first[0] >= 0) printf("# first dlpg op (includes lazy communicator creation): %.1f us\n", first[0]);
-    if (first[1] >= 0) printf("# first baseline op (includes ncclCommInitRank): %.1f us\n", first[1]);
-    long long wrong = 0;
-    for (int i = 0; i < nrows; i++)
-      wrong += (rows[i].d.wrong > 0 ? rows[i].d.wrong : 0) + (rows[i].b.wrong > 0 ? rows[i].b.wrong : 0);
-    printf("# rows: %d, wrong elements: %lld%s\n", nrows, wrong, o->check ? "" : " (not checked)");
-    if (wrong > 0) rc = -1;
-    if (o->json_path && bench_report_json(o->json_path, o, x, rows, nrows, first[0], first[1]) != 0)
+    if (rs.first[0] >= 0) printf("# first dlpg op (includes lazy communicator creation): %.1f us\n", rs.first[0]);
+    if (rs.first[1] >= 0) printf("# first baseline op (includes ncclCommInitRank): %.1f us\n", rs.first[1]);
+    bench_report_trailer(stdout, o, rs.v, rs.n);
+    for (int i = 0; i < rs.n; i++)
+      for (int ip = 0; ip < 2; ip++)
+        if (rs.v[i].d[ip].wrong > 0 || rs.v[i].b[ip].wrong > 0) rc = -1;
+    if (o->json_path && bench_report_json(o->json_path, o, x, rs.v, rs.n, rs.first[0], rs.first[1]) != 0)
       rc = -1;
     fflush(stdout);
   }
-  free(rows);
+  free(rs.v);
   return rc;
 }
 
@@ -229,10 +315,9 @@ int bench_rank_main(const bench_opts_t *o, dlpg_store_t *store, int rank, int wo
       return 1;
     }
   }
-  int rc = bench_mem_setup(&x) == 0 ? sweep(&x) : -1;
+  int rc = sweep(&x);
   if (rc != 0 && x.group) dlpg_group_abort(x.group);
   dlpg_group_destroy(x.group);
   bench_nccl_teardown(&x);
-  bench_mem_teardown(&x);
   return rc == 0 ? 0 : 1;
 }

@@ -2,7 +2,7 @@
 # GPU benchmarks of dlpg against NCCL called directly, on the GPU test machine.
 # Called by ci/gpu-test.sh:  bench/run-gpu-bench.sh LOGDIR [DLPG_BENCH]
 #
-# For allreduce, allgather, reduce_scatter, broadcast and sendrecv: dlpg-bench -D cuda -n 2
+# For allreduce, allgather, reduce_scatter, broadcast and sendrecv: dlpg-bench OP --device cuda --nranks 2
 # (two processes, one GPU each; world size 1 without sendrecv on a one-GPU machine) with --baseline nccl, float32, 8 B .. 1 GiB (factor 2, so
 # every power of two from 32 MiB up is there), writing <op>.json and <op>.txt to LOGDIR.
 # Then, when python3 is there, the target table (gpu_table.py) and the bus-bandwidth plot
@@ -62,8 +62,9 @@ for op in $ops; do
   fi
   limit=$(( left < per_op_s ? left : per_op_s ))
   echo "== $op (limit ${limit}s)"
-  timeout -k 5 "$limit" "$bench" -D cuda -n "$nranks" -o "$op" -d float32 -r sum \
-    -b 8 -e 1G -f 2 -w 5 -i 20 -R 5 -c 1 -T 60 --baseline nccl \
+  # Out of place only (the JSON's "dlpg"/"baseline" rows that gpu_table.py reads), as before.
+  timeout -k 5 "$limit" "$bench" "$op" --device cuda --nranks "$nranks" -d float -o sum \
+    -b 8 -e 1G -f 2 -w 5 -n 20 --reps 5 -c 1 -T 60 --baseline nccl --outofplace \
     -J "$logdir/$op.json" > "$logdir/$op.txt" 2>&1
   rc=$?
   cat "$logdir/$op.txt"

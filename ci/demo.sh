@@ -14,9 +14,9 @@ if [ -x "$bench" ]; then
   ngpu=$(nvidia-smi -L 2>/dev/null | wc -l || true)
   if [ "${ngpu:-0}" -ge 1 ] && grep -q "DLPG_HAVE_NCCL:INTERNAL=ON\|DLPG_HAVE_NCCL=ON" "$BUILD_DIR/CMakeCache.txt" 2>/dev/null; then
     echo "== dlpg-bench: allreduce float32, $ngpu GPU ranks =="
-    NCCL_NVLS_ENABLE=0 "$bench" -D cuda -n "$ngpu" -o allreduce -b 8 -e 64M -f 8 -w 5 -i 20
+    NCCL_NVLS_ENABLE=0 "$bench" allreduce --device cuda --nranks "$ngpu" -b 8 -e 64M -f 8 -w 5 -n 20
   else
     echo "== dlpg-bench: allreduce float32, 4 CPU ranks =="
-    "$bench" -D cpu -n 4 -o allreduce -b 8 -e 4M -f 8 -w 3 -i 10
+    "$bench" allreduce --device cpu --nranks 4 -b 8 -e 4M -f 8 -w 3 -n 10
   fi
 fi

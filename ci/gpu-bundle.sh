@@ -5,8 +5,11 @@
 #                 it with dlopen at the first CUDA tensor), libcudart.so.13, and the Debian
 #                 shared libraries the plugin needs (libgloo and its dependencies, via ldd)
 #   .gpu/bin/     test binaries (test_cuda + the CPU conformance binaries), dlpg-store,
-#                 dlpg-info, dlpg-bench when the bench is built
+#                 dlpg-info, dlpg-bench when the bench is built, mpi_bench when MPI is found
+#                 (it uses the GPU machine's own libmpi: none of its libraries is shipped)
 #   .gpu/python_shim/, .gpu/tests_python/   copies, when present
+#   .gpu/bench/   bench/cpu-compare.py and bench_util.py (run: python3 .gpu/bench/cpu-compare.py
+#                 --bin .gpu/bin --lib .gpu/lib ...)
 # libnccl is NOT shipped (218 MB): the GPU machine has /lib/x86_64-linux-gnu/libnccl.so.2
 # (and the copy in Python's nvidia/nccl package). Then ship it with the run tool:
 #   carry [".gpu"], command "bash ci/gpu-test.sh".
@@ -30,6 +33,8 @@ for t in test_cuda test_collectives test_p2p test_errors test_group test_abi_c d
   cmake --build "$build" -j"$jobs" --target "$t" >/dev/null 2>&1 || echo "gpu-bundle: target $t did not build (skipped)"
 done
 cmake --build "$build" -j"$jobs" --target dlpg-bench >/dev/null 2>&1 || echo "gpu-bundle: dlpg-bench did not build (skipped)"
+# The MPI column of bench/cpu-compare.py (only where CMake found MPI).
+cmake --build "$build" -j"$jobs" --target mpi_bench >/dev/null 2>&1 || echo "gpu-bundle: mpi_bench did not build (skipped)"
 
 rm -rf .gpu
 mkdir -p .gpu/lib .gpu/bin
@@ -39,7 +44,8 @@ if ldd "$build/libdlpg.so" | grep -qE "libcudart|libnccl"; then
   echo "gpu-bundle: $build/libdlpg.so links CUDA or NCCL; it must not" >&2
   exit 1
 fi
-for f in "$build"/tests/test_* "$build"/tools/dlpg-store "$build"/tools/dlpg-info "$build"/bench/dlpg-bench; do
+for f in "$build"/tests/test_* "$build"/tools/dlpg-store "$build"/tools/dlpg-info "$build"/bench/dlpg-bench \
+         "$build"/bench/mpi_bench; do
   [ -f "$f" ] && [ -x "$f" ] && cp "$f" .gpu/bin/
 done
 # The CUDA runtime is small; shipping it avoids depending on where the GPU machine keeps it.
@@ -50,6 +56,9 @@ cudart=$(ldd "$build/libdlpg_nccl.so" | awk '/libcudart/ {print $3}')
 # glibc, the compiler runtime (the GPU machine's are newer) and the CUDA/NCCL libraries.
 skip='^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libstdc\+\+|libgcc_s|libcudart|libnccl|libcuda|libutil|libresolv)\.so'
 for bin in .gpu/lib/libdlpg.so .gpu/lib/libdlpg_nccl.so .gpu/bin/*; do
+  # mpi_bench runs on the GPU machine's Open MPI (same libmpi.so.40 ABI); shipping Debian's
+  # libmpi and its plugins' dependencies would mix two MPI installations.
+  [ "$(basename "$bin")" = mpi_bench ] && continue
   ldd "$bin" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
   if [[ "$name" =~ $skip ]]; then continue; fi
@@ -65,6 +74,8 @@ strip --strip-unneeded .gpu/lib/*.so* .gpu/bin/* 2>/dev/null || true
 mkdir -p .gpu/include/dlpg; cp "$build/include/dlpg/dlpg_version.h" .gpu/include/dlpg/
 
 [ -d python_shim ] && { mkdir -p .gpu/python_shim; cp -a python_shim/. .gpu/python_shim/; rm -f .gpu/python_shim/dlpg/libdlpg.so*; }
+# The side-by-side CPU benchmark (also in the carried tree; here so .gpu alone can run it).
+mkdir -p .gpu/bench && cp bench/cpu-compare.py bench/bench_util.py .gpu/bench/
 [ -d tests/python ] && { mkdir -p .gpu/tests_python; cp -a tests/python/. .gpu/tests_python/; }
 find .gpu -name __pycache__ -type d -prune -exec rm -rf {} +
 
