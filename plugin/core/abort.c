@@ -28,6 +28,8 @@ void dlpg__group_cut(struct dlpg_group *g) {
   for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++) {
     const dlpg__backend_vtbl_t *be = g->be_state[i] ? dlpg__backend_loaded(i) : NULL;
     if (be && (!be->on_worker || be->p2p_direct)) be->abort(g->be_state[i]);
+    be = g->p2p_state[i] ? dlpg__backend_loaded(i) : NULL;
+    if (be && dlpg__vtbl_has(be, p2p_abort)) be->p2p_abort(g->p2p_state[i]);
   }
   pthread_mutex_unlock(&g->be_mu);
 }
