@@ -44,7 +44,7 @@ typedef struct dlpg__shm_p2p_pair {
   dlpg__shm_pair_t *eng;   /* DLPG__SP_SHM */
   pthread_t thread;
   int has_thread;
-  atomic_int stop;
+  int stop;                /* __atomic: set at destroy */
   dlpg_status_t err;       /* DLPG__SP_FAILED */
   char msg[1024];
 } dlpg__shm_p2p_pair_t;
@@ -333,7 +333,7 @@ void dlpg__shm_p2p_destroy(void *state) {
   for (int q = 0; q < s->size; q++) {
     dlpg__shm_p2p_pair_t *pr = s->pairs[q];
     if (!pr || !pr->has_thread) continue;
-    atomic_store(&pr->stop, 1);
+    __atomic_store_n(&pr->stop, 1, __ATOMIC_RELEASE);
     dlpg__shm_pair_t *e = __atomic_load_n(&pr->eng, __ATOMIC_ACQUIRE);
     if (e) dlpg__shm_pair_kick(e);
     /* Released from this very thread: it leaves (and drops its count) once back. */

@@ -80,7 +80,7 @@ static void dlpg__pair_flush(dlpg__shm_pair_t *p, dlpg__pair_done_t *d) {
     if (x->done) x->done(x, x->st, x->st == DLPG_OK ? NULL : x->msg);
     /* An inline transfer lives on its runner's stack until it sees finished. */
     if (inl) {
-      atomic_store(&x->finished, 1);
+      __atomic_store_n(&x->finished, 1, __ATOMIC_RELEASE);
       woke = 1;
     }
   }
@@ -491,7 +491,7 @@ static void dlpg__pair_enqueue(dlpg__shm_pair_t *p, dlpg__shm_xfer_t *x) {
   dlpg__pair_done_t d = {NULL, NULL};
   x->next = NULL;
   x->off = 0;
-  atomic_store(&x->finished, 0);
+  __atomic_store_n(&x->finished, 0, __ATOMIC_RELAXED);
   pthread_mutex_lock(&p->mu);
   if (p->broken != DLPG_OK) {
     char what[160];
@@ -522,10 +522,10 @@ void dlpg__shm_pair_run(dlpg__shm_pair_t *p, dlpg__shm_xfer_t *x) {
   atomic_fetch_add(&p->drivers, 1);
   dlpg__pair_enqueue(p, x);
   dlpg__pair_side_t *me = &p->sides[p->side];
-  while (!atomic_load(&x->finished)) {
+  while (!__atomic_load_n(&x->finished, __ATOMIC_ACQUIRE)) {
     uint32_t v = atomic_load(&me->bell);
     if (dlpg__pair_progress(p)) continue;
-    if (atomic_load(&x->finished)) break;
+    if (__atomic_load_n(&x->finished, __ATOMIC_ACQUIRE)) break;
     dlpg__pair_sleep(p, v);
   }
   /* The serving thread takes over whatever else is pending. */
@@ -533,9 +533,9 @@ void dlpg__shm_pair_run(dlpg__shm_pair_t *p, dlpg__shm_xfer_t *x) {
     dlpg__pair_futex_wake((_Atomic uint32_t *)&p->drivers, 1);
 }
 
-void dlpg__shm_pair_serve(dlpg__shm_pair_t *p, const atomic_int *stop) {
+void dlpg__shm_pair_serve(dlpg__shm_pair_t *p, const int *stop) {
   dlpg__pair_side_t *me = &p->sides[p->side];
-  while (!atomic_load(stop)) {
+  while (!__atomic_load_n(stop, __ATOMIC_ACQUIRE)) {
     int drivers = atomic_load(&p->drivers);
     if (drivers) {
       dlpg__pair_futex_wait((_Atomic uint32_t *)&p->drivers, (uint32_t)drivers, DLPG__PAIR_SLICE_S, 1);

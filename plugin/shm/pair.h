@@ -23,7 +23,6 @@
 #ifndef DLPG_SHM_PAIR_H_
 #define DLPG_SHM_PAIR_H_
 
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,7 +62,7 @@ typedef struct dlpg__shm_xfer {
   size_t off;
   dlpg_status_t st;
   char msg[400];
-  atomic_int finished;
+  int finished;          /* read and written with __atomic builtins (C and C++ include this) */
 } dlpg__shm_xfer_t;
 
 /* Make the pair of this rank and peer (blocking; both ranks call it, with the same
@@ -77,8 +76,8 @@ void dlpg__shm_pair_post(dlpg__shm_pair_t *p, dlpg__shm_xfer_t *x);
 /* Queue x and progress on the calling thread until x is done (a blocking call): the
  * serving thread stands aside meanwhile. */
 void dlpg__shm_pair_run(dlpg__shm_pair_t *p, dlpg__shm_xfer_t *x);
-/* Progress until *stop is nonzero (a pair's own thread). */
-void dlpg__shm_pair_serve(dlpg__shm_pair_t *p, const atomic_int *stop);
+/* Progress until *stop (read atomically) is nonzero (a pair's own thread). */
+void dlpg__shm_pair_serve(dlpg__shm_pair_t *p, const int *stop);
 /* Wake the serving thread and every waiter (after setting a stop flag). */
 void dlpg__shm_pair_kick(dlpg__shm_pair_t *p);
 /* Every pending and later transfer ends with DLPG_ERR_ABORTED; the peer's fail with

@@ -61,7 +61,7 @@ bool WaitDone(Xfer &t, double s) {
 // A pair of rank k and peer with a serving thread, both gone at scope exit.
 struct Pair {
   dlpg__shm_pair_t *p = nullptr;
-  std::atomic_int stop{0};
+  int stop = 0;
   std::thread th;
   dlpg_status_t st;
   Pair(Rank &k, int peer, const std::string &prefix, size_t slot = 4096, double timeout = Scaled(20),
@@ -73,7 +73,7 @@ struct Pair {
   ~Pair() { Close(); }
   void Close() {
     if (!p) return;
-    stop.store(1);
+    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
     dlpg__shm_pair_kick(p);
     th.join();
     dlpg__shm_pair_destroy(p);
@@ -119,6 +119,7 @@ TEST(ShmPair, TagsMatchInAnyOrderAndLargeMessagesPipeline) {
           Init(x, false, got.data(), len, tag, Scaled(20));
           dlpg__shm_pair_run(pr.p, &x.x);
           ASSERT_EQ(x.done.load(), 1);
+          EXPECT_EQ(__atomic_load_n(&x.x.finished, __ATOMIC_ACQUIRE), 1);
           ASSERT_EQ(x.st, DLPG_OK) << x.msg;
           EXPECT_TRUE(got == (i < 0 ? Bytes(99, 0, 12345) : Bytes(10 * round + i, 0, len)))
               << "tag " << tag << " (" << len << " bytes)";
@@ -175,7 +176,9 @@ TEST(ShmPair, BothWaysAndMismatchLeavesThePairUsable) {
       Init(y, k.rank == 0, k.rank == 0 ? c.data() : d.data(), 999, 3, Scaled(20));
       dlpg__shm_pair_run(pr.p, &y.x);
       EXPECT_EQ(y.st, DLPG_OK) << y.msg;
-      if (k.rank == 1) EXPECT_TRUE(d == c);
+      if (k.rank == 1) {
+        EXPECT_TRUE(d == c);
+      }
     }
   });
   ExpectAllPass(codes);
@@ -194,7 +197,9 @@ TEST(ShmPair, OtherNetworkNamespaceFailsBothAlike) {
   Opts o;
   o.create = false;
   auto codes = RunRanks(2, o, [](Rank &k) {
-    if (k.rank == 1) ASSERT_EQ(unshare(CLONE_NEWNET), 0);
+    if (k.rank == 1) {
+      ASSERT_EQ(unshare(CLONE_NEWNET), 0);
+    }
     Pair pr(k, 1 - k.rank, "pairtest/netns", 4096, Scaled(10));
     EXPECT_EQ(pr.st, DLPG_ERR_UNSUPPORTED) << dlpg_last_error();
     EXPECT_TRUE(Has(dlpg_last_error(), "rank 1 cannot reach rank 0's socket")) << dlpg_last_error();
