@@ -126,6 +126,7 @@ static dlpg__shm_p2p_rec_t *dlpg__shm_p2p_rec(const dlpg__op_t *op, double deadl
   r->x.buf = t->ptr;
   r->x.nbytes = t->nbytes;
   r->x.tag = op->tag;
+  r->x.dtype = (int)t->dtype;
   r->x.deadline = deadline;
   r->x.fn = dlpg__op_name(op->kind);
   r->x.done = dlpg__shm_p2p_done;

@@ -25,6 +25,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "core/tensor.h"
 #include "shm/pair_seg.h"
 
 #define DLPG__PAIR_SLICE_S 0.1
@@ -45,14 +46,25 @@ static void dlpg__pair_ring_bell(dlpg__pair_side_t *s) {
 
 size_t dlpg__shm_pair_eager_bytes(const dlpg__shm_pair_t *p) {
   (void)p;
-  return DLPG__PAIR_ENTRY - DLPG__PAIR_HEAD;
+  return DLPG__PAIR_EAGER_MAX;
+}
+
+/* "400 bytes (100 x float32)" */
+static const char *dlpg__pair_bytes(char *out, size_t cap, uint64_t bytes, uint32_t dtype) {
+  size_t es = dtype < DLPG__DT_COUNT ? dlpg__dtype_size((dlpg__dtype_t)dtype) : 0;
+  if (es)
+    snprintf(out, cap, "%llu bytes (%llu x %s)", (unsigned long long)bytes,
+             (unsigned long long)(bytes / es), dlpg__dtype_name((dlpg__dtype_t)dtype));
+  else
+    snprintf(out, cap, "%llu bytes", (unsigned long long)bytes);
+  return out;
 }
 
 /* ------------------------------------------------------------------ completion */
 
 /* Finished transfers wait on this list (linked through next) until the pass has let go of
  * the lock: their callbacks may take other locks. */
-typedef struct { dlpg__shm_xfer_t *head, *tail; } dlpg__pair_done_t;
+typedef struct dlpg__pair_done { dlpg__shm_xfer_t *head, *tail; } dlpg__pair_done_t;
 
 static void dlpg__pair_finish(dlpg__pair_done_t *d, dlpg__shm_xfer_t *x, dlpg_status_t st,
                               const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -146,7 +158,7 @@ static dlpg__shm_xfer_t *dlpg__pair_take_recv(dlpg__shm_pair_t *p, int tag) {
 }
 
 static void dlpg__pair_match_push(dlpg__shm_pair_t *p, dlpg__pair_done_t *d, dlpg__shm_xfer_t *x,
-                                  uint32_t id, uint64_t total) {
+                                  uint32_t id, uint64_t total, uint32_t dtype) {
   dlpg__pair_match_t *m = malloc(sizeof *m);
   if (!m) {
     dlpg__pair_break(p, d, DLPG_ERR_SYSTEM, "out of memory matching a large message");
@@ -157,21 +169,30 @@ static void dlpg__pair_match_push(dlpg__shm_pair_t *p, dlpg__pair_done_t *d, dlp
   m->x = x;
   m->id = id;
   m->total = total;
+  m->dtype = dtype;
   if (p->mq_tail) p->mq_tail->next = m;
   else p->mq = m;
   p->mq_tail = m;
 }
 
 /* A small message for receive x: its bytes, or the size mismatch. */
+/* Receive x of this rank meets a message of total bytes of dtype: the mismatch, if any,
+ * as x's failure (dlpg's sentence, as on Gloo). 1 when they match. */
+static int dlpg__pair_fits(dlpg__shm_pair_t *p, dlpg__pair_done_t *d, dlpg__shm_xfer_t *x,
+                           uint64_t total, uint32_t dtype) {
+  if (total == x->nbytes && dtype == (uint32_t)x->dtype) return 1;
+  char a[96], b[96];
+  dlpg__pair_finish(d, x, DLPG_ERR_INVALID_ARGUMENT,
+                    "%s: rank %d posted %s from rank %d, tag %d, but rank %d sent %s (the "
+                    "message was dropped)", x->fn, p->me,
+                    dlpg__pair_bytes(a, sizeof a, x->nbytes, (uint32_t)x->dtype), p->peer, x->tag,
+                    p->peer, dlpg__pair_bytes(b, sizeof b, total, dtype));
+  return 0;
+}
+
 static void dlpg__pair_deliver(dlpg__shm_pair_t *p, dlpg__pair_done_t *d, dlpg__shm_xfer_t *x,
-                               const uint8_t *bytes, uint64_t total) {
-  if (total != x->nbytes) {
-    dlpg__pair_finish(d, x, DLPG_ERR_INVALID_ARGUMENT,
-                      "%s: rank %d sent %llu bytes with tag %d but rank %d posted a receive of "
-                      "%zu bytes (the message was dropped)", x->fn, p->peer,
-                      (unsigned long long)total, x->tag, p->me, x->nbytes);
-    return;
-  }
+                               const uint8_t *bytes, uint64_t total, uint32_t dtype) {
+  if (!dlpg__pair_fits(p, d, x, total, dtype)) return;
   if (total) memcpy(x->buf, bytes, total);
   dlpg__pair_finish(d, x, DLPG_OK, NULL);
 }
@@ -191,10 +212,10 @@ static int dlpg__pair_match_posted(dlpg__shm_pair_t *p, dlpg__pair_done_t *d) {
     *pp = x->next;
     if (p->rq_tail == x) p->rq_tail = prev;
     if (u->type == DLPG__PAIR_EAGER) {
-      dlpg__pair_deliver(p, d, x, u->data, u->total);
+      dlpg__pair_deliver(p, d, x, u->data, u->total, u->dtype);
       p->staged -= u->total;
     } else {
-      dlpg__pair_match_push(p, d, x, u->id, u->total);
+      dlpg__pair_match_push(p, d, x, u->id, u->total, u->dtype);
     }
     free(u->data);
     free(u);
@@ -213,7 +234,7 @@ static int dlpg__pair_ring_out(dlpg__shm_pair_t *p, dlpg__pair_done_t *d) {
     p->sq = x->next;
     if (!p->sq) p->sq_tail = NULL;
     uint8_t *e = dlpg__pair_ring_entry(p, p->side, p->ring_sent);
-    dlpg__pair_entry_t h = {0, x->tag, 0, 0, x->nbytes};
+    dlpg__pair_entry_t h = {0, x->tag, 0, (uint32_t)x->dtype, x->nbytes};
     int eager = x->nbytes <= dlpg__shm_pair_eager_bytes(p);
     h.type = eager ? DLPG__PAIR_EAGER : DLPG__PAIR_RTS;
     if (!eager) h.id = x->id = ++p->next_id;
@@ -241,9 +262,9 @@ static int dlpg__pair_ring_in(dlpg__shm_pair_t *p, dlpg__pair_done_t *d) {
     memcpy(&h, e, sizeof h);
     dlpg__shm_xfer_t *x = dlpg__pair_take_recv(p, h.tag);
     if (x && h.type == DLPG__PAIR_EAGER) {
-      dlpg__pair_deliver(p, d, x, e + DLPG__PAIR_HEAD, h.total);
+      dlpg__pair_deliver(p, d, x, e + DLPG__PAIR_HEAD, h.total, h.dtype);
     } else if (x) {
-      dlpg__pair_match_push(p, d, x, h.id, h.total);
+      dlpg__pair_match_push(p, d, x, h.id, h.total, h.dtype);
     } else {
       uint64_t bytes = h.type == DLPG__PAIR_EAGER ? h.total : 0;
       /* The staging bound: past it the entry stays in the ring (the sender waits). */
@@ -256,7 +277,7 @@ static int dlpg__pair_ring_in(dlpg__shm_pair_t *p, dlpg__pair_done_t *d) {
         break; /* no memory now: the entry stays, and a later pass retries */
       }
       if (bytes) memcpy(copy, e + DLPG__PAIR_HEAD, bytes);
-      *u = (dlpg__pair_unexp_t){NULL, (int)h.type, h.tag, h.id, h.total, copy};
+      *u = (dlpg__pair_unexp_t){NULL, (int)h.type, h.tag, h.id, h.dtype, h.total, copy};
       p->staged += bytes;
       if (p->uq_tail) p->uq_tail->next = u;
       else p->uq = u;
@@ -276,19 +297,16 @@ static int dlpg__pair_stream_in(dlpg__shm_pair_t *p, dlpg__pair_done_t *d) {
     dlpg__pair_match_t *m = p->mq;
     p->mq = m->next;
     if (!p->mq) p->mq_tail = NULL;
-    int fits = m->total == m->x->nbytes;
+    int fits = dlpg__pair_fits(p, d, m->x, m->total, m->dtype);
     dir->cts_refused = fits ? 0 : 1;
     dir->cts_bytes = m->x->nbytes;
+    dir->cts_dtype = (uint32_t)m->x->dtype;
     atomic_store_explicit(&dir->cts, m->id, memory_order_release);
     p->last_cts = m->id;
     if (fits) {
       m->x->off = 0;
       p->in = m;
     } else {
-      dlpg__pair_finish(d, m->x, DLPG_ERR_INVALID_ARGUMENT,
-                        "%s: rank %d sent %llu bytes with tag %d but rank %d posted a receive "
-                        "of %zu bytes (the message was dropped)", m->x->fn, p->peer,
-                        (unsigned long long)m->total, m->x->tag, p->me, m->x->nbytes);
       free(m);
     }
     prog++;
@@ -329,10 +347,12 @@ static int dlpg__pair_stream_out(dlpg__shm_pair_t *p, dlpg__pair_done_t *d) {
     *pp = x->next;
     if (dir->cts_refused) {
       atomic_store_explicit(&dir->ack, c, memory_order_release);
+      char a[96], b[96];
       dlpg__pair_finish(d, x, DLPG_ERR_INVALID_ARGUMENT,
-                        "%s: rank %d sent %zu bytes with tag %d but rank %d posted a receive of "
-                        "%llu bytes", x->fn, p->me, x->nbytes, x->tag, p->peer,
-                        (unsigned long long)dir->cts_bytes);
+                        "%s: rank %d sent %s to rank %d, tag %d, but rank %d posted %s", x->fn,
+                        p->me, dlpg__pair_bytes(a, sizeof a, x->nbytes, (uint32_t)x->dtype),
+                        p->peer, x->tag, p->peer,
+                        dlpg__pair_bytes(b, sizeof b, dir->cts_bytes, dir->cts_dtype));
     } else {
       x->off = 0;
       p->out = x;

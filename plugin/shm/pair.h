@@ -18,6 +18,9 @@
  * configuration's stage_bytes: past it, the receiver stops draining the ring (the sender
  * waits) until receives take staged messages. A large one only leaves its announcement.
  *
+ * A receive whose size or dtype differs from its send fails (the message is dropped); a
+ * large send learns it too (the receiver refuses it), a small one has left already.
+ *
  * Threading: post from any thread; progress (dlpg__shm_pair_serve, dlpg__shm_pair_run)
  * from any thread, serialised inside; abort from any thread. */
 #ifndef DLPG_SHM_PAIR_H_
@@ -51,6 +54,7 @@ typedef struct dlpg__shm_xfer {
   void *buf;
   size_t nbytes;
   int tag;
+  int dtype;             /* a dlpg__dtype_t: must match the peer's too (0: bytes, int8) */
   double deadline;       /* dlpg__now() seconds; ends it with DLPG_ERR_TIMEOUT */
   const char *fn;        /* "dlpg_send": names it in messages */
   void (*done)(struct dlpg__shm_xfer *x, dlpg_status_t st, const char *msg);

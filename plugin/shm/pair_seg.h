@@ -19,8 +19,9 @@
 #define DLPG__PAIR_VERSION 1u
 #define DLPG__PAIR_RING 16        /* ring entries per direction */
 #define DLPG__PAIR_DATA 4         /* data slots per direction: the pipeline's depth */
-#define DLPG__PAIR_ENTRY 8192     /* bytes of a ring entry, its head included */
-#define DLPG__PAIR_HEAD 32        /* the entry's head; the eager payload follows */
+#define DLPG__PAIR_HEAD 64        /* a ring entry's head; the eager payload follows */
+#define DLPG__PAIR_EAGER_MAX 4096 /* the largest message sent whole (eagerly) */
+#define DLPG__PAIR_ENTRY (DLPG__PAIR_HEAD + DLPG__PAIR_EAGER_MAX)
 
 enum { DLPG__PAIR_EAGER = 1, DLPG__PAIR_RTS = 2 };
 
@@ -28,7 +29,7 @@ typedef struct dlpg__pair_entry {
   uint32_t type;  /* DLPG__PAIR_EAGER or DLPG__PAIR_RTS */
   int32_t tag;
   uint32_t id;    /* RTS: the message's number in its direction */
-  uint32_t pad;
+  uint32_t dtype; /* the sender's dlpg__dtype_t */
   uint64_t total; /* bytes of the message */
 } dlpg__pair_entry_t;
 
@@ -50,6 +51,7 @@ typedef struct dlpg__pair_dir {
   _Atomic uint32_t cts;      /* dst: the large message it is ready for (its id) */
   uint32_t cts_refused;      /* dst, written before cts: 1 when the receive does not fit */
   uint64_t cts_bytes;        /* dst, before cts: bytes of the receive it matched */
+  uint32_t cts_dtype;        /* dst, before cts: its dtype */
 } dlpg__pair_dir_t;
 
 typedef struct dlpg__pair_header {
@@ -63,7 +65,7 @@ typedef struct dlpg__pair_header {
 typedef struct dlpg__pair_unexp {
   struct dlpg__pair_unexp *next;
   int type, tag;
-  uint32_t id;
+  uint32_t id, dtype;
   uint64_t total;
   uint8_t *data; /* EAGER: a copy of its bytes (total of them) */
 } dlpg__pair_unexp_t;
@@ -72,7 +74,7 @@ typedef struct dlpg__pair_unexp {
 typedef struct dlpg__pair_match {
   struct dlpg__pair_match *next;
   dlpg__shm_xfer_t *x;
-  uint32_t id;
+  uint32_t id, dtype;
   uint64_t total;
 } dlpg__pair_match_t;
 

@@ -249,12 +249,14 @@ TEST(CoreExports, InternalNamesAreNotExported) {
 // The registry: which backend serves which device, known without loading any module.
 TEST(CoreBackend, RegistryServesDevices) {
   // Host memory: the shared-memory backend's line first (validation hands it out; each
-  // group then chooses, backend_choice.c), Gloo's after it, which takes sends and receives.
+  // group then chooses its collectives' line, backend_choice.c), Gloo's after it. Sends and
+  // receives stay on the first line too, which decides per pair (and hands a pair it cannot
+  // serve to the next line).
   EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_device(kDLCPU)), "shm");
   EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_device(kDLCUDAHost)), "shm");
   int first = dlpg__backend_for_device(kDLCPU);
-  EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_kind(first, DLPG__OP_SEND)), "gloo");
-  EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_kind(first, DLPG__OP_RECV)), "gloo");
+  EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_kind(first, DLPG__OP_SEND)), "shm");
+  EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_kind(first, DLPG__OP_RECV)), "shm");
   EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_kind(first, DLPG__OP_ALLREDUCE)), "shm");
   EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_device(kDLCUDA)), "nccl");
   EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_device(kDLCUDAManaged)), "nccl");
