@@ -479,11 +479,13 @@ static int dlpg__pair_pass(dlpg__shm_pair_t *p, dlpg__pair_done_t *d) {
   return prog;
 }
 
-/* One pass and its completions; the count of things done. */
-static int dlpg__pair_progress(dlpg__shm_pair_t *p) {
+/* One pass and its completions; the count of things done. *pending (may be NULL): whether
+ * transfers are left. */
+static int dlpg__pair_progress(dlpg__shm_pair_t *p, int *pending) {
   dlpg__pair_done_t d = {NULL, NULL};
   pthread_mutex_lock(&p->mu);
   int prog = dlpg__pair_pass(p, &d);
+  if (pending) *pending = dlpg__pair_pending(p);
   pthread_mutex_unlock(&p->mu);
   if (d.head) prog++;
   dlpg__pair_flush(p, &d);
@@ -534,7 +536,9 @@ static void dlpg__pair_enqueue(dlpg__shm_pair_t *p, dlpg__shm_xfer_t *x) {
 void dlpg__shm_pair_post(dlpg__shm_pair_t *p, dlpg__shm_xfer_t *x) {
   x->inl = 0;
   dlpg__pair_enqueue(p, x);
-  dlpg__pair_ring_bell(&p->sides[p->side]); /* the serving thread */
+  /* The serving thread, asleep on posted while it had nothing to do. */
+  atomic_fetch_add(&p->posted, 1);
+  dlpg__pair_futex_wake(&p->posted, 1);
 }
 
 void dlpg__shm_pair_run(dlpg__shm_pair_t *p, dlpg__shm_xfer_t *x) {
@@ -544,7 +548,7 @@ void dlpg__shm_pair_run(dlpg__shm_pair_t *p, dlpg__shm_xfer_t *x) {
   dlpg__pair_side_t *me = &p->sides[p->side];
   while (!__atomic_load_n(&x->finished, __ATOMIC_ACQUIRE)) {
     uint32_t v = atomic_load(&me->bell);
-    if (dlpg__pair_progress(p)) continue;
+    if (dlpg__pair_progress(p, NULL)) continue;
     if (__atomic_load_n(&x->finished, __ATOMIC_ACQUIRE)) break;
     dlpg__pair_sleep(p, v);
   }
@@ -561,13 +565,22 @@ void dlpg__shm_pair_serve(dlpg__shm_pair_t *p, const int *stop) {
       dlpg__pair_futex_wait((_Atomic uint32_t *)&p->drivers, (uint32_t)drivers, DLPG__PAIR_SLICE_S, 1);
       continue;
     }
-    uint32_t v = atomic_load(&me->bell);
-    if (dlpg__pair_progress(p)) continue;
-    dlpg__pair_sleep(p, v);
+    uint32_t v = atomic_load(&me->bell), w = atomic_load(&p->posted);
+    int pending = 0;
+    if (dlpg__pair_progress(p, &pending)) continue;
+    /* Nothing of this rank's pending: the peer's messages can wait in the ring for the
+     * receive that takes them (a blocking call progresses on its own thread), so sleep
+     * until something is posted here rather than at every change the peer makes. */
+    if (!pending)
+      dlpg__pair_futex_wait(&p->posted, w, DLPG__PAIR_SLICE_S, 1);
+    else
+      dlpg__pair_sleep(p, v);
   }
 }
 
 void dlpg__shm_pair_kick(dlpg__shm_pair_t *p) {
+  atomic_fetch_add(&p->posted, 1);
+  dlpg__pair_futex_wake(&p->posted, 1);
   dlpg__pair_ring_bell(&p->sides[p->side]);
   dlpg__pair_futex_wake((_Atomic uint32_t *)&p->drivers, 1);
 }

@@ -90,6 +90,7 @@ struct dlpg__shm_pair {
   uint8_t *ring, *data;
   atomic_int aborted;
   atomic_int drivers;          /* callers progressing a blocking transfer */
+  _Atomic uint32_t posted;     /* bumped at each post: the idle serving thread sleeps on it */
   pthread_mutex_t mu;          /* everything below; one progress pass at a time */
   /* Sending. */
   dlpg__shm_xfer_t *sq, *sq_tail;       /* not yet in the ring, in issue order */
