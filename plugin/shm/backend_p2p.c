@@ -152,7 +152,10 @@ static void dlpg__shm_p2p_start(dlpg__shm_p2p_pair_t *pr, const dlpg__op_t *op, 
 
 static void dlpg__shm_p2p_fail(const dlpg__op_t *op, dlpg_status_t st, const char *msg) {
   char m[DLPG__ERROR_MAX];
-  snprintf(m, sizeof m, "%s: %.900s", dlpg__op_name(op->kind), msg);
+  int send = op->kind == DLPG__OP_SEND;
+  snprintf(m, sizeof m, "%s (%zu bytes, tag %d, %s rank %d): %.800s", dlpg__op_name(op->kind),
+           send ? op->in[0].nbytes : op->out[0].nbytes, op->tag, send ? "to" : "from", op->peer,
+           msg);
   dlpg__work_complete(op->work, st, m);
 }
 
