@@ -239,7 +239,7 @@ dlpg_status_t dlpg_group_destroy(dlpg_group_t *group);
  * (on one line). coll_seq numbers collectives (barrier included) and p2p_seq sends and
  * receives, each from 1 in issue order; peer is the p2p peer or the root; devices "cpu",
  * "cuda:0,1" or "-"; backend the one that ran it (CPU: "shm" or "gloo", the group's choice,
- * sends and receives "gloo"; CUDA "nccl"); state queued, started, enqueued (CUDA without a work handle), done or
+ * sends and receives their pair's; CUDA "nccl"); state queued, started, enqueued (CUDA without a work handle), done or
  * failed; times in seconds on CLOCK_MONOTONIC, "-" until reached. Whole lines are copied into
  * buf (NUL-terminated when capacity > 0); *len receives the length of the whole text
  * without the NUL, so a call with buf NULL and capacity 0 sizes the buffer. The same lines
@@ -327,16 +327,21 @@ dlpg_status_t dlpg_reduce_scatter(dlpg_group_t *g, DLTensor *const *inputs,
 dlpg_status_t dlpg_alltoall(dlpg_group_t *g, DLTensor *input, DLTensor *output, void *stream,
                             dlpg_work_t **work);
 
-/* Point-to-point to/from group rank peer. On Gloo, tag (>= 0) matches sends to receives:
- * the n-th send to a peer with a tag meets that peer's n-th receive from this rank with that
- * tag; on NCCL it only orders (messages between a pair arrive in issue order).
+/* Point-to-point to/from group rank peer. On host memory (shared memory or Gloo), tag (>= 0)
+ * matches sends to receives: the n-th send to a peer with a tag meets that peer's n-th
+ * receive from this rank with that tag; on NCCL it only orders (messages between a pair
+ * arrive in issue order). A receive whose size or dtype differs from its send fails with
+ * DLPG_ERR_INVALID_ARGUMENT (so does a send above 4 KiB, which waits for the receiver).
  * Pairwise: a transfer involves its two ranks only (a connection of the pair, created lazily
- * by those two at their first transfer), never the rest of the group. CUDA: that first
+ * by those two at their first transfer), never the rest of the group. Host memory: shared
+ * memory of the pair when both ranks run on one host, else Gloo, decided per pair by the
+ * two ranks alike (DLPG_CPU_BACKEND forces one). CUDA: that first
  * transfer creates the pair's communicator on the calling thread, so first transfers that
  * wait on each other in a cycle (a ring's first step) must be issued in one batch.
  * Progress: with a work handle the call returns at once and the transfer progresses on its
  * own, so a receive issued before its send never keeps that send (or any later operation)
- * from starting; CPU: on a thread of dlpg's, not behind the group's queued collectives;
+ * from starting; CPU: on a thread of dlpg's, not behind the group's queued collectives
+ * (a blocking one on shared memory runs on the calling thread);
  * CUDA (outside graph capture): on an internal stream of the pair, ordered after the work
  * already enqueued on stream but not before stream's later work, so wait for the work
  * (dlpg_work_wait/test) before using a received tensor or reusing a sent one. With

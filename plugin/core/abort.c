@@ -27,7 +27,12 @@ void dlpg__group_cut(struct dlpg_group *g) {
   pthread_mutex_lock(&g->be_mu);
   for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++) {
     const dlpg__backend_vtbl_t *be = g->be_state[i] ? dlpg__backend_loaded(i) : NULL;
-    if (be && (!be->on_worker || be->p2p_direct)) be->abort(g->be_state[i]);
+    /* The worker cuts its own backend's run short; a p2p_direct backend's transfers live
+     * in the same state unless they have one of their own (p2p_state_create). */
+    if (be && (!be->on_worker || (be->p2p_direct && !dlpg__vtbl_has(be, p2p_state_create))))
+      be->abort(g->be_state[i]);
+    be = g->p2p_state[i] ? dlpg__backend_loaded(i) : NULL;
+    if (be && dlpg__vtbl_has(be, p2p_abort)) be->p2p_abort(g->p2p_state[i]);
   }
   pthread_mutex_unlock(&g->be_mu);
 }

@@ -126,6 +126,28 @@ void dlpg__backend_publish(int slot, const dlpg__backend_vtbl_t *vt) {
   __atomic_store_n(&dlpg__published[slot], vt, __ATOMIC_RELEASE);
 }
 
+dlpg_status_t dlpg__backend_p2p_state(struct dlpg_group *g, int slot, void **state) {
+  void *s = __atomic_load_n(&g->p2p_state[slot], __ATOMIC_ACQUIRE);
+  if (s) {
+    *state = s;
+    return DLPG_OK;
+  }
+  const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(slot);
+  if (!vt || !dlpg__vtbl_has(vt, p2p_state_create))
+    return dlpg__error(DLPG_ERR_INTERNAL, "backend %s has no state for sends and receives",
+                       dlpg__backend_name(slot));
+  dlpg_status_t st = DLPG_OK;
+  pthread_mutex_lock(&g->be_mu);
+  s = g->p2p_state[slot];
+  if (!s) {
+    st = vt->p2p_state_create(&g->view, &s);
+    if (st == DLPG_OK) __atomic_store_n(&g->p2p_state[slot], s, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&g->be_mu);
+  if (st == DLPG_OK) *state = s;
+  return st;
+}
+
 dlpg_status_t dlpg__backend_state(struct dlpg_group *g, int slot, void **state) {
   void *s = __atomic_load_n(&g->be_state[slot], __ATOMIC_ACQUIRE);
   if (s) {

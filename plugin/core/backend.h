@@ -91,6 +91,30 @@ dlpg_status_t dlpg__backend_choose(struct dlpg_group *g, int slot, int *chosen);
  * group and return that line; -1 when there is none or the choice was forced. */
 int dlpg__backend_give_way(struct dlpg_group *g, int slot, int failed, const char *why);
 
+/* ------------------------------------------------------------------ sends and receives per
+ * pair (a line whose table has p2p_state_create, backend_abi.h). */
+
+/* The line for a send or receive validated for slot: the line DLPG_CPU_BACKEND names when
+ * it names one serving them, else slot (whose backend then decides each pair). */
+int dlpg__backend_p2p_line(int slot);
+/* 1 when DLPG_CPU_BACKEND names slot's own line: its pairs must not be handed on. */
+int dlpg__backend_p2p_forced(int slot);
+/* g's p2p state of slot, created at the first call under g's lock (never blocks). */
+dlpg_status_t dlpg__backend_p2p_state(struct dlpg_group *g, int slot, void **state);
+/* Rank q's locality string for line (published when it made the group), waiting for it
+ * in slices up to the group's timeout (abort ends the wait). DLPG_ERR_UNSUPPORTED when
+ * this rank could not publish its own. */
+dlpg_status_t dlpg__backend_where_get(const dlpg__be_group_t *g, const char *line, int q,
+                                      char *buf, size_t cap);
+/* A built-in backend hands a send or receive it was issued (its own copy of core's op, as
+ * dlpg__op_t, whose work it has not completed) to the next line serving it: issued there at
+ * once (without blocking), the flight recorder naming that line. why, when not NULL, is
+ * logged at INFO once for the pair ("sends and receives between rank 0 and rank 1 run on
+ * <line> (why)"). When DLPG_CPU_BACKEND forces the backend's own line, or no line follows,
+ * the op's work is completed with DLPG_ERR_UNSUPPORTED and why. The caller keeps (and
+ * frees) its copy. Returns the issue's status (the work is completed either way). */
+dlpg_status_t dlpg__backend_p2p_pass(dlpg__be_op_t *op, const char *why);
+
 /* "gloo 0.5.0; nccl 2.28.9; cuda 13.0" plus, per module, where it was looked for and whether
  * it loaded. load: try to load every module first (dlpg-info). */
 void dlpg__backend_info(char *buf, size_t cap, int load);

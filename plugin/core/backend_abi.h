@@ -12,7 +12,10 @@
  * another version, or whose tables report a version or size core does not know, fails to
  * load with a message naming both versions. Change DLPG__BACKEND_ABI_VERSION whenever a
  * struct here changes in a way a module built from other sources would misread; adding a
- * function at the end of dlpg__host_t keeps the version (struct_size tells the module). */
+ * function at the end of dlpg__host_t keeps the version (struct_size tells the module), and
+ * so does a field appended to dlpg__be_group_t or dlpg__backend_vtbl_t: core reads a table's
+ * appended fields only when its struct_size covers them (dlpg__vtbl_has), and a module
+ * reads the group's only when g->struct_size does. */
 #ifndef DLPG_CORE_BACKEND_ABI_H_
 #define DLPG_CORE_BACKEND_ABI_H_
 
@@ -81,6 +84,11 @@ typedef struct dlpg__be_group {
   const char *name;      /* key prefix in the store */
   dlpg_store_t *store;   /* opaque: use the host's store_set/store_get */
   const int *aborted;    /* nonzero once aborted: read with dlpg__be_group_aborted */
+  /* Appended (read it when struct_size covers it): this rank's count of groups of this
+   * name and size made on this store, the same on every rank of one creation without their
+   * meeting, so keys a backend derives from it are new for each creation; 0 when the store
+   * could not count (then no key scope of its own can be agreed on). */
+  int64_t gen;
 } dlpg__be_group_t;
 
 static inline int dlpg__be_group_aborted(const dlpg__be_group_t *g) {
@@ -197,7 +205,28 @@ typedef struct dlpg__backend_vtbl {
   /* DLPG__KIND_BIT mask of the operations it serves; 0: every kind. An operation of a kind
    * it does not serve goes to the next line serving its device. */
   unsigned kinds;
+  /* ---- appended in the same version: NULL (or beyond struct_size) when it has none. ----
+   * Sends and receives decided per pair, for a line with a locality: they get a state of
+   * their own, never the collectives' (whose creation meets every rank), so a transfer
+   * needs only its two ranks. p2p_state_create runs on the caller's thread under the
+   * group's lock and must not block; issue then gets SEND/RECV ops whose op->state is that
+   * state (on the caller's thread, as p2p_direct says), decides each pair itself (both
+   * ranks alike: from what both published, confirmed by both) and hands a pair it cannot
+   * serve to the next line with dlpg__backend_p2p_pass (core/backend.h; built-in backends
+   * only, since it takes core's op). p2p_abort: any thread, as abort; p2p_destroy at the
+   * group's release, possibly on a thread of the backend's own (it completed the last
+   * work holding the group). */
+  dlpg_status_t (*p2p_state_create)(const dlpg__be_group_t *g, void **state);
+  void (*p2p_abort)(void *state);
+  void (*p2p_destroy)(void *state);
 } dlpg__backend_vtbl_t;
+
+/* Size of a table that ends at kinds (the fields every table of this version has). */
+#define DLPG__BACKEND_VTBL_MIN_SIZE \
+  (offsetof(dlpg__backend_vtbl_t, kinds) + sizeof(unsigned))
+/* Whether vt's struct_size covers its appended field f (and f is set). */
+#define dlpg__vtbl_has(vt, f)                                                              \
+  ((vt)->struct_size >= offsetof(dlpg__backend_vtbl_t, f) + sizeof((vt)->f) && (vt)->f)
 
 /* Bit of an operation kind in a kinds mask. */
 #define DLPG__KIND_BIT(kind) (1u << (unsigned)(kind))

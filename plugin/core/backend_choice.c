@@ -12,8 +12,12 @@
  *     next line, on every rank alike.
  *
  * Sends and receives never wait for this: a line that leaves them out (its kinds mask)
- * passes them to the next line at validation (dlpg__backend_for_kind). Core names no
- * backend here: the lines, their names and their locality functions come from the tables. */
+ * passes them to the next line at validation (dlpg__backend_for_kind), and a line that
+ * takes them (its table's p2p_state_create) decides per pair, from the two ranks' strings
+ * alone (dlpg__backend_where_get), handing a pair it cannot serve to the next line
+ * (dlpg__backend_p2p_pass); DLPG_CPU_BACKEND forces sends and receives too
+ * (dlpg__backend_p2p_line). Core names no backend here: the lines, their names and their
+ * locality functions come from the tables. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -78,6 +82,7 @@ void dlpg__backend_where_publish(struct dlpg_group *g) {
     return;
   }
   g->where_gen = gen;
+  g->view.gen = gen;
   for (int i = 0; i < n; i++) {
     const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(i);
     if (!vt || !vt->locality) continue;
@@ -105,6 +110,32 @@ int dlpg__backend_for_kind(int slot, dlpg__op_kind_t kind) {
       return i;
   }
   return slot; /* nobody else: slot's own check refuses it */
+}
+
+/* The forced name (DLPG_CPU_BACKEND) for slot's devices, or NULL when the rule decides. */
+static const char *dlpg__forced(int slot) {
+  const dlpg__backend_entry_t *e = dlpg__backend_entry(slot);
+  const char *forced = e && (e->devices & DLPG__DEV_BIT(kDLCPU))
+                           ? dlpg__param_str(DLPG__PARAM_CPU_BACKEND) : NULL;
+  return forced && forced[0] && strcmp(forced, "auto") != 0 ? forced : NULL;
+}
+
+int dlpg__backend_p2p_line(int slot) {
+  const char *forced = dlpg__forced(slot);
+  if (!forced) return slot;
+  int n = dlpg__backend_count();
+  for (int i = 0; i < n; i++) {
+    const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(i);
+    if (vt && dlpg__lines_overlap(slot, i) && strcmp(vt->name, forced) == 0 &&
+        (!vt->kinds || (vt->kinds & DLPG__KIND_BIT(DLPG__OP_SEND))))
+      return i;
+  }
+  return slot; /* an unknown name: the collectives' choice reports it */
+}
+
+int dlpg__backend_p2p_forced(int slot) {
+  const char *forced = dlpg__forced(slot);
+  return forced && strcmp(forced, dlpg__backend_name(slot)) == 0;
 }
 
 int dlpg__backend_chosen(struct dlpg_group *g, int slot) {
@@ -138,6 +169,22 @@ static dlpg_status_t dlpg__where_read(struct dlpg_group *g, const dlpg__backend_
       return dlpg__error(st, "group \"%s\": reading where rank %d runs: %s", g->name, q,
                          dlpg__last_error());
   }
+}
+
+dlpg_status_t dlpg__backend_where_get(const dlpg__be_group_t *gv, const char *line, int q,
+                                      char *buf, size_t cap) {
+  struct dlpg_group *g = dlpg__group_of_view(gv);
+  int n = dlpg__backend_count();
+  for (int i = 0; i < n; i++) {
+    const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(i);
+    if (vt && vt->locality && strcmp(vt->name, line) == 0) {
+      if (!g->where_gen)
+        return dlpg__error(DLPG_ERR_UNSUPPORTED, "group \"%s\": rank %d could not publish "
+                           "where it runs", g->name, g->rank);
+      return dlpg__where_read(g, vt, q, buf, cap);
+    }
+  }
+  return dlpg__error(DLPG_ERR_INTERNAL, "no line named %s publishes a locality", line);
 }
 
 /* 1 when vt may serve g by its locality (none, one rank, or every rank's string equal),

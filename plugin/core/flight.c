@@ -127,6 +127,15 @@ void dlpg__flight_start_on(struct dlpg_group *g, uint64_t id, int backend) {
 
 void dlpg__flight_start(struct dlpg_group *g, uint64_t id) { dlpg__flight_start_on(g, id, -1); }
 
+void dlpg__flight_ran_on(struct dlpg_group *g, uint64_t id, int backend) {
+  struct dlpg__flight *f = g ? g->flight : NULL;
+  if (!f || !id) return;
+  pthread_mutex_lock(&f->mu);
+  dlpg__flight_entry_t *e = dlpg__slot(f, id);
+  if (e) e->backend = backend;
+  pthread_mutex_unlock(&f->mu);
+}
+
 
 void dlpg__flight_finish(struct dlpg_group *g, uint64_t id, dlpg_status_t st) {
   struct dlpg__flight *f = g ? g->flight : NULL;

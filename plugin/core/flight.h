@@ -66,6 +66,9 @@ void dlpg__flight_start(struct dlpg_group *g, uint64_t id);
 /* The same, naming the backend that runs it (the group's choice, made at its first operation,
  * may differ from the line validation gave it). */
 void dlpg__flight_start_on(struct dlpg_group *g, uint64_t id, int backend);
+/* The entry's operation runs on backend after all (a send or receive handed to the next
+ * line), whatever its state. */
+void dlpg__flight_ran_on(struct dlpg_group *g, uint64_t id, int backend);
 /* Completion (the work's status); logs the entry with its duration under DLPG_DEBUG=TRACE. */
 void dlpg__flight_finish(struct dlpg_group *g, uint64_t id, dlpg_status_t st);
 /* A work freed before it completed: no longer in flight (state ENQUEUED). */

@@ -54,6 +54,10 @@ struct dlpg_group {
    * the keys under which the ranks published their localities at creation. */
   int64_t where_gen;
 
+  /* Each line's state of sends and receives when its table has p2p_state_create
+   * (backend_abi.h): created on a caller's thread under be_mu, set once, read lock-free. */
+  void *p2p_state[DLPG__GROUP_BACKEND_SLOTS];
+
   /* What a backend is handed instead of the group (filled by dlpg__group_view_init). */
   dlpg__be_group_t view;
 };

@@ -16,6 +16,10 @@ void dlpg__group_retain(struct dlpg_group *g) { atomic_fetch_add(&g->refs, 1); }
 void dlpg__group_release(struct dlpg_group *g) {
   if (!g || atomic_fetch_sub(&g->refs, 1) != 1) return;
   /* The last reference: no work, worker thread or handle uses the group any more. */
+  for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++) {
+    const dlpg__backend_vtbl_t *vt = g->p2p_state[i] ? dlpg__backend_loaded(i) : NULL;
+    if (vt && dlpg__vtbl_has(vt, p2p_destroy)) vt->p2p_destroy(g->p2p_state[i]);
+  }
   for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++)
     if (g->be_state[i]) dlpg__backend_loaded(i)->destroy(g->be_state[i]);
   if (g->store) dlpg__store_release(g->store);

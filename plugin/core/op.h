@@ -22,6 +22,9 @@ typedef struct dlpg__op {
   /* Core only, after the view: a module never reads them. */
   int backend;               /* registry slot (core/backend.h); BARRIER: the host backend's */
   struct dlpg_group *group;  /* the group it was issued on; be.gview is its view */
+  int caller_waits;          /* SEND/RECV: a blocking call outside a batch (work == NULL):
+                                its caller waits for it right after the issue, so a
+                                built-in backend may run it to completion inside issue */
 } dlpg__op_t;
 
 /* The view is the op's first member, so a pointer to one is a pointer to the other. */

@@ -66,7 +66,11 @@ static dlpg_status_t dlpg__issue_direct(const dlpg__backend_vtbl_t *be, dlpg__op
                                         int n) {
   dlpg_status_t st = DLPG_OK;
   for (int i = 0; i < n && st == DLPG_OK; i++) {
-    st = dlpg__backend_state(ops[i]->group, ops[i]->backend, &ops[i]->state);
+    /* Sends and receives of a line deciding them per pair have a state of their own. */
+    int own = (ops[i]->kind == DLPG__OP_SEND || ops[i]->kind == DLPG__OP_RECV) &&
+              dlpg__vtbl_has(be, p2p_state_create);
+    st = own ? dlpg__backend_p2p_state(ops[i]->group, ops[i]->backend, &ops[i]->state)
+             : dlpg__backend_state(ops[i]->group, ops[i]->backend, &ops[i]->state);
     if (st != DLPG_OK) dlpg__error_prefix(st, dlpg__op_name(ops[i]->kind));
   }
   if (st == DLPG_OK) {
@@ -181,6 +185,8 @@ dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
     return DLPG_OK;
   }
 
+  /* Only a lone blocking send or receive may be run to completion inside its issue. */
+  op->caller_waits = work == NULL;
   if (!dlpg__on_caller(be, op)) {
     st = dlpg__issue_worker(op->group, &op, 1, work == NULL); /* op now belongs to the worker */
   } else {
@@ -199,6 +205,35 @@ dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
     return DLPG_OK;
   }
   return w ? dlpg__finish_internal(w, be->on_worker) : DLPG_OK;
+}
+
+dlpg_status_t dlpg__backend_p2p_pass(dlpg__be_op_t *view, const char *why) {
+  dlpg__op_t *op = dlpg__ops_of_views(&view)[0];
+  struct dlpg_group *g = op->group;
+  int from = op->backend, next = -1;
+  for (int i = from + 1; i < dlpg__backend_count() && next < 0; i++) {
+    const dlpg__backend_vtbl_t *o = dlpg__backend_loaded(i);
+    const dlpg__backend_entry_t *ef = dlpg__backend_entry(from), *ei = dlpg__backend_entry(i);
+    if (o && (ef->devices & ei->devices) && (!o->kinds || (o->kinds & DLPG__KIND_BIT(op->kind))))
+      next = i;
+  }
+  const char *fn = dlpg__op_name(op->kind);
+  if (next < 0 || dlpg__backend_p2p_forced(from)) {
+    char m[DLPG__ERROR_MAX];
+    snprintf(m, sizeof m, "%s: rank %d and rank %d cannot use %s%s (%s)", fn, g->rank, op->peer,
+             dlpg__backend_name(from), next < 0 ? ", and no other line serves them"
+                                                : ", which DLPG_CPU_BACKEND forces",
+             why ? why : "no reason given");
+    dlpg__work_complete(op->work, DLPG_ERR_UNSUPPORTED, m);
+    return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s", m);
+  }
+  if (why)
+    DLPG_INFO(P2P, g->rank, "group \"%s\": sends and receives between rank %d and rank %d run "
+              "on %s (%s)", g->name, g->rank, op->peer, dlpg__backend_name(next), why);
+  op->backend = next;
+  if (op->work) dlpg__flight_ran_on(g, op->work->flight_id, next);
+  dlpg__op_t *one = op;
+  return dlpg__issue_direct(dlpg__backend_loaded(next), &one, 1);
 }
 
 dlpg_status_t dlpg_group_start(dlpg_group_t *g) {

@@ -187,7 +187,10 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
    * at the operation's turn, and the first line's rules, which its alternatives share,
    * answer here). */
   int slot = dlpg__backend_for_kind(t0->backend, a->kind);
-  int serving = dlpg__backend_chosen(g, slot);
+  /* Sends and receives: decided per pair by the line's backend, or forced for all. */
+  int p2p = a->kind == DLPG__OP_SEND || a->kind == DLPG__OP_RECV;
+  if (p2p) slot = dlpg__backend_p2p_line(slot);
+  int serving = p2p ? slot : dlpg__backend_chosen(g, slot);
   if (serving != t0->backend) DLPG_CHECK(dlpg__backend_get(fn, serving, &be));
   if (n > be->max_tensors) {
     char most[32];

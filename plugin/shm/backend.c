@@ -2,7 +2,8 @@
  * groups whose ranks all run on one host, one tensor per call, collectives on the group's
  * worker thread (the engine takes one operation at a time per handle, and the worker runs a
  * blocking call inline on the caller's thread when nothing is queued before it). Sends and
- * receives are left to the next line serving host memory (its kinds mask). A thin adapter:
+ * receives are issued on the caller's thread with a state of their own and decided per
+ * pair (backend_p2p.c): shm when both ranks share the host, else the next line. A thin adapter:
  * the engine (shm.h) does the work and names ranks, operations and causes in its messages,
  * which reach core as the operation's status (failure propagation, flight recorder). */
 #include <dlpack/dlpack.h>
@@ -14,6 +15,7 @@
 #include "core/backend_abi.h"
 #include "core/op.h"
 #include "shm/backend.h"
+#include "shm/backend_p2p.h"
 #include "shm/params.h"
 #include "shm/shm.h"
 
@@ -87,6 +89,9 @@ static dlpg_status_t dlpg__shm_be_run(dlpg__shm_t *sh, const dlpg__be_op_t *op) 
 
 /* A batch of one group's collectives, in order; the first failure is the batch's. */
 static dlpg_status_t dlpg__shm_be_issue(dlpg__be_op_t *const *ops, int n) {
+  /* Sends and receives come on the caller's thread (p2p_direct), with the p2p state. */
+  if (n > 0 && (ops[0]->kind == DLPG__OP_SEND || ops[0]->kind == DLPG__OP_RECV))
+    return dlpg__shm_p2p_issue(ops, n);
   for (int i = 0; i < n; i++) DLPG_CHECK(dlpg__shm_be_run((dlpg__shm_t *)ops[i]->state, ops[i]));
   return DLPG_OK;
 }
@@ -103,7 +108,7 @@ const dlpg__backend_vtbl_t dlpg__shm_backend = {
     .devices = DLPG__DEV_BIT(kDLCPU) | DLPG__DEV_BIT(kDLCUDAHost),
     .max_tensors = 1,
     .on_worker = 1,
-    .p2p_direct = 0,
+    .p2p_direct = 1,
     .check = dlpg__shm_be_check,
     .state_create = dlpg__shm_be_state_create,
     .issue = dlpg__shm_be_issue,
@@ -119,5 +124,9 @@ const dlpg__backend_vtbl_t dlpg__shm_backend = {
     .kinds = DLPG__KIND_BIT(DLPG__OP_ALLREDUCE) | DLPG__KIND_BIT(DLPG__OP_BROADCAST) |
              DLPG__KIND_BIT(DLPG__OP_REDUCE) | DLPG__KIND_BIT(DLPG__OP_ALLGATHER) |
              DLPG__KIND_BIT(DLPG__OP_REDUCE_SCATTER) | DLPG__KIND_BIT(DLPG__OP_ALLTOALL) |
-             DLPG__KIND_BIT(DLPG__OP_BARRIER),
+             DLPG__KIND_BIT(DLPG__OP_BARRIER) | DLPG__KIND_BIT(DLPG__OP_SEND) |
+             DLPG__KIND_BIT(DLPG__OP_RECV),
+    .p2p_state_create = dlpg__shm_p2p_state_create,
+    .p2p_abort = dlpg__shm_p2p_abort,
+    .p2p_destroy = dlpg__shm_p2p_destroy,
 };

@@ -16,19 +16,24 @@ set(D ${CMAKE_CURRENT_LIST_DIR})
 dlpg_add_gtest(test_collectives TIMEOUT 600 SOURCES ${D}/test_collectives.cc
   LIBS dlpg_conformance_harness)
 dlpg_add_gtest(test_p2p TIMEOUT 300 SOURCES ${D}/test_p2p.cc ${D}/test_p2p_async.cc
-  LIBS dlpg_conformance_harness)
+  ${D}/test_p2p_tags.cc LIBS dlpg_conformance_harness)
 dlpg_add_gtest(test_errors TIMEOUT 120 SOURCES ${D}/test_errors_inputs.cc
   ${D}/test_errors_peers.cc LIBS dlpg_conformance_harness)
 dlpg_add_gtest(test_group TIMEOUT 300 SOURCES ${D}/test_group.cc LIBS dlpg_conformance_harness)
 # Host memory has two backends, chosen per group: ranks of one host (these tests) get the
-# shared-memory one by default; the same binaries run again with Gloo forced, so both pass
-# the same suite. (Sends and receives are Gloo's under either.)
-foreach(t test_collectives test_errors)
+# shared-memory one by default (sends and receives too, decided per pair); the same binaries
+# run again with Gloo forced, so both pass the same suite.
+foreach(t test_collectives test_errors test_p2p)
   add_test(NAME ${t}_gloo COMMAND ${t})
   get_test_property(${t} TIMEOUT ${t}_timeout)
   set_tests_properties(${t}_gloo PROPERTIES TIMEOUT ${${t}_timeout} ENVIRONMENT
     "DLPG_CPU_BACKEND=gloo")
 endforeach()
+# Sends and receives on shared memory again with pair slots of 4 KiB, so every message
+# above a few KiB is pipelined through hundreds of chunks.
+add_test(NAME test_p2p_smallslot COMMAND test_p2p --gtest_filter=*P2PTags*:*P2PAsync*)
+set_tests_properties(test_p2p_smallslot PROPERTIES TIMEOUT 300 ENVIRONMENT
+  "DLPG_SHM_P2P_SLOT_BYTES=4096")
 
 # The header as plain C99, pedantic, warnings as errors; layout of the public structs.
 add_executable(test_abi_c ${D}/test_abi_c.c)

@@ -10,7 +10,7 @@ dlpg_add_gtest(test_faults TIMEOUT 900 SOURCES ${D}/test_faults.cc ${D}/test_fau
 # Once per host-memory backend: test_faults with the default choice (these ranks share a
 # host: shared memory), test_faults_gloo with Gloo forced. The cases expect what a user of
 # either gets and check from the flight record that their collectives ran on the backend
-# of their entry. Sends and receives are Gloo's under both. The soak runs 200 cycles here;
+# of their entry; sends and receives follow the same choice, per pair. The soak runs 200 cycles here;
 # ci/sanitize.sh runs the full 1 000 on each backend.
 set_tests_properties(test_faults PROPERTIES ENVIRONMENT "DLPG_SOAK_CYCLES=200")
 add_test(NAME test_faults_gloo COMMAND test_faults)

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -248,12 +249,14 @@ TEST(CoreExports, InternalNamesAreNotExported) {
 // The registry: which backend serves which device, known without loading any module.
 TEST(CoreBackend, RegistryServesDevices) {
   // Host memory: the shared-memory backend's line first (validation hands it out; each
-  // group then chooses, backend_choice.c), Gloo's after it, which takes sends and receives.
+  // group then chooses its collectives' line, backend_choice.c), Gloo's after it. Sends and
+  // receives stay on the first line too, which decides per pair (and hands a pair it cannot
+  // serve to the next line).
   EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_device(kDLCPU)), "shm");
   EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_device(kDLCUDAHost)), "shm");
   int first = dlpg__backend_for_device(kDLCPU);
-  EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_kind(first, DLPG__OP_SEND)), "gloo");
-  EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_kind(first, DLPG__OP_RECV)), "gloo");
+  EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_kind(first, DLPG__OP_SEND)), "shm");
+  EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_kind(first, DLPG__OP_RECV)), "shm");
   EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_kind(first, DLPG__OP_ALLREDUCE)), "shm");
   EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_device(kDLCUDA)), "nccl");
   EXPECT_STREQ(dlpg__backend_name(dlpg__backend_for_device(kDLCUDAManaged)), "nccl");
@@ -588,6 +591,101 @@ TEST(CoreSmoke, MissingPeerTimesOut) {
   t0 = dlpg__now();
   dlpg_group_destroy(g);
   EXPECT_LT(dlpg__now() - t0, Scaled(10.0));
+}
+
+// Sends and receives are decided per pair from the two ranks' published localities: with
+// rank 1's string made to say it runs elsewhere (a fake locality, written over its key
+// before any transfer), the pairs 0-1 and 1-2 go to the next line (gloo) while 0-2 stays on
+// shm; the flight recorder names the backend each transfer ran on, and the data arrives.
+TEST(CoreBackend, P2PDecidedPerPair) {
+  Served s;
+  const char *name = "perpair";
+  std::vector<std::string> records(3);
+  std::atomic<int> failures{0};
+  auto body = [&](int rank) {
+    dlpg_store_t *st = nullptr;
+    ASSERT_EQ(dlpg_store_open(s.Url().c_str(), 30, &st), DLPG_OK) << dlpg_last_error();
+    dlpg_group_options_t o = DLPG_GROUP_OPTIONS_INIT;
+    o.name = name;
+    o.timeout_s = Scaled(30);
+    dlpg_group_t *g = nullptr;
+    ASSERT_EQ(dlpg_group_create(st, rank, 3, &o, &g), DLPG_OK) << dlpg_last_error();
+    size_t len = 0;
+    if (rank == 1) {
+      // The key the group published (its first creation of this name and size).
+      const char *key = "perpair/dlpg/where/3.1/shm/1";
+      char old[600];
+      ASSERT_EQ(dlpg_store_get(st, key, 10, old, sizeof old, &len), DLPG_OK) << dlpg_last_error();
+      ASSERT_EQ(dlpg_store_set(st, key, "elsewhere", 9), DLPG_OK);
+      ASSERT_EQ(dlpg_store_set(st, "perpair/test/faked", "1", 1), DLPG_OK);
+    } else {
+      char b[4];
+      ASSERT_EQ(dlpg_store_get(st, "perpair/test/faked", 20, b, sizeof b, &len), DLPG_OK);
+    }
+    auto tensor = [](std::vector<int32_t> &v) {
+      DLTensor t{};
+      t.data = v.data();
+      t.device = {kDLCPU, 0};
+      t.ndim = 1;
+      t.dtype = {kDLInt, 32, 1};
+      static thread_local int64_t shape;
+      shape = static_cast<int64_t>(v.size());
+      t.shape = &shape;
+      return t;
+    };
+    auto data = [](int src, int dst) {
+      std::vector<int32_t> v(1000);
+      for (size_t i = 0; i < v.size(); i++) v[i] = static_cast<int32_t>(src * 100000 + dst * 1000 + i);
+      return v;
+    };
+    // 0 -> 1 (gloo), 0 -> 2 (shm), 1 -> 2 (gloo); blocking, in an order that cannot deadlock.
+    std::vector<std::pair<int, int>> plan = {{0, 1}, {0, 2}, {1, 2}};
+    for (auto &e : plan) {
+      if (rank != e.first && rank != e.second) continue;
+      std::vector<int32_t> v = rank == e.first ? data(e.first, e.second) : std::vector<int32_t>(1000, -1);
+      DLTensor t = tensor(v);
+      dlpg_status_t r = rank == e.first ? dlpg_send(g, &t, e.second, 5, nullptr, nullptr)
+                                        : dlpg_recv(g, &t, e.first, 5, nullptr, nullptr);
+      EXPECT_EQ(r, DLPG_OK) << dlpg_last_error();
+      if (rank == e.second && v != data(e.first, e.second)) failures++;
+    }
+    std::vector<int32_t> one(1, rank);
+    DLTensor t = tensor(one);
+    DLTensor *ts[] = {&t};
+    EXPECT_EQ(dlpg_allreduce(g, ts, nullptr, 1, DLPG_SUM, nullptr, nullptr), DLPG_OK)
+        << dlpg_last_error();
+    EXPECT_EQ(one[0], 3);
+    std::string rec(1 << 16, '\0');
+    ASSERT_EQ(dlpg_group_flight_record(g, &rec[0], rec.size(), &len), DLPG_OK);
+    rec.resize(len);
+    records[rank] = rec;
+    dlpg_group_destroy(g);
+    dlpg_store_close(st);
+  };
+  std::vector<std::thread> th;
+  for (int r = 0; r < 3; r++) th.emplace_back(body, r);
+  for (auto &t : th) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  // Each rank's p2p entries, by peer: "peer=1 backend=gloo".
+  auto ran = [&](int rank, int peer) {
+    std::istringstream in(records[rank]);
+    std::string line, want = " peer=" + std::to_string(peer) + " ";
+    while (std::getline(in, line))
+      if (line.find("p2p_seq=") != std::string::npos && line.find(want) != std::string::npos) {
+        size_t b = line.find("backend=");
+        return b == std::string::npos ? std::string("?") : line.substr(b + 8, line.find(' ', b) - b - 8);
+      }
+    return std::string("none");
+  };
+  EXPECT_EQ(ran(0, 1), "gloo") << records[0];
+  EXPECT_EQ(ran(0, 2), "shm") << records[0];
+  EXPECT_EQ(ran(1, 0), "gloo") << records[1];
+  EXPECT_EQ(ran(1, 2), "gloo") << records[1];
+  EXPECT_EQ(ran(2, 0), "shm") << records[2];
+  EXPECT_EQ(ran(2, 1), "gloo") << records[2];
+  // The collectives: not every rank on one host, so Gloo.
+  EXPECT_NE(records[0].find("op=dlpg_allreduce"), std::string::npos);
+  EXPECT_NE(records[0].find("backend=gloo state=done status=DLPG_OK"), std::string::npos) << records[0];
 }
 
 }  // namespace
