@@ -212,7 +212,7 @@ static void dlpg__failure_on_abort(struct dlpg_group *g) {
     if (dlpg__fail_enabled(g))
       dlpg__record(g, DLPG_ERR_ABORTED, "the group was aborted (dlpg_group_abort)", 1);
   }
-  dlpg__flight_dump(g, why);
+  dlpg__flight_dump_all(g, why);
 }
 
 void dlpg__group_abort(struct dlpg_group *g) {

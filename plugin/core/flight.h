@@ -81,6 +81,16 @@ void dlpg__flight_format_entry(const dlpg__flight_entry_t *e, char *buf, size_t 
 size_t dlpg__flight_format(struct dlpg_group *g, char *buf, size_t cap);
 /* WARN lines: why (naming the group), then every entry. */
 void dlpg__flight_dump(struct dlpg_group *g, const char *why);
+/* "queued", "started", "enqueued", "done", "failed". */
+const char *dlpg__flight_state_name(dlpg__flight_state_t s);
+/* A copy of the live entries, oldest first, into *out (malloc'd, the caller frees; NULL when
+ * none), the ring's capacity and the progress counters; returns the number of entries. */
+int dlpg__flight_entries(struct dlpg_group *g, dlpg__flight_entry_t **out, int *capacity,
+                         dlpg__flight_progress_t *p);
+/* The dump at an abort (flight_file.c): dlpg__flight_dump's lines, and the record as JSON in
+ * DLPG_FLIGHT_RECORDER_DUMP's file for this group and rank when that is set (one log line
+ * says where, or why not). */
+void dlpg__flight_dump_all(struct dlpg_group *g, const char *why);
 
 #ifdef __cplusplus
 }
