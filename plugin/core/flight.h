@@ -91,6 +91,10 @@ int dlpg__flight_entries(struct dlpg_group *g, dlpg__flight_entry_t **out, int *
  * DLPG_FLIGHT_RECORDER_DUMP's file for this group and rank when that is set (one log line
  * says where, or why not). */
 void dlpg__flight_dump_all(struct dlpg_group *g, const char *why);
+/* This thread's own failure (what it records for its peers), which the next dump on this
+ * thread adds to its reason: the abort that follows a local failure only knows that the
+ * group was aborted. The dump clears it. */
+void dlpg__flight_dump_cause(const char *what);
 
 #ifdef __cplusplus
 }

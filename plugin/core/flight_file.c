@@ -152,7 +152,19 @@ static void dlpg__flight_dump_file(struct dlpg_group *g, const char *why) {
     DLPG_WARN(COLL, g->rank, "group \"%s\": flight record written to %s", g->name, path);
 }
 
+static _Thread_local char dlpg__dump_cause[1024];
+
+void dlpg__flight_dump_cause(const char *what) {
+  snprintf(dlpg__dump_cause, sizeof dlpg__dump_cause, "%s", what ? what : "");
+}
+
 void dlpg__flight_dump_all(struct dlpg_group *g, const char *why) {
+  char reason[DLPG__DUMP_PATH_MAX];
+  if (dlpg__dump_cause[0]) {
+    snprintf(reason, sizeof reason, "%s: %s", why, dlpg__dump_cause);
+    why = reason;
+    dlpg__dump_cause[0] = '\0';
+  }
   dlpg__flight_dump(g, why);
   dlpg__flight_dump_file(g, why);
 }

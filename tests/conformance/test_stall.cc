@@ -134,6 +134,53 @@ TEST(StallEnv, WarnsOnceNamingTheStalledRank) {
   EXPECT_EQ(t.out[2].exit_code, 0);
 }
 
+// Point-to-point: rank 0 waits in a receive from rank 1, which stalls before its send.
+// Rank 0 warns once, naming the receive and rank 1 (p2p numbers are per rank, so the
+// warning quotes rank 1's record, or says it has none, and claims nothing more).
+TEST(StallEnv, WarnsOnceForAReceive) {
+  if (Env("DLPG_STALL_WARN_S") != "1") GTEST_SKIP() << "run by the test_stall_warn entries";
+  Trial t;
+  RunTrial(2, UniqueName(), 60, [](FaultRank &c) {
+    dlpg_group_t *g = JoinTrialGroup(c, kTimeout);
+    if (!g) return;
+    c.Put("warm", c.api->status_name(Allreduce(c, g, 100, 21)));
+    if (c.rank == 1) {
+      WaitKey(c, c.name + "/failed0", 60);
+      c.api->group_destroy(g);
+      return;
+    }
+    HostTensor buf(DT::I64, {33});
+    dlpg_status_t s = DLPG_OK;
+    std::string log = CaptureStderr([&] {
+      s = c.api->recv(g, buf.dl(), 1, 7, nullptr, nullptr);
+    });
+    c.Put("op", c.api->status_name(s));
+    SetKey(c, c.name + "/failed0");
+    c.Put("warnings", std::to_string(Count(log, "still blocked after")));
+    c.Put("warning", LineWith(log, "still blocked after"));
+    size_t warn_at = log.find("still blocked after");
+    size_t fail_at = log.find("flight recorder, last");
+    c.Put("order", warn_at != std::string::npos && fail_at != std::string::npos &&
+                           warn_at < fail_at ? "warning first" : OneLine(log));
+    c.api->group_destroy(g);
+  }, nullptr, &t);
+  const RankOutcome &o = t.out[0];
+  std::string w = o.Get("warning");
+  printf("rank 0's stall warning: %s\n", w.c_str());
+  EXPECT_EQ(o.Get("op"), "DLPG_ERR_TIMEOUT");
+  EXPECT_EQ(o.Get("warnings"), "1") << w;
+  EXPECT_NE(w.find("dlpg_recv from rank 1 (p2p_seq 1 on this rank, int64 x33)"), std::string::npos)
+      << w;
+  EXPECT_TRUE(w.find("rank 1 published no progress, so whether it posted the matching send "
+                     "is unknown") != std::string::npos ||
+              w.find("rank 1's last progress record: coll_seq 1 started, 1 completed; 0 "
+                     "point-to-point operations started") != std::string::npos)
+      << w;
+  EXPECT_EQ(o.Get("order"), "warning first");
+  EXPECT_EQ(o.exit_code, 0);
+  EXPECT_EQ(t.out[1].exit_code, 0);
+}
+
 // DLPG_DEBUG_FILE=<dir>/dlpg.%h.%p: each rank's lines land in its own file, none on stderr.
 TEST(StallEnv, DebugFileNamedByHostAndPid) {
   std::string pattern = Env("DLPG_DEBUG_FILE");
