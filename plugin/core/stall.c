@@ -6,6 +6,7 @@
 #include "core/stall.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,12 +26,20 @@
 #define DLPG__STALL_READ_MAX 64
 #define DLPG__STALL_NAME_MAX 16
 
-double dlpg__stall_after_s(const struct dlpg_group *g) {
+/* DLPG_STALL_WARN_S parsed once (an unparsable value is reported once, then the default
+ * applies): < 0 unset, else the threshold (0: off). */
+static pthread_once_t dlpg__stall_once = PTHREAD_ONCE_INIT;
+static double dlpg__stall_param = -1;
+
+static void dlpg__stall_load(void) {
   double v = 0;
-  if (dlpg__param_double(DLPG__PARAM_STALL_WARN_S, &v)) {
-    if (!(v > 0)) return 0;
-    return v < DLPG__STALL_MIN_S ? DLPG__STALL_MIN_S : v;
-  }
+  if (!dlpg__param_double(DLPG__PARAM_STALL_WARN_S, &v)) return;
+  dlpg__stall_param = !(v > 0) ? 0 : v < DLPG__STALL_MIN_S ? DLPG__STALL_MIN_S : v;
+}
+
+double dlpg__stall_after_s(const struct dlpg_group *g) {
+  pthread_once(&dlpg__stall_once, dlpg__stall_load);
+  if (dlpg__stall_param >= 0) return dlpg__stall_param;
   double half = g->timeout_s / 2;
   return half < DLPG__STALL_DEFAULT_S ? half : DLPG__STALL_DEFAULT_S;
 }
