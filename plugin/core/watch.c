@@ -14,10 +14,10 @@
 #include "core/failure_impl.h"
 #include "core/flight.h"
 #include "core/group.h"
-#include "core/stall.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "core/thread.h"
+#include "core/stall.h"
 
 /* An operation is "blocked" once nothing completed for this long while it is in flight. */
 #define DLPG__WATCH_BLOCKED_S 0.2
