@@ -1,7 +1,8 @@
 /* The flight recorder (model: torch's NCCL flight recorder): a bounded ring of a group's last
  * operations, filled by core when it issues an operation, when the operation starts (the
  * worker picks it up, or the caller-thread backend enqueues it) and when its work completes.
- * Dumped to the log on timeout, abort or remote failure, readable through
+ * Dumped to the log on timeout, abort or remote failure (and, with DLPG_FLIGHT_RECORDER_DUMP,
+ * to a JSON file per rank: flight_file.c), readable through
  * dlpg_group_flight_record, and the source of each rank's progress (the last collective
  * sequence number started and completed) that the failure watcher publishes (failure.h).
  * Sequence numbers count collectives (barrier included) and point-to-point operations
