@@ -1,4 +1,4 @@
-/* Logging's configuration (log.h): DLPG_DEBUG and DLPG_DEBUG_SUBSYS, read through params.c
+/* Logging's configuration (log.h): DLPG_DEBUG, DLPG_DEBUG_SUBSYS and DLPG_DEBUG_FILE, read through params.c
  * at the first check or line, configure the writer (log_writer.c), which formats and
  * filters. */
 #include "base/log.h"
@@ -12,6 +12,7 @@
 static pthread_once_t dlpg__log_once = PTHREAD_ONCE_INIT;
 
 static void dlpg__log_load(void) {
+  dlpg__log_set_file(dlpg__param_str(DLPG__PARAM_DEBUG_FILE));
   dlpg__log_configure(dlpg__param_str(DLPG__PARAM_DEBUG),
                       dlpg__param_str(DLPG__PARAM_DEBUG_SUBSYS));
 }

@@ -2,10 +2,13 @@
  * subsystems registered so far, again at each registration, so a name a module registers
  * after the first log line is selected too. A leading "^" inverts the list, as in
  * NCCL_DEBUG_SUBSYS. Lines go to stderr, one fprintf each so lines of several threads do not
- * interleave mid-line. */
+ * interleave mid-line, or (DLPG_DEBUG_FILE, as NCCL_DEBUG_FILE) to a file of the process,
+ * one write(2) each on a descriptor opened for appending. */
 #include "base/log_writer.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +131,81 @@ static void dlpg__log_host_init(void) {
   if (dot) *dot = '\0';
 }
 
+/* ------------------------------------------------------------------ the log file */
+
+/* DLPG_DEBUG_FILE as configured (NULL: stderr), and the descriptor of this process's file:
+ * opened for pid dlpg__log_fd_pid, so a forked child (another pid) opens its own. A pid
+ * whose file could not be opened writes to stderr (dlpg__log_failed_pid). */
+static pthread_mutex_t dlpg__log_file_mu = PTHREAD_MUTEX_INITIALIZER;
+static char *dlpg__log_file_pattern;
+static int dlpg__log_file_set;
+static int dlpg__log_fd = -1;
+static pid_t dlpg__log_fd_pid, dlpg__log_failed_pid;
+
+void dlpg__log_set_file(const char *pattern) {
+  pthread_mutex_lock(&dlpg__log_file_mu);
+  if (!dlpg__log_file_set) {
+    dlpg__log_file_pattern = pattern && pattern[0] ? strdup(pattern) : NULL;
+    __atomic_store_n(&dlpg__log_file_set, 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&dlpg__log_file_mu);
+}
+
+/* pattern with %h (host), %p (pid) and %% expanded into buf; 0 when it does not fit. */
+static int dlpg__log_file_path(const char *pattern, char *buf, size_t cap) {
+  size_t n = 0;
+  for (const char *c = pattern; *c; c++) {
+    char tmp[64];
+    const char *add = tmp;
+    if (c[0] == '%' && c[1] == 'h') {
+      add = dlpg__log_host;
+      c++;
+    } else if (c[0] == '%' && c[1] == 'p') {
+      snprintf(tmp, sizeof tmp, "%d", (int)getpid());
+      c++;
+    } else if (c[0] == '%' && c[1] == '%') {
+      snprintf(tmp, sizeof tmp, "%%");
+      c++;
+    } else {
+      tmp[0] = *c;
+      tmp[1] = '\0';
+    }
+    size_t l = strlen(add);
+    if (n + l >= cap) return 0;
+    memcpy(buf + n, add, l);
+    n += l;
+  }
+  buf[n] = '\0';
+  return 1;
+}
+
+/* The descriptor lines of this process go to: the file's, or -1 for stderr (under
+ * dlpg__log_file_mu). */
+static int dlpg__log_file_fd(void) {
+  if (!dlpg__log_file_pattern) return -1;
+  pid_t pid = getpid();
+  if (dlpg__log_fd >= 0 && dlpg__log_fd_pid == pid) return dlpg__log_fd;
+  if (dlpg__log_failed_pid == pid) return -1;
+  if (dlpg__log_fd >= 0) close(dlpg__log_fd); /* the parent's, inherited by this child */
+  dlpg__log_fd = -1;
+  char path[4096];
+  int fd = -1, err = ENAMETOOLONG;
+  if (dlpg__log_file_path(dlpg__log_file_pattern, path, sizeof path)) {
+    fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    err = errno;
+  }
+  if (fd < 0) {
+    dlpg__log_failed_pid = pid;
+    fprintf(stderr, "%s:%d dlpg WARN INIT DLPG_DEBUG_FILE=\"%s\": cannot open \"%s\" (%s); "
+            "logging to stderr\n", dlpg__log_host, (int)pid, dlpg__log_file_pattern,
+            fd < 0 && err == ENAMETOOLONG ? dlpg__log_file_pattern : path, strerror(err));
+    return -1;
+  }
+  dlpg__log_fd = fd;
+  dlpg__log_fd_pid = pid;
+  return fd;
+}
+
 void dlpg__log_write(dlpg__log_level_t level, dlpg__log_subsys_t sub, int rank, const char *fmt,
                      va_list ap) {
   pthread_once(&dlpg__log_host_once, dlpg__log_host_init);
@@ -136,7 +214,21 @@ void dlpg__log_write(dlpg__log_level_t level, dlpg__log_subsys_t sub, int rank, 
   char rk[16];
   if (rank < 0) snprintf(rk, sizeof rk, "-");
   else snprintf(rk, sizeof rk, "%d", rank);
-  fprintf(stderr, "%s:%d:%ld [%s] dlpg %s %s %s\n", dlpg__log_host, (int)getpid(),
-          (long)syscall(SYS_gettid), rk, dlpg__level_name(level),
-          sub ? dlpg__log_subsys_name(sub) : "-", msg);
+  char line[1280];
+  int len = snprintf(line, sizeof line, "%s:%d:%ld [%s] dlpg %s %s %s\n", dlpg__log_host,
+                     (int)getpid(), (long)syscall(SYS_gettid), rk, dlpg__level_name(level),
+                     sub ? dlpg__log_subsys_name(sub) : "-", msg);
+  if (len < 0) return;
+  if ((size_t)len >= sizeof line) {
+    len = (int)sizeof line - 1;
+    line[len - 1] = '\n';
+  }
+  if (__atomic_load_n(&dlpg__log_file_set, __ATOMIC_ACQUIRE) && dlpg__log_file_pattern) {
+    pthread_mutex_lock(&dlpg__log_file_mu);
+    int fd = dlpg__log_file_fd();
+    ssize_t w = fd >= 0 ? write(fd, line, (size_t)len) : -1;
+    pthread_mutex_unlock(&dlpg__log_file_mu);
+    if (w >= 0) return;
+  }
+  fputs(line, stderr);
 }

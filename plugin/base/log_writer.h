@@ -13,11 +13,16 @@
 /* Configure from DLPG_DEBUG's and DLPG_DEBUG_SUBSYS's values (NULL: their defaults). The
  * first call wins; later ones change nothing. */
 void dlpg__log_configure(const char *level, const char *subsys);
+/* Send the lines to the file pattern names (DLPG_DEBUG_FILE: %h the host, %p the pid, %%
+ * a '%') instead of stderr; NULL or "": stderr. Opened at the first line of each process
+ * (a forked child opens its own); a file that cannot be opened gives one line on stderr and
+ * the lines stay there. The first call wins. */
+void dlpg__log_set_file(const char *pattern);
 /* 1 once configured. */
 int dlpg__log_configured(void);
 /* Whether a line of level under sub passes the configuration (0 before it is configured). */
 int dlpg__log_would(dlpg__log_level_t level, dlpg__log_subsys_t sub);
-/* Write one line to stderr (no filtering). */
+/* Write one line to the log (stderr or the file; no filtering). */
 void dlpg__log_write(dlpg__log_level_t level, dlpg__log_subsys_t sub, int rank, const char *fmt,
                      va_list ap);
 

@@ -44,9 +44,11 @@ static pthread_mutex_t dlpg__params_mu = PTHREAD_MUTEX_INITIALIZER;
 __attribute__((format(printf, 1, 2)))
 #endif
 static void dlpg__param_warn(const char *fmt, ...) {
-  if (!dlpg__log_configured())
+  if (!dlpg__log_configured()) {
+    dlpg__log_set_file(dlpg__param_str(DLPG__PARAM_DEBUG_FILE));
     dlpg__log_configure(dlpg__param_str(DLPG__PARAM_DEBUG),
                         dlpg__param_str(DLPG__PARAM_DEBUG_SUBSYS));
+  }
   if (!dlpg__log_would(DLPG__LOG_WARN, DLPG__SUB_INIT)) return;
   va_list ap;
   va_start(ap, fmt);

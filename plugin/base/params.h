@@ -80,6 +80,9 @@ void dlpg__params_print(FILE *f);
   X(CPU_BACKEND, "DLPG_CPU_BACKEND", "auto", 0, "host-memory tensors: auto (per group: the first backend whose locality every rank shares), or the name of a backend serving cpu") \
   X(FLIGHT_RECORDER_ENTRIES, "DLPG_FLIGHT_RECORDER_ENTRIES", "64", DLPG__PARAM_CACHED, "operations each group's flight recorder keeps (0: none)") \
   X(PROPAGATE_FAILURES, "DLPG_PROPAGATE_FAILURES", "1", DLPG__PARAM_CACHED, "0: a rank's failure is not recorded in the store for its peers") \
+  X(STALL_WARN_S, "DLPG_STALL_WARN_S", NULL, DLPG__PARAM_CACHED, "seconds an operation stays blocked before one WARN names the ranks that had not reached it (default min(60, half the group's timeout); 0: off)") \
+  X(DEBUG_FILE, "DLPG_DEBUG_FILE", NULL, DLPG__PARAM_CACHED, "write the log to this file instead of stderr (%h: host, %p: pid, %%: %)") \
+  X(FLIGHT_RECORDER_DUMP, "DLPG_FLIGHT_RECORDER_DUMP", NULL, DLPG__PARAM_CACHED, "directory (or path prefix) where each rank writes <group>.<rank>.json, its flight record, on timeout, abort or remote failure") \
   X(RANK, "RANK", NULL, 0, "launcher: this process's rank")                                  \
   X(WORLD_SIZE, "WORLD_SIZE", NULL, 0, "launcher: number of ranks")                          \
   X(MASTER_ADDR, "MASTER_ADDR", NULL, 0, "launcher: host of rank 0")                         \

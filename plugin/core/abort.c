@@ -54,7 +54,7 @@ void dlpg__fail_adopt(struct dlpg_group *g, int rank, const char *msg) {
   if (dlpg__group_set_aborted(g)) {
     char why[DLPG__ERROR_MAX];
     dlpg__failure_remote(g, why, sizeof why);
-    dlpg__flight_dump(g, why);
+    dlpg__flight_dump_all(g, why);
   }
   dlpg__group_cut(g);
 }

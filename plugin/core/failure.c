@@ -162,6 +162,7 @@ static dlpg_status_t dlpg__op_failed(struct dlpg_group *g, uint64_t flight_id,
   }
   dlpg__record(g, st, what, 0);
   dlpg__error_restore(&se, DLPG_OK);
+  dlpg__flight_dump_cause(what); /* the dump's reason */
   dlpg__group_abort(g);
   return st;
 }
@@ -180,6 +181,7 @@ static void dlpg__timed_out(struct dlpg_group *g, uint64_t flight_id, const char
   snprintf(what, sizeof what, "%s did not complete within %g s (%s)", op_name, timeout_s, note);
   dlpg__record(g, DLPG_ERR_TIMEOUT, what, 0);
   dlpg__error_restore(&se, DLPG_OK);
+  dlpg__flight_dump_cause(what); /* the dump's reason (work_wait.c aborts next) */
 }
 
 /* The store requests made on a failing operation's thread (records, progress of the peers)
@@ -212,7 +214,7 @@ static void dlpg__failure_on_abort(struct dlpg_group *g) {
     if (dlpg__fail_enabled(g))
       dlpg__record(g, DLPG_ERR_ABORTED, "the group was aborted (dlpg_group_abort)", 1);
   }
-  dlpg__flight_dump(g, why);
+  dlpg__flight_dump_all(g, why);
 }
 
 void dlpg__group_abort(struct dlpg_group *g) {

@@ -321,3 +321,15 @@ dlpg_status_t dlpg_group_flight_record(dlpg_group_t *g, char *buf, size_t capaci
   *len = dlpg__flight_format(g, buf, capacity);
   return DLPG_OK;
 }
+
+/* For the dump file (flight_file.c). */
+const char *dlpg__flight_state_name(dlpg__flight_state_t s) { return dlpg__state_name(s); }
+
+int dlpg__flight_entries(struct dlpg_group *g, dlpg__flight_entry_t **out, int *capacity,
+                         dlpg__flight_progress_t *p) {
+  struct dlpg__flight *f = g ? g->flight : NULL;
+  *out = NULL;
+  *capacity = f ? f->cap : 0;
+  dlpg__flight_progress(g, p);
+  return f ? dlpg__flight_snapshot(f, out) : 0;
+}

@@ -1,7 +1,8 @@
 /* The flight recorder (model: torch's NCCL flight recorder): a bounded ring of a group's last
  * operations, filled by core when it issues an operation, when the operation starts (the
  * worker picks it up, or the caller-thread backend enqueues it) and when its work completes.
- * Dumped to the log on timeout, abort or remote failure, readable through
+ * Dumped to the log on timeout, abort or remote failure (and, with DLPG_FLIGHT_RECORDER_DUMP,
+ * to a JSON file per rank: flight_file.c), readable through
  * dlpg_group_flight_record, and the source of each rank's progress (the last collective
  * sequence number started and completed) that the failure watcher publishes (failure.h).
  * Sequence numbers count collectives (barrier included) and point-to-point operations
@@ -84,6 +85,20 @@ void dlpg__flight_format_entry(const dlpg__flight_entry_t *e, char *buf, size_t 
 size_t dlpg__flight_format(struct dlpg_group *g, char *buf, size_t cap);
 /* WARN lines: why (naming the group), then every entry. */
 void dlpg__flight_dump(struct dlpg_group *g, const char *why);
+/* "queued", "started", "enqueued", "done", "failed". */
+const char *dlpg__flight_state_name(dlpg__flight_state_t s);
+/* A copy of the live entries, oldest first, into *out (malloc'd, the caller frees; NULL when
+ * none), the ring's capacity and the progress counters; returns the number of entries. */
+int dlpg__flight_entries(struct dlpg_group *g, dlpg__flight_entry_t **out, int *capacity,
+                         dlpg__flight_progress_t *p);
+/* The dump at an abort (flight_file.c): dlpg__flight_dump's lines, and the record as JSON in
+ * DLPG_FLIGHT_RECORDER_DUMP's file for this group and rank when that is set (one log line
+ * says where, or why not). */
+void dlpg__flight_dump_all(struct dlpg_group *g, const char *why);
+/* This thread's own failure (what it records for its peers), which the next dump on this
+ * thread adds to its reason: the abort that follows a local failure only knows that the
+ * group was aborted. The dump clears it. */
+void dlpg__flight_dump_cause(const char *what);
 
 #ifdef __cplusplus
 }

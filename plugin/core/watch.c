@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "core/thread.h"
+#include "core/stall.h"
 
 /* An operation is "blocked" once nothing completed for this long while it is in flight. */
 #define DLPG__WATCH_BLOCKED_S 0.2
@@ -50,6 +51,7 @@ typedef struct dlpg__watch_loop {
   char soft_seen[DLPG__ERROR_MAX + 64];
   double soft_seen_at;
   double rejected_until; /* this rank rejected a call: read the failure key until then */
+  uint64_t stall_warned; /* the flight id of the operation last warned about (stall.h) */
 } dlpg__watch_loop_t;
 
 static void dlpg__publish_progress(struct dlpg_group *g, dlpg__watch_loop_t *L,
@@ -188,7 +190,8 @@ static void *dlpg__watch_main(void *arg) {
     if (p.oldest.id && p.oldest.t_issue > since) since = p.oldest.t_issue;
     /* A look that finds the group's failure aborts it; the loop then only writes records. */
     if (p.inflight > 0 && now - since >= DLPG__WATCH_BLOCKED_S) {
-      dlpg__watch_blocked(g, &L, &p, now - since);
+      if (!dlpg__watch_blocked(g, &L, &p, now - since))
+        dlpg__stall_check(g, &p, dlpg__now() - since, &L.stall_warned);
     } else if (L.published_blocked && p.inflight == 0) {
       dlpg__publish_progress(g, &L, &p); /* unblocked: where this rank got to */
       L.published_blocked = 0;
