@@ -72,10 +72,11 @@ dlpg_status_t dlpg__backend_state(struct dlpg_group *g, int slot, void **state);
  * for groups on one host, then a network one for any group). Validation gives an operation
  * its device's first line (dlpg__backend_for_device); the group's worker resolves that line
  * to the group's choice at its first operation, the same on every rank because it is
- * derived from what every rank published in the store when the group was made. */
+ * derived from what every rank published in the store under its job's scope (job.h). */
 
-/* At group creation: publish, for each line with a locality (backend_abi.h), this rank's
- * locality under the group's keys. Store writes only: waits for no other rank. */
+/* Once this rank knows its job (rank 0 at creation, the others when they join): publish,
+ * for each line with a locality (backend_abi.h), this rank's locality under the job's
+ * scope; later calls do nothing. Store writes only: waits for no other rank. */
 void dlpg__backend_where_publish(struct dlpg_group *g);
 /* The line serving kind for an operation on slot's device: slot, or the next line serving
  * that device when slot's table leaves kind out (its kinds mask). Never blocks. */

@@ -2,8 +2,9 @@
  * backend that serves only groups whose ranks share a locality (one host) ahead of one that
  * serves any group. The rule, the same on every rank because every input is in the store:
  *
- *   - each rank publishes, when it makes the group, the locality string of every line that
- *     has one (a store write: it waits for nobody);
+ *   - each rank publishes the locality string of every line that has one under its job's
+ *     scope (core/job.h), rank 0 when it makes the group, the others when they join the job
+ *     (a store write: it waits for nobody);
  *   - at the group's first operation on that device, its worker reads every rank's string:
  *     the first line (registry order) whose strings are all equal, or that has none, wins;
  *     DLPG_CPU_BACKEND names a line instead (host memory only);
@@ -24,6 +25,7 @@
 #include "base/status.h"
 #include "core/backend.h"
 #include "core/group.h"
+#include "core/job.h"
 
 #define DLPG__WHERE_MAX 512
 #define DLPG__WHERE_KEY_MAX (DLPG__WHERE_MAX + 600)
@@ -52,32 +54,23 @@ static const dlpg__backend_vtbl_t *dlpg__candidate(int slot, int i) {
   return vt;
 }
 
-/* "<name>/dlpg/where/<size>.<gen>/<backend>/<rank>" */
+/* "<job scope>/where/<backend>/<rank>": one job's, whatever earlier jobs of the name did. */
 static void dlpg__where_key(struct dlpg_group *g, const char *backend, int rank, char *key,
                             size_t cap) {
-  snprintf(key, cap, "%s/dlpg/where/%d.%" PRId64 "/%s/%d", g->name, g->size, g->where_gen,
-           backend, rank);
+  snprintf(key, cap, "%s/where/%s/%d", dlpg__job_scope(g), backend, rank);
 }
 
 void dlpg__backend_where_publish(struct dlpg_group *g) {
-  if (g->size < 2) return; /* one rank shares everything with itself */
+  /* One rank shares everything with itself; a rank not in its job yet publishes later. */
+  if (g->size < 2 || g->where_gen || !dlpg__job_scope(g)) return;
   int n = dlpg__backend_count(), any = 0;
   for (int i = 0; i < n && !any; i++) {
     const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(i);
     any = vt && vt->locality;
   }
   if (!any) return;
-  /* Each rank counts its own groups of this name and size, so the ranks of one incarnation
-   * agree on the number without meeting, and a re-made group never reads stale strings. */
   char key[DLPG__WHERE_KEY_MAX];
-  snprintf(key, sizeof key, "%s/dlpg/where/%d/n/%d", g->name, g->size, g->rank);
-  int64_t gen = 0;
-  if (dlpg_store_add(g->store, key, 1, &gen) != DLPG_OK || gen <= 0) {
-    DLPG_WARN(INIT, g->rank, "group \"%s\": cannot publish where this rank runs: %s", g->name,
-              dlpg__last_error());
-    return;
-  }
-  g->where_gen = gen;
+  g->where_gen = 1;
   for (int i = 0; i < n; i++) {
     const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(i);
     if (!vt || !vt->locality) continue;
@@ -190,6 +183,11 @@ dlpg_status_t dlpg__backend_choose(struct dlpg_group *g, int slot, int *chosen) 
     *chosen = c - 1;
     return DLPG_OK;
   }
+  /* The localities are read under the job's scope: join it (and say where this rank runs)
+   * first. */
+  dlpg_status_t jst = dlpg__job_join(g);
+  if (jst != DLPG_OK) return jst;
+  dlpg__backend_where_publish(g);
   int n = dlpg__backend_count(), ncand = 0;
   for (int i = 0; i < n; i++) ncand += dlpg__candidate(slot, i) != NULL;
   if (ncand < 2 || !dlpg__line_is_first(slot)) {
