@@ -4,6 +4,7 @@
 # the flight recorder add (the culprit named within ~1.5 s, a skipped collective named).
 set(D ${CMAKE_CURRENT_LIST_DIR})
 dlpg_add_gtest(test_faults TIMEOUT 900 SOURCES ${D}/test_faults.cc ${D}/test_faults_store.cc
+  ${D}/test_faults_storehost.cc
   ${D}/test_faults_soak.cc
   ${D}/faults_util.cc LIBS dlpg_conformance_harness)
 # The soak runs 200 cycles here; ci/sanitize.sh runs the full 1 000. The cases name what
