@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "core/group.h"
-#include "core/job.h"
 #include "base/status.h"
 #include "core/tensor.h"
 
@@ -135,9 +134,7 @@ dlpg_status_t dlpg__backend_state(struct dlpg_group *g, int slot, void **state) 
   }
   const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(slot);
   if (!vt) return dlpg__error(DLPG_ERR_INTERNAL, "backend %s is not loaded", dlpg__backend_name(slot));
-  /* Every key the backend writes lives under the job's scope: agree on it first. */
-  dlpg_status_t st = dlpg__job_join(g);
-  if (st != DLPG_OK) return st;
+  dlpg_status_t st = DLPG_OK;
   /* Set once, under be_mu, and never cleared while operations run: only the first
    * operation takes the lock. */
   pthread_mutex_lock(&g->be_mu);

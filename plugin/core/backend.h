@@ -74,7 +74,8 @@ dlpg_status_t dlpg__backend_state(struct dlpg_group *g, int slot, void **state);
  * to the group's choice at its first operation, the same on every rank because it is
  * derived from what every rank published in the store under its job's scope (job.h). */
 
-/* Once this rank knows its job (rank 0 at creation, the others when they join): publish,
+/* Once this rank knows its job (rank 0 at creation, the others at their first choice, after
+ * the worker joined the job): publish,
  * for each line with a locality (backend_abi.h), this rank's locality under the job's
  * scope; later calls do nothing. Store writes only: waits for no other rank. */
 void dlpg__backend_where_publish(struct dlpg_group *g);
@@ -83,8 +84,9 @@ void dlpg__backend_where_publish(struct dlpg_group *g);
 int dlpg__backend_for_kind(int slot, dlpg__op_kind_t kind);
 /* g's choice for slot if already made, else slot (validation: lock-free). */
 int dlpg__backend_chosen(struct dlpg_group *g, int slot);
-/* g's choice for slot, made at the first call (the group's worker only: it may block,
- * reading every rank's published locality, bounded by the group's timeout). Logs at INFO
+/* g's choice for slot, made at the first call (the group's worker only, after it joined
+ * the group's job, job.h: it may block, reading every rank's published locality, bounded by
+ * the group's timeout). Logs at INFO
  * which line was chosen and why. */
 dlpg_status_t dlpg__backend_choose(struct dlpg_group *g, int slot, int *chosen);
 /* failed (g's choice for slot) could not create its state with DLPG_ERR_UNSUPPORTED (why):

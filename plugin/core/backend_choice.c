@@ -3,8 +3,8 @@
  * serves any group. The rule, the same on every rank because every input is in the store:
  *
  *   - each rank publishes the locality string of every line that has one under its job's
- *     scope (core/job.h), rank 0 when it makes the group, the others when they join the job
- *     (a store write: it waits for nobody);
+ *     scope (core/job.h), rank 0 when it makes the group, the others at their first choice,
+ *     once their worker joined the job (a store write: it waits for nobody);
  *   - at the group's first operation on that device, its worker reads every rank's string:
  *     the first line (registry order) whose strings are all equal, or that has none, wins;
  *     DLPG_CPU_BACKEND names a line instead (host memory only);
@@ -57,12 +57,12 @@ static const dlpg__backend_vtbl_t *dlpg__candidate(int slot, int i) {
 /* "<job scope>/where/<backend>/<rank>": one job's, whatever earlier jobs of the name did. */
 static void dlpg__where_key(struct dlpg_group *g, const char *backend, int rank, char *key,
                             size_t cap) {
-  snprintf(key, cap, "%s/where/%s/%d", dlpg__job_scope(g), backend, rank);
+  snprintf(key, cap, "%s/where/%s/%d", dlpg__job_scope(g->job), backend, rank);
 }
 
 void dlpg__backend_where_publish(struct dlpg_group *g) {
   /* One rank shares everything with itself; a rank not in its job yet publishes later. */
-  if (g->size < 2 || g->where_gen || !dlpg__job_scope(g)) return;
+  if (g->size < 2 || g->where_gen || !dlpg__job_scope(g->job)) return;
   int n = dlpg__backend_count(), any = 0;
   for (int i = 0; i < n && !any; i++) {
     const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(i);
@@ -183,10 +183,8 @@ dlpg_status_t dlpg__backend_choose(struct dlpg_group *g, int slot, int *chosen) 
     *chosen = c - 1;
     return DLPG_OK;
   }
-  /* The localities are read under the job's scope: join it (and say where this rank runs)
-   * first. */
-  dlpg_status_t jst = dlpg__job_join(g);
-  if (jst != DLPG_OK) return jst;
+  /* The localities are read under the job's scope, which the worker joined before calling
+   * this: say where this rank runs first (once). */
   dlpg__backend_where_publish(g);
   int n = dlpg__backend_count(), ncand = 0;
   for (int i = 0; i < n; i++) ncand += dlpg__candidate(slot, i) != NULL;

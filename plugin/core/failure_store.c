@@ -24,11 +24,11 @@ int dlpg__fail_enabled(struct dlpg_group *g) {
 
 /* The job's number once this rank is in its job (job.h), else 0: a rank that never joined
  * its job has no records to write or read (never blocks). */
-int64_t dlpg__fail_gen(struct dlpg_group *g) { return dlpg__job_id(g); }
+int64_t dlpg__fail_gen(struct dlpg_group *g) { return dlpg__job_id(g->job); }
 
 /* "<job scope>/<what>" (rank >= 0: "/<rank>" appended); 0 outside a job. */
 static int dlpg__fail_key(struct dlpg_group *g, const char *what, int rank, char *key, size_t cap) {
-  const char *scope = dlpg__job_scope(g);
+  const char *scope = dlpg__job_scope(g->job);
   if (!scope) return 0;
   if (rank >= 0) snprintf(key, cap, "%s/%s/%d", scope, what, rank);
   else snprintf(key, cap, "%s/%s", scope, what);

@@ -274,16 +274,6 @@ dlpg_status_t dlpg__job_join(struct dlpg_group *g) {
   return st;
 }
 
-int64_t dlpg__job_id(struct dlpg_group *g) {
-  struct dlpg__job *j = g ? g->job : NULL;
-  return j && atomic_load_explicit(&j->known, memory_order_acquire) ? j->id : 0;
-}
-
-const char *dlpg__job_scope(struct dlpg_group *g) {
-  struct dlpg__job *j = g ? g->job : NULL;
-  return j && atomic_load_explicit(&j->known, memory_order_acquire) ? j->scope : NULL;
-}
-
 void dlpg__job_stop(struct dlpg_group *g) {
   struct dlpg__job *j = g->job;
   if (!j) return;

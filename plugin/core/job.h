@@ -63,10 +63,15 @@ void dlpg__job_start(struct dlpg_group *g);
  * call starts admitting the others (two or more ranks). DLPG_OK once known;
  * a failure is final for the group and every later call repeats its status and message. */
 dlpg_status_t dlpg__job_join(struct dlpg_group *g);
-/* The id if already known (> 0), else 0; never blocks. */
-int64_t dlpg__job_id(struct dlpg_group *g);
+/* The id if already known (> 0), else 0; never blocks. Inline: readers of the scope (the
+ * failure records, the localities) need no call into the join. */
+static inline int64_t dlpg__job_id(const struct dlpg__job *j) {
+  return j && atomic_load_explicit(&j->known, memory_order_acquire) ? j->id : 0;
+}
 /* "<name>/dlpg/j<id>" once known, else NULL; never blocks. */
-const char *dlpg__job_scope(struct dlpg_group *g);
+static inline const char *dlpg__job_scope(const struct dlpg__job *j) {
+  return j && atomic_load_explicit(&j->known, memory_order_acquire) ? j->scope : NULL;
+}
 /* At destroy: end a join in progress and rank 0's thread (bounded; a thread stuck in the
  * store is detached and ends on its own, holding its reference to the group). */
 void dlpg__job_stop(struct dlpg_group *g);

@@ -10,6 +10,7 @@
 #include "core/backend.h"
 #include "core/failure.h"
 #include "core/flight.h"
+#include "core/job.h"
 #include "base/log.h"
 #include "core/ops_impl.h"
 #include "base/status.h"
@@ -66,7 +67,9 @@ static dlpg_status_t dlpg__issue_direct(const dlpg__backend_vtbl_t *be, dlpg__op
                                         int n) {
   dlpg_status_t st = DLPG_OK;
   for (int i = 0; i < n && st == DLPG_OK; i++) {
-    st = dlpg__backend_state(ops[i]->group, ops[i]->backend, &ops[i]->state);
+    /* The backend's keys live under the group's job scope: joined first (once, job.h). */
+    st = dlpg__job_join(ops[i]->group);
+    if (st == DLPG_OK) st = dlpg__backend_state(ops[i]->group, ops[i]->backend, &ops[i]->state);
     if (st != DLPG_OK) dlpg__error_prefix(st, dlpg__op_name(ops[i]->kind));
   }
   if (st == DLPG_OK) {
