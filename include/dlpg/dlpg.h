@@ -189,7 +189,13 @@ typedef struct dlpg_group_options {
 
 /* Create a group of world_size ranks on store. Cheap and non-blocking: no communicator
  * or connection is made until the first operation that needs one. options may be NULL
- * (defaults). The group keeps a reference to store. */
+ * (defaults). The group keeps a reference to store.
+ * One job: the ranks' groups of one name agree, at their first operations, on a job
+ * number that scopes every store key the group writes, so a group never reads what an
+ * earlier job under the same name left on a long-lived store (a failed job, a retry in the
+ * same process, ranks that made different numbers of groups of the name). Rank 0 takes the
+ * number here; another rank's first operation waits (up to the timeout) until rank 0 has
+ * issued its own first operation on the group, not for the other ranks. */
 dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
                                 const dlpg_group_options_t *options, dlpg_group_t **group);
 
