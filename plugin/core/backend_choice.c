@@ -26,6 +26,7 @@
 #include "core/backend.h"
 #include "core/group.h"
 #include "core/job.h"
+#include "core/rendezvous.h"
 
 #define DLPG__WHERE_MAX 512
 #define DLPG__WHERE_KEY_MAX (DLPG__WHERE_MAX + 600)
@@ -82,9 +83,8 @@ void dlpg__backend_where_publish(struct dlpg_group *g) {
       snprintf(where, sizeof where, "?%d", g->rank);
     }
     dlpg__where_key(g, vt->name, g->rank, key, sizeof key);
-    if (dlpg_store_set(g->store, key, where, strlen(where)) != DLPG_OK)
-      DLPG_WARN(INIT, g->rank, "group \"%s\": cannot publish where this rank runs: %s",
-                g->name, dlpg__last_error());
+    /* Posted (core/rendezvous.h): a peer polls for it without a get that may time out. */
+    dlpg__rdv_post(g->store, key, where);
   }
 }
 
@@ -106,13 +106,15 @@ int dlpg__backend_chosen(struct dlpg_group *g, int slot) {
   return c ? c - 1 : slot;
 }
 
-/* Rank q's published string for vt, waiting (in slices, so an abort ends the wait) up to
- * the group's timeout. */
+/* Rank q's published string for vt, polled up to the group's timeout (an abort ends it).
+ * A rank publishes at its first collective, so the string may not be there yet: polled
+ * with counter probes, never a get that times out (after one, torch's TCPStore client
+ * reads the server's late answer as the reply to its next request). */
 static dlpg_status_t dlpg__where_read(struct dlpg_group *g, const dlpg__backend_vtbl_t *vt, int q,
                                       char *buf, size_t cap) {
   char key[DLPG__WHERE_KEY_MAX];
   dlpg__where_key(g, vt->name, q, key, sizeof key);
-  double deadline = dlpg__now() + g->timeout_s;
+  double deadline = dlpg__now() + g->timeout_s, sleep_s = 0.0005;
   for (;;) {
     if (atomic_load(&g->aborted))
       return dlpg__error(DLPG_ERR_ABORTED, "group \"%s\" was aborted while rank %d chose its "
@@ -121,15 +123,13 @@ static dlpg_status_t dlpg__where_read(struct dlpg_group *g, const dlpg__backend_
     if (left <= 0)
       return dlpg__error(DLPG_ERR_TIMEOUT, "group \"%s\": rank %d did not publish where it runs "
                          "within %g s (has it made the group?)", g->name, q, g->timeout_s);
-    size_t len = 0;
-    dlpg_status_t st = dlpg_store_get(g->store, key, left < 0.5 ? left : 0.5, buf, cap - 1, &len);
-    if (st == DLPG_OK) {
-      buf[len < cap - 1 ? len : cap - 1] = '\0';
-      return DLPG_OK;
-    }
-    if (st != DLPG_ERR_TIMEOUT)
-      return dlpg__error(st, "group \"%s\": reading where rank %d runs: %s", g->name, q,
-                         dlpg__last_error());
+    int r = dlpg__rdv_try_get(g->store, key, buf, cap);
+    if (r > 0) return DLPG_OK;
+    if (r < 0)
+      return dlpg__error(DLPG_ERR_REMOTE, "group \"%s\": reading where rank %d runs: %s",
+                         g->name, q, dlpg__last_error());
+    dlpg__sleep(sleep_s < left ? sleep_s : left);
+    if (sleep_s < 0.01) sleep_s *= 2;
   }
 }
 
