@@ -12,8 +12,10 @@ for t in store_frames dlpack; do
   cp fuzz/corpus/$t/* "$work"/
   echo "ci/fuzz.sh: fuzz_$t for ${SECONDS_EACH} s"
   status=0
+  dict=()
+  [ -f "fuzz/$t.dict" ] && dict=(-dict="$PWD/fuzz/$t.dict")
   (cd "$work" && "$OLDPWD/$FUZZ_DIR/fuzz_$t" -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 \
-     -print_final_stats=1 "$work" > "$work/log" 2>&1) || status=$?
+     -print_final_stats=1 "${dict[@]}" "$work" > "$work/log" 2>&1) || status=$?
   if [ "$status" != 0 ]; then
     tail -40 "$work/log"
     echo "ci/fuzz.sh: fuzz_$t found a failure (input above, base64)"

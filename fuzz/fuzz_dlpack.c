@@ -3,7 +3,8 @@
  * Shape and strides arrays hold ndim entries (the ABI's precondition); everything else is
  * free. An accepted tensor must be consistent: numel the product of the shape, nbytes
  * numel times the element size, ptr data plus offset (NULL for empty tensors without
- * data). The data pointer is never read. */
+ * data), its bytes inside user space. The data pointer is never read. fuzz/dlpack.dict
+ * offers the offsets around the end of user space (ci/fuzz.sh passes it). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (out.numel != numel) abort();
     if (out.nbytes != (size_t)out.numel * dlpg__dtype_size(out.dtype)) abort();
     if ((uintptr_t)out.ptr != (t.data ? (uintptr_t)t.data + t.byte_offset : 0)) abort();
+    /* Accepted bytes lie inside user space (below 2^56, tensor.c), without wrapping. */
+    uint64_t end = 0;
+    if (t.data && (__builtin_add_overflow((uint64_t)(uintptr_t)out.ptr, (uint64_t)out.nbytes, &end) ||
+                   end > (1ull << 56)))
+      abort();
     if (out.backend != dlpg__backend_for_device(t.device.device_type)) abort();
   }
   free(shape);

@@ -198,7 +198,13 @@ typedef struct dlpg_group_options {
 
 /* Create a group of world_size ranks on store. Cheap and non-blocking: no communicator
  * or connection is made until the first operation that needs one. options may be NULL
- * (defaults). The group keeps a reference to store. */
+ * (defaults). The group keeps a reference to store.
+ * One job: the ranks' groups of one name agree, at their first operations, on a job
+ * number that scopes every store key the group writes, so a group never reads what an
+ * earlier job under the same name left on a long-lived store (a failed job, a retry in the
+ * same process, ranks that made different numbers of groups of the name). Rank 0 takes the
+ * number here; another rank's first operation waits (up to the timeout) until rank 0 has
+ * issued its own first operation on the group, not for the other ranks. */
 dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
                                 const dlpg_group_options_t *options, dlpg_group_t **group);
 
@@ -266,6 +272,11 @@ typedef enum dlpg_reduce_op {
  *    must be 1), or all CUDA on distinct devices. outputs == NULL means in place where the
  *    operation allows it (allreduce, broadcast, reduce). The DLTensor structs are read
  *    during the call only; the memory they point to is borrowed until the work completes.
+ *    A tensor's bytes, data + byte_offset up to its size, must lie in user address space:
+ *    an extent that wraps or ends past 2^56 (above the user space of every 64-bit Linux) is
+ *    DLPG_ERR_INVALID_ARGUMENT before any memory is touched. An address inside user space
+ *    that is not mapped (data + 2^40, say) is not checked against the mappings: as for any
+ *    C API it is the caller's bug, and the process may crash.
  *  - streams: ntensors cudaStream_t as void*, or NULL for each device's default stream.
  *    Ignored for CPU tensors.
  *  - work: if non-NULL receives a handle to free with dlpg_work_free. If NULL, the call
@@ -287,7 +298,8 @@ typedef enum dlpg_reduce_op {
  *                                 module is absent or cannot load (the message says why).
  *      DLPG_ERR_INVALID_ARGUMENT  a call that breaks the rules whatever the build: NULL
  *                                 pointers, ntensors out of range, a negative device id,
- *                                 shape, strides or ndim, a reduce op outside
+ *                                 shape, strides or ndim, a byte_offset whose extent leaves
+ *                                 user address space (above), a reduce op outside
  *                                 dlpg_reduce_op_t, root or peer outside [0, world_size), tensors
  *                                 of one call that differ in dtype, size or device kind (a CPU
  *                                 input with a CUDA output), a mismatch with the peers' tensors.

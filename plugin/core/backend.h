@@ -72,18 +72,21 @@ dlpg_status_t dlpg__backend_state(struct dlpg_group *g, int slot, void **state);
  * for groups on one host, then a network one for any group). Validation gives an operation
  * its device's first line (dlpg__backend_for_device); the group's worker resolves that line
  * to the group's choice at its first operation, the same on every rank because it is
- * derived from what every rank published in the store when the group was made. */
+ * derived from what every rank published in the store under its job's scope (job.h). */
 
-/* At group creation: publish, for each line with a locality (backend_abi.h), this rank's
- * locality under the group's keys. Store writes only: waits for no other rank. */
+/* Once this rank knows its job (rank 0 at creation, the others at their first choice, after
+ * the worker joined the job): publish,
+ * for each line with a locality (backend_abi.h), this rank's locality under the job's
+ * scope; later calls do nothing. Store writes only: waits for no other rank. */
 void dlpg__backend_where_publish(struct dlpg_group *g);
 /* The line serving kind for an operation on slot's device: slot, or the next line serving
  * that device when slot's table leaves kind out (its kinds mask). Never blocks. */
 int dlpg__backend_for_kind(int slot, dlpg__op_kind_t kind);
 /* g's choice for slot if already made, else slot (validation: lock-free). */
 int dlpg__backend_chosen(struct dlpg_group *g, int slot);
-/* g's choice for slot, made at the first call (the group's worker only: it may block,
- * reading every rank's published locality, bounded by the group's timeout). Logs at INFO
+/* g's choice for slot, made at the first call (the group's worker only, after it joined
+ * the group's job, job.h: it may block, reading every rank's published locality, bounded by
+ * the group's timeout). Logs at INFO
  * which line was chosen and why. */
 dlpg_status_t dlpg__backend_choose(struct dlpg_group *g, int slot, int *chosen);
 /* failed (g's choice for slot) could not create its state with DLPG_ERR_UNSUPPORTED (why):

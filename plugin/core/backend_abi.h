@@ -84,15 +84,21 @@ typedef struct dlpg__be_group {
   const char *name;      /* key prefix in the store */
   dlpg_store_t *store;   /* opaque: use the host's store_set/store_get */
   const int *aborted;    /* nonzero once aborted: read with dlpg__be_group_aborted */
-  /* Appended (read it when struct_size covers it): this rank's count of groups of this
-   * name and size made on this store, the same on every rank of one creation without their
-   * meeting, so keys a backend derives from it are new for each creation; 0 when the store
-   * could not count (then no key scope of its own can be agreed on). */
-  int64_t gen;
+  /* The prefix of every store key a backend writes for this group, "<name>/dlpg/j<id>":
+   * one job's, agreed by all its ranks (core/job.h), so that keys an earlier job left under
+   * the same name (a long-lived store) are never read. Set by core before the group's first
+   * backend state is made; NULL until then. Appended: read it with dlpg__be_group_keys. */
+  const char *scope;
 } dlpg__be_group_t;
 
 static inline int dlpg__be_group_aborted(const dlpg__be_group_t *g) {
   return __atomic_load_n(g->aborted, __ATOMIC_ACQUIRE);
+}
+
+/* The key prefix of g's store keys: its job's scope (a host that predates the field: the
+ * name). */
+static inline const char *dlpg__be_group_keys(const dlpg__be_group_t *g) {
+  return g->struct_size > offsetof(dlpg__be_group_t, scope) && g->scope ? g->scope : g->name;
 }
 
 /* The fields of an operation's view, in order. core/op.h names them twice over (the view

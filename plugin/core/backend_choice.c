@@ -2,8 +2,9 @@
  * backend that serves only groups whose ranks share a locality (one host) ahead of one that
  * serves any group. The rule, the same on every rank because every input is in the store:
  *
- *   - each rank publishes, when it makes the group, the locality string of every line that
- *     has one (a store write: it waits for nobody);
+ *   - each rank publishes the locality string of every line that has one under its job's
+ *     scope (core/job.h), rank 0 when it makes the group, the others at their first choice,
+ *     once their worker joined the job (a store write: it waits for nobody);
  *   - at the group's first operation on that device, its worker reads every rank's string:
  *     the first line (registry order) whose strings are all equal, or that has none, wins;
  *     DLPG_CPU_BACKEND names a line instead (host memory only);
@@ -28,6 +29,8 @@
 #include "base/status.h"
 #include "core/backend.h"
 #include "core/group.h"
+#include "core/job.h"
+#include "core/rendezvous.h"
 
 #define DLPG__WHERE_MAX 512
 #define DLPG__WHERE_KEY_MAX (DLPG__WHERE_MAX + 600)
@@ -56,33 +59,23 @@ static const dlpg__backend_vtbl_t *dlpg__candidate(int slot, int i) {
   return vt;
 }
 
-/* "<name>/dlpg/where/<size>.<gen>/<backend>/<rank>" */
+/* "<job scope>/where/<backend>/<rank>": one job's, whatever earlier jobs of the name did. */
 static void dlpg__where_key(struct dlpg_group *g, const char *backend, int rank, char *key,
                             size_t cap) {
-  snprintf(key, cap, "%s/dlpg/where/%d.%" PRId64 "/%s/%d", g->name, g->size, g->where_gen,
-           backend, rank);
+  snprintf(key, cap, "%s/where/%s/%d", dlpg__job_scope(g->job), backend, rank);
 }
 
 void dlpg__backend_where_publish(struct dlpg_group *g) {
-  if (g->size < 2) return; /* one rank shares everything with itself */
+  /* One rank shares everything with itself; a rank not in its job yet publishes later. */
+  if (g->size < 2 || g->where_gen || !dlpg__job_scope(g->job)) return;
   int n = dlpg__backend_count(), any = 0;
   for (int i = 0; i < n && !any; i++) {
     const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(i);
     any = vt && vt->locality;
   }
   if (!any) return;
-  /* Each rank counts its own groups of this name and size, so the ranks of one incarnation
-   * agree on the number without meeting, and a re-made group never reads stale strings. */
   char key[DLPG__WHERE_KEY_MAX];
-  snprintf(key, sizeof key, "%s/dlpg/where/%d/n/%d", g->name, g->size, g->rank);
-  int64_t gen = 0;
-  if (dlpg_store_add(g->store, key, 1, &gen) != DLPG_OK || gen <= 0) {
-    DLPG_WARN(INIT, g->rank, "group \"%s\": cannot publish where this rank runs: %s", g->name,
-              dlpg__last_error());
-    return;
-  }
-  g->where_gen = gen;
-  g->view.gen = gen;
+  g->where_gen = 1;
   for (int i = 0; i < n; i++) {
     const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(i);
     if (!vt || !vt->locality) continue;
@@ -94,9 +87,8 @@ void dlpg__backend_where_publish(struct dlpg_group *g) {
       snprintf(where, sizeof where, "?%d", g->rank);
     }
     dlpg__where_key(g, vt->name, g->rank, key, sizeof key);
-    if (dlpg_store_set(g->store, key, where, strlen(where)) != DLPG_OK)
-      DLPG_WARN(INIT, g->rank, "group \"%s\": cannot publish where this rank runs: %s",
-                g->name, dlpg__last_error());
+    /* Posted (core/rendezvous.h): a peer polls for it without a get that may time out. */
+    dlpg__rdv_post(g->store, key, where);
   }
 }
 
@@ -144,13 +136,15 @@ int dlpg__backend_chosen(struct dlpg_group *g, int slot) {
   return c ? c - 1 : slot;
 }
 
-/* Rank q's published string for vt, waiting (in slices, so an abort ends the wait) up to
- * the group's timeout. */
+/* Rank q's published string for vt, polled up to the group's timeout (an abort ends it).
+ * A rank publishes at its first collective, so the string may not be there yet: polled
+ * with counter probes, never a get that times out (after one, torch's TCPStore client
+ * reads the server's late answer as the reply to its next request). */
 static dlpg_status_t dlpg__where_read(struct dlpg_group *g, const dlpg__backend_vtbl_t *vt, int q,
                                       char *buf, size_t cap) {
   char key[DLPG__WHERE_KEY_MAX];
   dlpg__where_key(g, vt->name, q, key, sizeof key);
-  double deadline = dlpg__now() + g->timeout_s;
+  double deadline = dlpg__now() + g->timeout_s, sleep_s = 0.0005;
   for (;;) {
     if (atomic_load(&g->aborted))
       return dlpg__error(DLPG_ERR_ABORTED, "group \"%s\" was aborted while rank %d chose its "
@@ -159,15 +153,13 @@ static dlpg_status_t dlpg__where_read(struct dlpg_group *g, const dlpg__backend_
     if (left <= 0)
       return dlpg__error(DLPG_ERR_TIMEOUT, "group \"%s\": rank %d did not publish where it runs "
                          "within %g s (has it made the group?)", g->name, q, g->timeout_s);
-    size_t len = 0;
-    dlpg_status_t st = dlpg_store_get(g->store, key, left < 0.5 ? left : 0.5, buf, cap - 1, &len);
-    if (st == DLPG_OK) {
-      buf[len < cap - 1 ? len : cap - 1] = '\0';
-      return DLPG_OK;
-    }
-    if (st != DLPG_ERR_TIMEOUT)
-      return dlpg__error(st, "group \"%s\": reading where rank %d runs: %s", g->name, q,
-                         dlpg__last_error());
+    int r = dlpg__rdv_try_get(g->store, key, buf, cap);
+    if (r > 0) return DLPG_OK;
+    if (r < 0)
+      return dlpg__error(DLPG_ERR_REMOTE, "group \"%s\": reading where rank %d runs: %s",
+                         g->name, q, dlpg__last_error());
+    dlpg__sleep(sleep_s < left ? sleep_s : left);
+    if (sleep_s < 0.01) sleep_s *= 2;
   }
 }
 
@@ -237,6 +229,9 @@ dlpg_status_t dlpg__backend_choose(struct dlpg_group *g, int slot, int *chosen) 
     *chosen = c - 1;
     return DLPG_OK;
   }
+  /* The localities are read under the job's scope, which the worker joined before calling
+   * this: say where this rank runs first (once). */
+  dlpg__backend_where_publish(g);
   int n = dlpg__backend_count(), ncand = 0;
   for (int i = 0; i < n; i++) ncand += dlpg__candidate(slot, i) != NULL;
   if (ncand < 2 || !dlpg__line_is_first(slot)) {

@@ -68,8 +68,11 @@ void dlpg__failure_rejected(struct dlpg_group *g, dlpg__op_kind_t kind, int peer
   dlpg__watch_start(g, 0);
 }
 
-/* "coll_seq 7; ranks 1, 2 had not reached it (rank 1 last started coll_seq 5, rank 2
- * published no progress)" for entry e (this rank's blocked operation). */
+/* "coll_seq 7; rank 2 had not reached coll_seq 7 (it last started coll_seq 5); rank 1
+ * published no progress, so whether it reached coll_seq 7 is unknown" for entry e (this
+ * rank's blocked operation). Only a progress record shows a rank behind: a rank without one
+ * (never blocked long enough to publish, stopped before it could, or cut off from the store)
+ * may be anywhere, and the headline says so instead of counting it among the late. */
 static void dlpg__progress_note(struct dlpg_group *g, const dlpg__flight_entry_t *e, char *note,
                                 size_t cap) {
   if (!e->id) {
@@ -80,9 +83,9 @@ static void dlpg__progress_note(struct dlpg_group *g, const dlpg__flight_entry_t
     snprintf(note, cap, "p2p_seq %" PRIu64 " with rank %d", e->seq, e->peer);
     return;
   }
-  char missing[512] = "", detail[512] = "";
-  size_t nm = 0, nd = 0;
-  int count = 0, read = 0;
+  char behind[256] = "", detail[384] = "", unknown[256] = "";
+  size_t nb = 0, nd = 0, nu = 0;
+  int nbehind = 0, nunknown = 0, read = 0;
   for (int r = 0; r < g->size && read < DLPG__PROGRESS_READ_MAX; r++) {
     if (r == g->rank) continue;
     read++;
@@ -90,24 +93,32 @@ static void dlpg__progress_note(struct dlpg_group *g, const dlpg__flight_entry_t
     unsigned long long started = 0;
     int have = dlpg__fail_read(g, "progress", r, 0, v, sizeof v) && sscanf(v, "%llu", &started) == 1;
     if (have && started >= e->seq) continue;
-    count++;
-    if (nm < sizeof missing)
-      nm += (size_t)snprintf(missing + nm, sizeof missing - nm, "%s%d", count > 1 ? ", " : "", r);
-    if (nd < sizeof detail) {
-      if (have)
+    if (have) {
+      nbehind++;
+      if (nb < sizeof behind)
+        nb += (size_t)snprintf(behind + nb, sizeof behind - nb, "%s%d", nbehind > 1 ? ", " : "", r);
+      if (nd < sizeof detail)
         nd += (size_t)snprintf(detail + nd, sizeof detail - nd, "%srank %d last started coll_seq %llu",
-                               count > 1 ? ", " : "", r, started);
-      else
-        nd += (size_t)snprintf(detail + nd, sizeof detail - nd, "%srank %d published no progress",
-                               count > 1 ? ", " : "", r);
+                               nbehind > 1 ? ", " : "", r, started);
+    } else {
+      nunknown++;
+      if (nu < sizeof unknown)
+        nu += (size_t)snprintf(unknown + nu, sizeof unknown - nu, "%s%d", nunknown > 1 ? ", " : "", r);
     }
   }
-  if (count == 0)
+  if (nbehind == 0 && nunknown == 0) {
     snprintf(note, cap, "coll_seq %" PRIu64 "; every rank%s had reached it", e->seq,
              read < g->size - 1 ? " read" : "");
-  else
-    snprintf(note, cap, "coll_seq %" PRIu64 "; rank%s %s had not reached coll_seq %" PRIu64 " (%s)",
-             e->seq, count > 1 ? "s" : "", missing, e->seq, detail);
+    return;
+  }
+  size_t n = (size_t)snprintf(note, cap, "coll_seq %" PRIu64, e->seq);
+  if (nbehind && n < cap)
+    n += (size_t)snprintf(note + n, cap - n, "; rank%s %s had not reached coll_seq %" PRIu64 " (%s)",
+                          nbehind > 1 ? "s" : "", behind, e->seq, detail);
+  if (nunknown && n < cap)
+    snprintf(note + n, cap - n,
+             "; rank%s %s published no progress, so whether %s reached coll_seq %" PRIu64
+             " is unknown", nunknown > 1 ? "s" : "", unknown, nunknown > 1 ? "they" : "it", e->seq);
 }
 
 static dlpg_status_t dlpg__op_failed(struct dlpg_group *g, uint64_t flight_id,
@@ -159,6 +170,15 @@ static dlpg_status_t dlpg__op_failed(struct dlpg_group *g, uint64_t flight_id,
              e.p2p ? "p2p_seq" : "coll_seq", e.seq, orig);
   } else {
     snprintf(what, sizeof what, "%s", orig);
+  }
+  if (dlpg__fail_store_lost(g)) {
+    /* No record could be read: a peer this rank lost may only have given up after losing
+     * another (the store's host, say); the message says what this rank knows, no more. */
+    char store[300], here[DLPG__ERROR_MAX];
+    dlpg__fail_store_name(g, store, sizeof store);
+    snprintf(here, sizeof here, "%s", msg);
+    snprintf(msg, cap, "%s; %s is unreachable too, so the ranks cannot compare notes: which "
+             "rank failed first is unknown", here, store);
   }
   dlpg__record(g, st, what, 0);
   dlpg__error_restore(&se, DLPG_OK);

@@ -5,15 +5,15 @@
  * end within about a second with DLPG_ERR_REMOTE naming the failing rank and its message
  * instead of after their full deadline.
  *
- * Keys, all under "<group>/dlpg/" and an incarnation number gen (each rank's count of groups
- * of that name it used on the store: a new group of the same name starts clean):
- *   incarnation/<rank>  counter (one ADD at the group's first operation or failure)
- *   failed/<gen>        "<rank> <status>\n<message>": the group's fatal failure
- *   rejected/<gen>      "<rank> <p2p> <seq> <peer>\n<message>": an operation refused at the
+ * Keys, all under the group's job scope "<group>/dlpg/j<id>" (core/job.h: one job's, agreed
+ * by its ranks, so a new job under the same name never reads an earlier one's records, and
+ * a rank that never joined its job writes and reads none):
+ *   failed              "<rank> <status>\n<message>": the group's fatal failure
+ *   rejected            "<rank> <p2p> <seq> <peer>\n<message>": an operation refused at the
  *                       call on one rank; peers still blocked in that operation a moment
  *                       later treat it as fatal (a rank that rejects and retries at once is
  *                       not a failure)
- *   progress/<gen>/<rank> "<coll started> <coll done> <p2p started> <p2p done>", written by
+ *   progress/<rank>     "<coll started> <coll done> <p2p started> <p2p done>", written by
  *                       the watcher only while an operation is blocked (and once when it
  *                       unblocks), read by a timing-out rank to say who had not arrived.
  * Nothing is written or read on the hot path: an operation costs one atomic load here. */
@@ -64,7 +64,8 @@ void dlpg__failure_rejected(struct dlpg_group *g, dlpg__op_kind_t kind, int peer
 dlpg_status_t dlpg__failure_op_failed(struct dlpg_group *g, uint64_t flight_id,
                                       dlpg_status_t st, char *msg, size_t cap);
 /* dlpg_work_wait's deadline passed on an operation: records the failure and writes into
- * note "coll_seq 7; ranks 1, 2 had not reached coll_seq 7 (...)" for the caller's message. */
+ * note "coll_seq 7; rank 2 had not reached coll_seq 7 (...); rank 1 published no progress,
+ * so whether it reached coll_seq 7 is unknown" for the caller's message. */
 void dlpg__failure_timed_out(struct dlpg_group *g, uint64_t flight_id, const char *op_name,
                              double timeout_s, char *note, size_t cap);
 /* Abort the group (the public dlpg_group_abort, and core's own code: a failed or timed-out

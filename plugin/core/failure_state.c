@@ -15,7 +15,6 @@ struct dlpg__watch *dlpg__watch_new(void) {
   if (!w) return NULL;
   pthread_mutex_init(&w->mu, NULL);
   dlpg__cond_init_monotonic(&w->cv);
-  pthread_mutex_init(&w->gen_mu, NULL);
   return w;
 }
 
@@ -23,7 +22,6 @@ void dlpg__watch_free(struct dlpg__watch *w) {
   if (!w) return;
   pthread_cond_destroy(&w->cv);
   pthread_mutex_destroy(&w->mu);
-  pthread_mutex_destroy(&w->gen_mu);
   free(w);
 }
 

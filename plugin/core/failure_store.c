@@ -7,6 +7,8 @@
 
 #include "core/failure_impl.h"
 #include "core/group.h"
+#include "core/job.h"
+#include "store/store.h"
 #include "base/log.h"
 #include "base/params.h"
 #include "base/status.h"
@@ -20,33 +22,16 @@ int dlpg__fail_enabled(struct dlpg_group *g) {
 
 /* ------------------------------------------------------------------ store access */
 
-/* The incarnation number, taken from the store once (> 0), or 0 when the store failed. */
-int64_t dlpg__fail_gen(struct dlpg_group *g) {
-  struct dlpg__watch *w = g->watch;
-  pthread_mutex_lock(&w->gen_mu);
-  if (w->gen == 0) {
-    char key[DLPG__ERROR_MAX];
-    snprintf(key, sizeof key, "%s/dlpg/incarnation/%d", g->name, g->rank);
-    int64_t v = 0;
-    if (dlpg_store_add(g->store, key, 1, &v) == DLPG_OK && v > 0) {
-      w->gen = v;
-    } else {
-      w->gen = -1;
-      DLPG_WARN(INIT, g->rank, "group \"%s\": failure propagation is off: %s", g->name,
-                dlpg__last_error());
-    }
-  }
-  int64_t gen = w->gen;
-  pthread_mutex_unlock(&w->gen_mu);
-  return gen > 0 ? gen : 0;
-}
+/* The job's number once this rank is in its job (job.h), else 0: a rank that never joined
+ * its job has no records to write or read (never blocks). */
+int64_t dlpg__fail_gen(struct dlpg_group *g) { return dlpg__job_id(g->job); }
 
-/* "<name>/dlpg/<what>/<gen>" (rank >= 0: "/<rank>" appended); 0 without an incarnation. */
+/* "<job scope>/<what>" (rank >= 0: "/<rank>" appended); 0 outside a job. */
 static int dlpg__fail_key(struct dlpg_group *g, const char *what, int rank, char *key, size_t cap) {
-  int64_t gen = dlpg__fail_gen(g);
-  if (!gen) return 0;
-  if (rank >= 0) snprintf(key, cap, "%s/dlpg/%s/%" PRId64 "/%d", g->name, what, gen, rank);
-  else snprintf(key, cap, "%s/dlpg/%s/%" PRId64, g->name, what, gen);
+  const char *scope = dlpg__job_scope(g->job);
+  if (!scope) return 0;
+  if (rank >= 0) snprintf(key, cap, "%s/%s/%d", scope, what, rank);
+  else snprintf(key, cap, "%s/%s", scope, what);
   return 1;
 }
 
@@ -58,6 +43,14 @@ void dlpg__fail_put(struct dlpg_group *g, const char *what, int rank, const char
               dlpg__last_error());
 }
 
+/* A record read's store status: the store answered (a record present or absent, a wait
+ * that timed out, a host store without check) or did not (it is gone: DLPG_ERR_REMOTE, or
+ * an I/O failure). */
+static void dlpg__fail_note_store(struct dlpg_group *g, dlpg_status_t st) {
+  int lost = st == DLPG_ERR_REMOTE || st == DLPG_ERR_SYSTEM;
+  atomic_store(&g->watch->store_lost, lost);
+}
+
 /* Read key into buf (NUL-terminated). wait_s > 0: block up to that long for it; else only
  * read it if it exists. 1 when read. */
 int dlpg__fail_read(struct dlpg_group *g, const char *what, int rank, double wait_s,
@@ -66,13 +59,35 @@ int dlpg__fail_read(struct dlpg_group *g, const char *what, int rank, double wai
   if (!dlpg__fail_key(g, what, rank, key, sizeof key)) return 0;
   const char *k = key;
   int exists = 0;
-  if (wait_s <= 0 && (dlpg_store_check(g->store, &k, 1, &exists) != DLPG_OK || !exists))
+  dlpg_status_t st = DLPG_OK;
+  if (wait_s <= 0 && ((st = dlpg_store_check(g->store, &k, 1, &exists)) != DLPG_OK || !exists)) {
+    dlpg__fail_note_store(g, st);
     return 0;
+  }
   size_t len = 0;
-  if (dlpg_store_get(g->store, key, wait_s > 0 ? wait_s : 1.0, buf, cap - 1, &len) != DLPG_OK)
-    return 0;
+  st = dlpg_store_get(g->store, key, wait_s > 0 ? wait_s : 1.0, buf, cap - 1, &len);
+  dlpg__fail_note_store(g, st);
+  if (st != DLPG_OK) return 0;
   buf[len < cap - 1 ? len : cap - 1] = '\0';
   return 1;
+}
+
+int dlpg__fail_store_lost(struct dlpg_group *g) {
+  return g->watch && atomic_load(&g->watch->store_lost);
+}
+
+void dlpg__fail_store_name(struct dlpg_group *g, char *buf, size_t cap) {
+  const char *host = dlpg__store_host(g->store);
+  int port = 0;
+  dlpg__saved_error_t se;
+  dlpg__error_save(&se);
+  if (host && dlpg_store_port(g->store, &port) == DLPG_OK && port > 0)
+    snprintf(buf, cap, "the store at %s:%d", host, port);
+  else if (host)
+    snprintf(buf, cap, "the store at %s", host);
+  else
+    snprintf(buf, cap, "the store");
+  dlpg__error_restore(&se, DLPG_OK);
 }
 
 /* A failed record: "<rank> <status>\n<message>". */

@@ -10,6 +10,7 @@
 #include "core/failure.h"
 #include "core/flight.h"
 #include "core/group.h"
+#include "core/job.h"
 #include "base/log.h"
 #include "base/params.h"
 #include "base/status.h"
@@ -93,8 +94,11 @@ dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
   atomic_init(&g->refs, 1); /* the caller's handle */
   g->flight = dlpg__flight_new();
   g->watch = dlpg__watch_new();
-  /* Where this rank runs, for the group's choice of backend (backend_choice.c): written
-   * now, read by the peers at their first operation, so creation still waits for nobody. */
+  g->job = dlpg__job_new();
+  /* Rank 0 takes the job's number now (the others ask it for the number at their first
+   * operation, job.h), then says where it runs, for the group's choice of backend
+   * (backend_choice.c; the others say so when they join): creation waits for nobody. */
+  dlpg__job_start(g);
   dlpg__backend_where_publish(g);
   DLPG_INFO(INIT, rank, "group \"%s\" created: rank %d of %d, timeout %g s", g->name, rank,
             world_size, timeout_s);
@@ -166,7 +170,11 @@ dlpg_status_t dlpg_group_destroy(dlpg_group_t *g) {
    * reference; communicators and the Gloo context go when the last work is freed. */
   if (!dlpg__worker_drain(g)) dlpg__group_abort(g); /* so that a stuck operation returns */
   dlpg__worker_shutdown(g);
+  /* The watcher first: it writes the records still queued (a rejected call's, an abort's),
+   * joining the job for them if this rank had not (bounded by the watcher's stop); then a
+   * join still in progress, and rank 0's admission, end. */
   dlpg__watch_stop(g);
+  dlpg__job_stop(g);
   DLPG_INFO(INIT, g->rank, "group \"%s\" destroyed", g->name);
   dlpg__group_release(g);
   return DLPG_OK;

@@ -50,9 +50,12 @@ struct dlpg_group {
   /* Nonzero when the choice was the rule's (auto), so a backend that turns out unable to
    * serve the group may give way to the next line; 0 when DLPG_CPU_BACKEND forced it. */
   int be_choice_auto[DLPG__GROUP_BACKEND_SLOTS];
-  /* This rank's count of groups of this name and size (> 0; 0: the store failed), naming
-   * the keys under which the ranks published their localities at creation. */
+  /* Nonzero once this rank published its localities (under the job's scope: rank 0 when it
+   * makes the group, the others when they join the job). */
   int64_t where_gen;
+  /* The job this group belongs to (core/job.h): the scope of every key above. NULL: no
+   * memory (the first operation fails). */
+  struct dlpg__job *job;
 
   /* Each line's state of sends and receives when its table has p2p_state_create
    * (backend_abi.h): created on a caller's thread under be_mu, set once, read lock-free. */

@@ -9,6 +9,7 @@
 #include "core/failure.h"
 #include "core/flight.h"
 #include "core/group.h"
+#include "core/job.h"
 #include "store/store.h"
 
 void dlpg__group_retain(struct dlpg_group *g) { atomic_fetch_add(&g->refs, 1); }
@@ -25,6 +26,7 @@ void dlpg__group_release(struct dlpg_group *g) {
   if (g->store) dlpg__store_release(g->store);
   dlpg__flight_free(g->flight);
   dlpg__watch_free(g->watch);
+  dlpg__job_free(g->job);
   pthread_mutex_destroy(&g->be_mu);
   free(g->name);
   free(g);

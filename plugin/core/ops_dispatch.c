@@ -10,6 +10,7 @@
 #include "core/backend.h"
 #include "core/failure.h"
 #include "core/flight.h"
+#include "core/job.h"
 #include "base/log.h"
 #include "core/ops_impl.h"
 #include "base/status.h"
@@ -66,11 +67,14 @@ static dlpg_status_t dlpg__issue_direct(const dlpg__backend_vtbl_t *be, dlpg__op
                                         int n) {
   dlpg_status_t st = DLPG_OK;
   for (int i = 0; i < n && st == DLPG_OK; i++) {
-    /* Sends and receives of a line deciding them per pair have a state of their own. */
+    /* The backend's keys live under the group's job scope: joined first (once, job.h).
+     * Sends and receives of a line deciding them per pair have a state of their own. */
+    st = dlpg__job_join(ops[i]->group);
     int own = (ops[i]->kind == DLPG__OP_SEND || ops[i]->kind == DLPG__OP_RECV) &&
               dlpg__vtbl_has(be, p2p_state_create);
-    st = own ? dlpg__backend_p2p_state(ops[i]->group, ops[i]->backend, &ops[i]->state)
-             : dlpg__backend_state(ops[i]->group, ops[i]->backend, &ops[i]->state);
+    if (st == DLPG_OK)
+      st = own ? dlpg__backend_p2p_state(ops[i]->group, ops[i]->backend, &ops[i]->state)
+               : dlpg__backend_state(ops[i]->group, ops[i]->backend, &ops[i]->state);
     if (st != DLPG_OK) dlpg__error_prefix(st, dlpg__op_name(ops[i]->kind));
   }
   if (st == DLPG_OK) {

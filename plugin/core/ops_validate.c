@@ -44,20 +44,20 @@ static dlpg_status_t dlpg__check_like(const char *fn, const dlpg__op_args_t *a, 
                                       int i, const dlpg__tensor_t *t, const dlpg__tensor_t *ref,
                                       int ref_out, int ref_i) {
   if (t->backend == ref->backend && t->dtype == ref->dtype) return DLPG_OK;
-  char nm[32], refname[32], d1[48], d2[48];
+  char nm[32], refname[32];
   dlpg__arg_name(a, is_out, i, nm, sizeof nm);
   dlpg__arg_name(a, ref_out, ref_i, refname, sizeof refname);
   if (t->backend != ref->backend) {
-    char served[256];
+    char served[256], d1[48], d2[48];
     dlpg__backend_devices(served, sizeof served);
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
                        "%s: %s is on %s but %s is on %s (one call takes the tensors of one "
                        "backend: %s)", fn, nm, dlpg__dev_str(t, d1, sizeof d1), refname,
                        dlpg__dev_str(ref, d2, sizeof d2), served);
   }
-  return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s is on %s but %s is %s and %s is %s", fn,
-                     nm, dlpg__dev_str(t, d1, sizeof d1), refname, dlpg__dtype_name(ref->dtype),
-                     nm, dlpg__dtype_name(t->dtype));
+  /* Same backend, other dtype: only the dtypes differ, so only they are named. */
+  return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s is %s but %s is %s (the dtypes must match)",
+                     fn, nm, dlpg__dtype_name(t->dtype), refname, dlpg__dtype_name(ref->dtype));
 }
 
 /* The shape rule of each operation, per local device i. */

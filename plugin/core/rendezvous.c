@@ -40,7 +40,7 @@
 
 static int rdv_aborted(const atomic_int *aborted) { return aborted && atomic_load(aborted); }
 
-static uint64_t rdv_nonce(void) {
+uint64_t dlpg__rdv_nonce(void) {
   uint64_t n = 0;
   if (getrandom(&n, sizeof n, GRND_NONBLOCK) != (ssize_t)sizeof n) {
     static atomic_uint_fast64_t counter;
@@ -55,13 +55,13 @@ static uint64_t rdv_nonce(void) {
  * exists. Neither store_check (torch's PrefixStore lacks it) nor a get or wait that may time
  * out (after one, torch's TCPStore client reads the server's late answer as the reply to its
  * next request) is used on a key that may be absent. */
-static void rdv_post(dlpg_store_t *s, const char *key, const char *value) {
+void dlpg__rdv_post(dlpg_store_t *s, const char *key, const char *value) {
   char vkey[RDV_KEY_MAX + 4];
   snprintf(vkey, sizeof vkey, "%s/v", key);
   if (dlpg_store_set(s, vkey, value, strlen(value)) == DLPG_OK) dlpg_store_add(s, key, 1, NULL);
 }
 
-static void rdv_unpost(dlpg_store_t *s, const char *key) {
+void dlpg__rdv_unpost(dlpg_store_t *s, const char *key) {
   char vkey[RDV_KEY_MAX + 4];
   snprintf(vkey, sizeof vkey, "%s/v", key);
   dlpg_store_delete_key(s, key, NULL);
@@ -70,7 +70,7 @@ static void rdv_unpost(dlpg_store_t *s, const char *key) {
 
 /* Read the value posted under key into buf (NUL-terminated). 1: read; 0: not posted;
  * -1: error. */
-static int rdv_try_get(dlpg_store_t *s, const char *key, char *buf, size_t cap) {
+int dlpg__rdv_try_get(dlpg_store_t *s, const char *key, char *buf, size_t cap) {
   int64_t n = 0;
   if (dlpg_store_add(s, key, 0, &n) != DLPG_OK) return -1;
   if (n <= 0) return 0;
@@ -83,7 +83,7 @@ static int rdv_try_get(dlpg_store_t *s, const char *key, char *buf, size_t cap) 
 }
 
 /* The counter under key (0 when absent; the probe creates it at 0). -1 on error. */
-static int64_t rdv_count(dlpg_store_t *s, const char *key) {
+int64_t dlpg__rdv_count(dlpg_store_t *s, const char *key) {
   int64_t v = 0;
   return dlpg_store_add(s, key, 0, &v) == DLPG_OK ? v : -1;
 }
@@ -99,7 +99,7 @@ static int rdv_poll_get(dlpg_store_t *s, const char *key, double deadline,
       *st = dlpg__error(DLPG_ERR_ABORTED, "%s: the group was aborted", what);
       return -1;
     }
-    int r = rdv_try_get(s, key, buf, cap);
+    int r = dlpg__rdv_try_get(s, key, buf, cap);
     if (r < 0) *st = dlpg__error(DLPG_ERR_REMOTE, "%s: the store failed: %s", what, dlpg__last_error());
     if (r != 0) return r;
     double now = dlpg__now();
@@ -127,9 +127,9 @@ struct rdv_hello {
 static void rdv_send_hello(void *arg) {
   struct rdv_hello *h = arg;
   char now[64];
-  if (rdv_try_get(h->store, h->key, now, sizeof now) != 1 || strcmp(now, h->value) != 0)
+  if (dlpg__rdv_try_get(h->store, h->key, now, sizeof now) != 1 || strcmp(now, h->value) != 0)
     h->other = 1;
-  rdv_post(h->store, h->key, h->value);
+  dlpg__rdv_post(h->store, h->key, h->value);
 }
 
 /* The generation counter under base now (0 when absent or unreadable). */
@@ -145,7 +145,7 @@ static long long rdv_generation(dlpg_store_t *s, const char *base) {
 static long long rdv_last_started(dlpg_store_t *s, const char *base) {
   char key[RDV_KEY_MAX], buf[32];
   snprintf(key, sizeof key, "%s/last", base);
-  return rdv_try_get(s, key, buf, sizeof buf) == 1 ? strtoll(buf, NULL, 10) : -1;
+  return dlpg__rdv_try_get(s, key, buf, sizeof buf) == 1 ? strtoll(buf, NULL, 10) : -1;
 }
 
 /* Rank r != 0: ask this job's rank 0 for the generation. */
@@ -154,7 +154,7 @@ static dlpg_status_t rdv_join(dlpg_store_t *s, const char *base, const char *wha
                               long long *gen) {
   const double timeout_s = deadline - dlpg__now();
   char hello_key[RDV_KEY_MAX], welcome_key[RDV_KEY_MAX], buf[1024];
-  uint64_t nonce = rdv_nonce();
+  uint64_t nonce = dlpg__rdv_nonce();
   snprintf(hello_key, sizeof hello_key, "%s/hello/%d", base, rank);
   snprintf(welcome_key, sizeof welcome_key, "%s/welcome/%d/%016" PRIx64, base, rank, nonce);
   const long long gen_at_start = rdv_generation(s, base);
@@ -162,7 +162,7 @@ static dlpg_status_t rdv_join(dlpg_store_t *s, const char *base, const char *wha
   snprintf(h.value, sizeof h.value, "%016" PRIx64 " %d", nonce, size);
   dlpg_status_t st = dlpg_store_add(s, hello_key, 0, NULL); /* reaches the store? */
   if (st != DLPG_OK) return dlpg__error(st, "%s: rank %d: %s", what, rank, dlpg__last_error());
-  rdv_post(s, hello_key, h.value);
+  dlpg__rdv_post(s, hello_key, h.value);
   int r = rdv_poll_get(s, welcome_key, deadline, aborted, what, buf, sizeof buf, rdv_send_hello,
                        &h, &st);
   if (r < 0) return st;
@@ -182,7 +182,7 @@ static dlpg_status_t rdv_join(dlpg_store_t *s, const char *base, const char *wha
                        "world size of %d or less, or admitted another process that claims "
                        "rank %d)",
                        what, rank, size, timeout_s, rank, rank);
-  rdv_unpost(s, welcome_key);
+  dlpg__rdv_unpost(s, welcome_key);
   if (buf[0] == '!') return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s", what, buf + 1);
   *gen = strtoll(buf, NULL, 10);
   return DLPG_OK;
@@ -204,13 +204,13 @@ struct rdv_admit {
 static void rdv_answer(struct rdv_admit *a, int r) {
   char key[RDV_KEY_MAX], val[64], reply[256];
   snprintf(key, sizeof key, "%s/hello/%d", a->base, r);
-  if (rdv_try_get(a->s, key, val, sizeof val) != 1) return;
+  if (dlpg__rdv_try_get(a->s, key, val, sizeof val) != 1) return;
   uint64_t nonce = 0;
   int sz = 0;
   if (sscanf(val, "%" SCNx64 " %d", &nonce, &sz) != 2 || nonce == 0) return;
   if (r < a->size && a->answered[r] == nonce) return;
   snprintf(key, sizeof key, "%s/g%lld/claim/%d", a->base, a->gen, r);
-  if (r < a->size && rdv_count(a->s, key) > 0) {
+  if (r < a->size && dlpg__rdv_count(a->s, key) > 0) {
     /* Rank r stops re-sending its hello once admitted: a new nonce after its claim is
      * another process's. */
     a->duplicate = r;
@@ -225,7 +225,7 @@ static void rdv_answer(struct rdv_admit *a, int r) {
              a->size, r);
   }
   snprintf(key, sizeof key, "%s/welcome/%d/%016" PRIx64, a->base, r, nonce);
-  rdv_post(a->s, key, reply);
+  dlpg__rdv_post(a->s, key, reply);
 }
 
 /* The world size each rank posted under scope before claiming (a hello's size may be an
@@ -235,7 +235,7 @@ static void rdv_read_sizes(struct rdv_admit *a, const char *scope) {
     if (a->claimed_size[r]) continue;
     char key[RDV_KEY_MAX], val[32];
     snprintf(key, sizeof key, "%s/size/%d", scope, r);
-    if (rdv_try_get(a->s, key, val, sizeof val) != 1) continue;
+    if (dlpg__rdv_try_get(a->s, key, val, sizeof val) != 1) continue;
     a->claimed_size[r] = atoi(val);
     if (a->claimed_size[r] != a->size) a->mismatch = 1;
   }
@@ -257,7 +257,7 @@ static int rdv_missing(dlpg_store_t *s, const char *scope, int size, char *msg, 
   for (int r = 1; r < size; r++) {
     char key[RDV_KEY_MAX];
     snprintf(key, sizeof key, "%s/claim/%d", scope, r);
-    if (rdv_count(s, key) != 0) continue; /* claimed (or the store failed: said later) */
+    if (dlpg__rdv_count(s, key) != 0) continue; /* claimed (or the store failed: said later) */
     if (n < cap) n += (size_t)snprintf(msg + n, cap - n, "%s%d", missing ? ", " : "", r);
     missing++;
   }
@@ -328,13 +328,13 @@ static dlpg_status_t rdv_lead(dlpg_store_t *s, const char *base, const char *sco
       st = dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s", what, verdict + 1);
     }
   }
-  rdv_post(s, go_key, verdict);
+  dlpg__rdv_post(s, go_key, verdict);
   if (st == DLPG_OK) {
     /* For a process of a rank already admitted that asks later (rdv_join's message). */
     char key[RDV_KEY_MAX], g[32];
     snprintf(key, sizeof key, "%s/last", base);
     snprintf(g, sizeof g, "%lld", gen);
-    rdv_post(s, key, g);
+    dlpg__rdv_post(s, key, g);
   }
 out:
   free(a.answered);
@@ -372,7 +372,7 @@ dlpg_status_t dlpg__rendezvous_begin(dlpg_store_t *store, const char *base, cons
     char sz[16];
     snprintf(key, sizeof key, "%s/size/%d", scope, rank);
     snprintf(sz, sizeof sz, "%d", size);
-    rdv_post(store, key, sz);
+    dlpg__rdv_post(store, key, sz);
   }
   snprintf(key, sizeof key, "%s/claim/%d", scope, rank);
   st = dlpg_store_add(store, key, 1, &claims);
@@ -410,7 +410,7 @@ void dlpg__rendezvous_end(dlpg_store_t *store, const char *scope, int rank, int 
     snprintf(key, sizeof key, "%s/claim/%d", scope, r);
     dlpg_store_delete_key(store, key, NULL);
     snprintf(key, sizeof key, "%s/size/%d", scope, r);
-    rdv_unpost(store, key);
+    dlpg__rdv_unpost(store, key);
     for (size_t i = 0; i < nkeys; i++) {
       char name[128];
       snprintf(name, sizeof name, keys[i], r);
@@ -419,7 +419,7 @@ void dlpg__rendezvous_end(dlpg_store_t *store, const char *scope, int rank, int 
     }
   }
   snprintf(key, sizeof key, "%s/go", scope);
-  rdv_unpost(store, key);
+  dlpg__rdv_unpost(store, key);
   snprintf(key, sizeof key, "%s/out", scope);
   dlpg_store_delete_key(store, key, NULL);
 }

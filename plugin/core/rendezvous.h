@@ -5,6 +5,7 @@
 #define DLPG_CORE_RENDEZVOUS_H_
 
 #include <stddef.h>
+#include <stdint.h>
 #ifndef __cplusplus
 #include <stdatomic.h> /* C++: include gloo/c_headers.h first */
 #endif
@@ -32,6 +33,18 @@ dlpg_status_t dlpg__rendezvous_begin(dlpg_store_t *store, const char *base, cons
  * "<scope>/<k>" for each keys[i] (a "%d" in it is expanded for every rank). Best effort. */
 void dlpg__rendezvous_end(dlpg_store_t *store, const char *scope, int rank, int size,
                           const char *const *keys, size_t nkeys);
+
+/* The handshake's building blocks, shared with the job agreement (job.c). Values are
+ * "posted": <key>/v holds the value, then the counter <key> is incremented, and readers
+ * probe the counter (add 0, never blocking) before they get the value. */
+void dlpg__rdv_post(dlpg_store_t *s, const char *key, const char *value);
+void dlpg__rdv_unpost(dlpg_store_t *s, const char *key);
+/* The value posted under key into buf (NUL-terminated). 1: read; 0: not posted; -1: error. */
+int dlpg__rdv_try_get(dlpg_store_t *s, const char *key, char *buf, size_t cap);
+/* The counter under key (0 when absent; the probe creates it at 0). -1 on error. */
+int64_t dlpg__rdv_count(dlpg_store_t *s, const char *key);
+/* A random nonce, never 0. */
+uint64_t dlpg__rdv_nonce(void);
 
 #ifdef __cplusplus
 }

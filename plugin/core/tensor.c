@@ -12,6 +12,17 @@
 
 /* ------------------------------------------------------------------ tensors */
 
+/* Where user space ends, portably: no tensor's bytes lie at or above it. 64-bit Linux puts
+ * user space below 2^47 (x86-64, 4-level paging), 2^48 (aarch64, 48-bit VA), 2^52 (aarch64,
+ * 52-bit VA) or 2^56 (x86-64 with 5-level paging, for a process that asks): 2^56 admits all
+ * of them, device pointers of unified addressing included (they are user addresses), and
+ * refuses offsets such as 2^62. A 32-bit process is bounded by the overflow check. */
+#if UINTPTR_MAX > 0xffffffffu
+#define DLPG__USER_SPACE_END (1ull << 56)
+#else
+#define DLPG__USER_SPACE_END ((unsigned long long)UINTPTR_MAX + 1ull)
+#endif
+
 /* "(4, 4)" into buf; long lists are cut with "...". */
 static void dlpg__fmt_dims(char *buf, size_t cap, const int64_t *v, int n) {
   size_t len = 0;
@@ -132,11 +143,22 @@ dlpg_status_t dlpg__tensor_from_dl(const char *fn, const char *arg, int index, c
     }
   }
 
-  /* Found by fuzz/fuzz_dlpack: data + byte_offset must not wrap around the address space. */
-  if (t->data && t->byte_offset > UINTPTR_MAX - (uintptr_t)t->data)
-    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
-                       "%s: %s has byte_offset %llu, past the end of the address space", fn,
-                       ARG_NAME, (unsigned long long)t->byte_offset);
+  /* Found by fuzz/fuzz_dlpack (a wrap) and by a probe (data valid, byte_offset 2^62: both
+   * ranks crashed): the bytes data + byte_offset .. + nbytes must lie below the end of user
+   * space, checked before anything touches them (arithmetic only, no probe of the
+   * mappings). An address inside user space that is not mapped stays the caller's bug
+   * (dlpg.h). */
+  size_t nbytes = (size_t)numel * esize;
+  if (t->data) {
+    uint64_t base = (uint64_t)(uintptr_t)t->data, end = 0;
+    if (__builtin_add_overflow(base, (uint64_t)t->byte_offset, &end) ||
+        __builtin_add_overflow(end, (uint64_t)nbytes, &end) || end > DLPG__USER_SPACE_END)
+      return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                         "%s: %s has data %p and byte_offset %llu: its %zu bytes would end "
+                         "past the end of user address space (0x%llx)",
+                         fn, ARG_NAME, t->data, (unsigned long long)t->byte_offset, nbytes,
+                         (unsigned long long)DLPG__USER_SPACE_END);
+  }
   if (!t->data && numel > 0)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s has %lld elements but data is NULL",
                        fn, ARG_NAME, (long long)numel);
@@ -145,7 +167,7 @@ dlpg_status_t dlpg__tensor_from_dl(const char *fn, const char *arg, int index, c
     memset(out, 0, sizeof *out);
     out->ptr = t->data ? (void *)((char *)t->data + t->byte_offset) : NULL;
     out->numel = numel;
-    out->nbytes = (size_t)numel * esize;
+    out->nbytes = nbytes;
     out->dtype = dtype;
     out->backend = backend;
     out->device_type = dt;

@@ -14,6 +14,7 @@
 #include "core/failure_impl.h"
 #include "core/flight.h"
 #include "core/group.h"
+#include "core/job.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "core/thread.h"
@@ -151,6 +152,14 @@ static void *dlpg__watch_main(void *arg) {
   memset(&L, 0, sizeof L);
   L.last_finished = UINT64_MAX;
   int idle = 1;
+  /* Started by a failure before any operation joined the job (a rejected call, an abort):
+   * join it here, off the caller's thread; a rank outside its job has no records. */
+  if (!dlpg__fail_gen(g)) {
+    dlpg__saved_error_t se;
+    dlpg__error_save(&se);
+    dlpg__job_join(g);
+    dlpg__error_restore(&se, DLPG_OK);
+  }
   pthread_mutex_lock(&w->mu);
   for (;;) {
     if (!w->hard_pending && !w->soft_pending && !w->stop) {
@@ -214,13 +223,14 @@ void dlpg__watch_start(struct dlpg_group *g, int take_gen) {
     atomic_store(&w->started, 1); /* off for this group: later operations skip this call */
     return;
   }
-  /* take_gen (an operation's first issue): the incarnation is taken here, on the caller's
-   * thread before the operation's rendezvous, rather than by the new thread alongside it:
-   * one more store round trip in sequence instead of a second connection in parallel. */
+  /* take_gen (an operation's first issue): the job is joined here, on the caller's thread
+   * before the operation's rendezvous (which joins it anyway), rather than by the new thread
+   * alongside it: the records' scope is then known before anything can fail. A failure is
+   * the operation's to report (backend.c repeats it). */
   if (take_gen) {
     dlpg__saved_error_t se;
     dlpg__error_save(&se);
-    dlpg__fail_gen(g);
+    dlpg__job_join(g);
     dlpg__error_restore(&se, DLPG_OK);
   }
   pthread_mutex_lock(&w->mu);

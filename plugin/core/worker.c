@@ -16,6 +16,7 @@
 #include "core/failure.h"
 #include "core/flight.h"
 #include "core/group.h"
+#include "core/job.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "core/thread.h"
@@ -38,7 +39,10 @@ static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
   int first = t->ops[0]->backend, slot = first;
   if (w->choice_status[first] == DLPG_OK) {
     dlpg__clear_error();
-    dlpg_status_t st = dlpg__backend_choose(g, first, &slot);
+    /* The choice reads, and the backend's state writes, keys under the group's job scope:
+     * join the job first (once; a failure is final, job.h). */
+    dlpg_status_t st = dlpg__job_join(g);
+    if (st == DLPG_OK) st = dlpg__backend_choose(g, first, &slot);
     if (st != DLPG_OK) {
       /* Every later operation of the group fails with the same reason. */
       w->choice_status[first] = st;

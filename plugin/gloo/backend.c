@@ -78,7 +78,7 @@ static void dlpg__sigpipe_default_ignore(void) {
 static dlpg_status_t dlpg__gloo_state_create(const dlpg__be_group_t *g, void **state) {
   pthread_once(&dlpg__sigpipe_once, dlpg__sigpipe_default_ignore);
   dlpg__gloo_group_t *gg = NULL;
-  dlpg_status_t st = dlpg__gloo_group_create(g->store, g->name, g->rank, g->size, g->timeout_s, &gg);
+  dlpg_status_t st = dlpg__gloo_group_create(g->store, dlpg__be_group_keys(g), g->rank, g->size, g->timeout_s, &gg);
   /* dlpg_group_abort sets the flag before it aborts the states present under the group's
    * lock, which is held here: a state made after that is aborted at birth. */
   if (st == DLPG_OK && dlpg__be_group_aborted(g)) dlpg__gloo_group_abort(gg);

@@ -39,8 +39,8 @@ extern "C" dlpg_status_t dlpg__gloo_group_mesh(dlpg__gloo_group_t *gg, dlpg__glo
   gg->mesh_tried = true;
   const dlpg_gloo::PairSet &ps = *gg->p2p;
   std::string prefix = ps.name + "/gloo";
-  DLPG_INFO(GLOO, ps.rank, "creating the Gloo context of group \"%s\" (%d ranks)", ps.name.c_str(),
-            ps.size);
+  DLPG_INFO(GLOO, ps.rank, "creating the Gloo context of %d ranks (keys under %s)", ps.size,
+            prefix.c_str());
   dlpg_status_t st = dlpg__gloo_ctx_create_abortable(ps.store, prefix.c_str(), ps.rank, ps.size,
                                                     ps.timeout_s, &ps.aborted, &mesh);
   if (st != DLPG_OK) {

@@ -187,8 +187,7 @@ dlpg_status_t pair_ready(PairSet &ps, Pair &pair, int peer, Clock::time_point de
   const int lo = ps.rank < peer ? ps.rank : peer, hi = ps.rank < peer ? peer : ps.rank;
   const std::string prefix =
       ps.name + "/gloo/p2p/" + std::to_string(lo) + "-" + std::to_string(hi);
-  DLPG_INFO(GLOO, ps.rank, "group \"%s\": connecting to rank %d (prefix %s)", ps.name.c_str(),
-            peer, prefix.c_str());
+  DLPG_INFO(GLOO, ps.rank, "connecting to rank %d (keys under %s)", peer, prefix.c_str());
   dlpg__gloo_ctx_t *c = nullptr;
   std::string msg;
   dlpg_status_t st;

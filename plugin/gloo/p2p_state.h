@@ -48,7 +48,7 @@ struct Transfer {
 // holds them.
 struct PairSet {
   dlpg_store_t *store = nullptr;  // the group's, retained until the last transfer is gone
-  std::string name;               // the group's key prefix
+  std::string name;               // the group's key prefix (its job's scope)
   int rank = 0, size = 0;
   double timeout_s = 0;
   std::atomic<int> aborted{0};  // an int: the rendezvous polls it (gloo/create.h)

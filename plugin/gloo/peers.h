@@ -17,7 +17,8 @@ class MeshContext;
 
 // Why a connection is lost, as every message about one says it.
 constexpr const char *kLostWhy =
-    " (its process ended, it gave up after a failure of its own, or the network failed)";
+    " (its process ended, it gave up after a failure (its own or one it saw elsewhere), or "
+    "the network failed)";
 
 // The socket of one connected pair, found by its local address (peer_addresses).
 struct PeerSocket {

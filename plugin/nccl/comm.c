@@ -75,6 +75,7 @@ dlpg_status_t dlpg__nccl_create(const dlpg__be_group_t *g, dlpg__nccl_t **out) {
   st->rank = g->rank;
   st->size = g->size;
   snprintf(st->name, sizeof(st->name), "%s", g->name ? g->name : "dlpg");
+  snprintf(st->keys, sizeof(st->keys), "%s", g->name ? dlpg__be_group_keys(g) : "dlpg");
   pthread_mutex_init(&st->mu, NULL);
   dlpg__cond_init_monotonic(&st->cv);
   atomic_init(&st->aborted, 0);

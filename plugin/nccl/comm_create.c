@@ -5,15 +5,16 @@
  * Store keys do not depend on the device list, because ranks may drive different devices
  * (rank r on cuda:r): every rank of a group creates its collective communicators in the same
  * order (it issues the same operations), so the creation index seq names the rendezvous
- * (c->rdv):
- *   <name>/nccl/<seq>/ndev/<rank>   each rank's local device count (decimal)
- *   <name>/nccl/<seq>/id            written by rank 0: "ok" + ncclUniqueId, or "er" + message
+ * (c->rdv), under the group's job scope <keys> (backend_abi.h: keys an earlier job left
+ * under the same name are never read):
+ *   <keys>/nccl/<seq>/ndev/<rank>   each rank's local device count (decimal)
+ *   <keys>/nccl/<seq>/id            written by rank 0: "ok" + ncclUniqueId, or "er" + message
  * Rank 0 checks every rank's device count before it publishes the id, so a mismatch fails
  * on every rank with the same message instead of hanging in ncclCommInitRankConfig.
  * Sends and receives use a communicator of the two ranks alone (model: Ray's
  * _get_nccl_p2p_communicator), created by those two; the pair's own creation index names it,
  * the lower rank plays rank 0's part, member 0 or 1 replaces the rank:
- *   <name>/nccl/p2p/<lo>-<hi>/<seq>/ndev/<member>, .../id
+ *   <keys>/nccl/p2p/<lo>-<hi>/<seq>/ndev/<member>, .../id
  * A send or receive to self (inside a batch) uses a communicator of this rank alone, whose
  * unique id never leaves the process. */
 #include <stdio.h>
@@ -359,7 +360,7 @@ static void dlpg__entry_members(dlpg__nccl_comm_t *c, const dlpg__be_op_t *op) {
     c->member = st->rank;
     c->nmembers = st->size;
     c->seq = st->ncreated++;
-    snprintf(c->rdv, sizeof(c->rdv), "%s/nccl/%d", st->name, c->seq);
+    snprintf(c->rdv, sizeof(c->rdv), "%s/nccl/%d", st->keys, c->seq);
   } else if (op->peer == st->rank) {
     c->peer = DLPG__NCCL_SELF;
     c->member = 0;
@@ -371,7 +372,7 @@ static void dlpg__entry_members(dlpg__nccl_comm_t *c, const dlpg__be_op_t *op) {
     c->member = st->rank == lo ? 0 : 1;
     c->nmembers = 2;
     c->seq = st->pair_created[op->peer]++;
-    snprintf(c->rdv, sizeof(c->rdv), "%s/nccl/p2p/%d-%d/%d", st->name, lo, hi, c->seq);
+    snprintf(c->rdv, sizeof(c->rdv), "%s/nccl/p2p/%d-%d/%d", st->keys, lo, hi, c->seq);
   }
   c->nranks = c->ndev * c->nmembers;
 }

@@ -53,7 +53,7 @@ typedef struct dlpg__nccl_comm {
    * (send/recv to self in a batch). member is this rank's index among the nmembers
    * (group: its rank; pair: 0 for the lower rank; self: 0), NCCL rank member * ndev + i. */
   int peer, member, nmembers;
-  char rdv[600];                /* store key prefix of its rendezvous (none for self) */
+  char rdv[640];                /* store key prefix of its rendezvous (none for self) */
   int ndev;
   int devs[DLPG__MAX_LOCAL_DEVICES];
   /* The handles operations use, one per local device; NULL once aborted or destroyed. In
@@ -111,6 +111,7 @@ struct dlpg__nccl {
   const dlpg__be_group_t *g;  /* borrowed view: the group owns st and outlives it */
   int rank, size;             /* copies of g's, for messages after g is gone */
   char name[520];             /* copy of g->name (group names are at most 512 bytes) */
+  char keys[576];             /* the group's key prefix: its job's scope (backend_abi.h) */
   pthread_mutex_t mu;         /* comms list, states, seq, event pool */
   pthread_cond_t cv;          /* a communicator left CREATING */
   dlpg__nccl_comm_t *comms;

@@ -46,7 +46,7 @@ static dlpg_status_t dlpg__shm_be_state_create(const dlpg__be_group_t *g, void *
   cfg.spin = spin >= 0 && spin < 0x7fffffffL ? (int)spin : -1;
   cfg.abort_flag = g->aborted; /* an abort of the group ends the creation too */
   dlpg__shm_t *sh = NULL;
-  dlpg_status_t st = dlpg__shm_create(g->store, g->name, g->rank, g->size, &cfg, &sh);
+  dlpg_status_t st = dlpg__shm_create(g->store, dlpg__be_group_keys(g), g->rank, g->size, &cfg, &sh);
   if (st != DLPG_OK) return st;
   /* An abort that came while the segment was being set up finds no state to cut: honour
    * it now, so the peers see this rank as aborted. */

@@ -167,8 +167,8 @@ static int dlpg__shm_p2p_decide(dlpg__shm_p2p_pair_t *pr, char *why, size_t cap,
   const dlpg__be_group_t *g = pr->grp->g;
   int me = g->rank, peer = pr->peer;
   char mine[DLPG__SHM_HOST_ID_MAX + 8], theirs[DLPG__SHM_HOST_ID_MAX + 8];
-  if (g->struct_size < sizeof *g || g->gen <= 0) {
-    snprintf(why, cap, "rank %d could not publish where it runs", me);
+  if (g->struct_size < sizeof *g || !g->scope) {
+    snprintf(why, cap, "rank %d has no job scope to publish where it runs under", me);
     return DLPG__SP_PASSED;
   }
   *st = dlpg__backend_where_get(g, "shm", me, mine, sizeof mine);
@@ -185,10 +185,10 @@ static int dlpg__shm_p2p_decide(dlpg__shm_p2p_pair_t *pr, char *why, size_t cap,
     snprintf(why, cap, "rank %d runs at \"%s\", rank %d at \"%s\"", me, mine, peer, theirs);
     return DLPG__SP_PASSED;
   }
-  char prefix[600];
+  char prefix[700];
   int lo = me < peer ? me : peer, hi = me < peer ? peer : me;
-  snprintf(prefix, sizeof prefix, "%s/shm/p2p/%d.%lld/%d-%d", g->name, g->size,
-           (long long)g->gen, lo, hi);
+  /* Under the job's scope: a pair of an earlier job of this name never meets this one. */
+  snprintf(prefix, sizeof prefix, "%s/shm/p2p/%d-%d", dlpg__be_group_keys(g), lo, hi);
   dlpg__shm_pair_config_t cfg = {pr->grp->slot_bytes, pr->grp->stage_bytes, g->timeout_s,
                                  pr->grp->spin, g->aborted};
   dlpg__shm_pair_t *eng = NULL;

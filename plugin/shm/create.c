@@ -6,8 +6,9 @@
  * all get a handle, or all fail -- with DLPG_ERR_UNSUPPORTED when the cause is that the
  * ranks do not share a host (socket unreachable, mapping refused, other pid namespace).
  *
- * Store keys, under "<name>/shm/<size>.<n>/" where n counts this rank's creations with that name
- * and size on that store (each rank counts its own, so they agree without meeting):
+ * Store keys, under "<keys>/shm/<size>.<n>/" where keys is the group's job scope (one job's,
+ * agreed by its ranks: backend_abi.h) and n counts this rank's creations under it (each rank
+ * counts its own, so they agree without meeting; an earlier job's keys are never read):
  *   nonce    rank 0: "<nonce hex> <token hex>"
  *   res/<r>  rank r: "ok" or "no <reason>" */
 #ifndef _GNU_SOURCE
@@ -30,7 +31,7 @@
 #include "shm/params.h"
 #include "shm/seg.h"
 
-#define DLPG__SHM_KEY_MAX 512
+#define DLPG__SHM_KEY_MAX 640 /* a job scope (a name of up to 512 bytes and more) and its keys */
 
 /* What a joining rank sends rank 0 before it gets the segment. */
 typedef struct dlpg__shm_hello {

@@ -5,6 +5,7 @@
 # ~1.5 s, a skipped collective named).
 set(D ${CMAKE_CURRENT_LIST_DIR})
 dlpg_add_gtest(test_faults TIMEOUT 900 SOURCES ${D}/test_faults.cc ${D}/test_faults_store.cc
+  ${D}/test_faults_storehost.cc
   ${D}/test_faults_soak.cc
   ${D}/faults_util.cc LIBS dlpg_conformance_harness)
 # Once per host-memory backend: test_faults with the default choice (these ranks share a

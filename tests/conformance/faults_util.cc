@@ -45,7 +45,7 @@ bool Trial::WaitMark(int r, const std::string &what, double timeout_s) {
 }
 
 // The store process: serves, reports its port, then waits to be killed.
-static pid_t SpawnStore(int *port) {
+pid_t SpawnStore(int *port) {
   int p[2];
   if (pipe(p) != 0) return -1;
   fflush(stdout);
@@ -74,11 +74,14 @@ static pid_t SpawnStore(int *port) {
 
 void RunTrial(int n, const std::string &name, double deadline_s,
               const std::function<void(FaultRank &)> &fn,
-              const std::function<void(Trial &)> &control, Trial *t) {
+              const std::function<void(Trial &)> &control, Trial *t,
+              const std::string &store_url) {
   dlpg_test_api();  // loaded before forking: every child inherits it
-  t->store_pid = SpawnStore(&t->port);
-  ASSERT_GT(t->store_pid, 0);
-  ASSERT_GT(t->port, 0) << "the store process did not report a port";
+  if (store_url.empty()) {
+    t->store_pid = SpawnStore(&t->port);
+    ASSERT_GT(t->store_pid, 0);
+    ASSERT_GT(t->port, 0) << "the store process did not report a port";
+  }
   t->out.assign(n, RankOutcome());
   t->pids.assign(n, -1);
   std::vector<int> fds(n, -1);
@@ -98,7 +101,7 @@ void RunTrial(int n, const std::string &name, double deadline_s,
       c.api = dlpg_test_api();
       c.rank = r;
       c.size = n;
-      c.url = "tcp://127.0.0.1:" + std::to_string(t->port);
+      c.url = store_url.empty() ? "tcp://127.0.0.1:" + std::to_string(t->port) : store_url;
       c.name = name;
       c.out_fd = p[1];
       fn(c);
@@ -180,8 +183,10 @@ void RunTrial(int n, const std::string &name, double deadline_s,
     for (int r = 0; r < n; r++)
       if (!reaped[r]) t->out[r].kv["killed"] = "did not finish within the trial's deadline";
   }
-  kill(t->store_pid, SIGKILL);
-  waitpid(t->store_pid, nullptr, 0);
+  if (t->store_pid > 0) {
+    kill(t->store_pid, SIGKILL);
+    waitpid(t->store_pid, nullptr, 0);
+  }
   t->pump = nullptr;
 }
 

@@ -56,9 +56,15 @@ struct Trial {
 
 // Run one trial of n ranks; fn runs in each rank process; control (may be empty) runs in
 // the parent once the ranks are forked. Ranks still alive after deadline_s are killed.
+// store_url empty: the trial forks a store process of its own (killed at its end); else
+// the ranks use that store (a long-lived one that outlives many trials: SpawnStore).
 void RunTrial(int n, const std::string &name, double deadline_s,
               const std::function<void(FaultRank &)> &fn,
-              const std::function<void(Trial &)> &control, Trial *trial);
+              const std::function<void(Trial &)> &control, Trial *trial,
+              const std::string &store_url = "");
+// A process serving the TCP store on 127.0.0.1 (its port in *port, -1 when it did not
+// report one) until it is killed.
+pid_t SpawnStore(int *port);
 
 // Helpers for rank functions.
 // Open the trial's store and create its group (name: the trial's, or name); NULL on

@@ -88,6 +88,29 @@ TEST(CoreStatus, NamesAndLastError) {
   std::thread([] { EXPECT_STREQ(dlpg_last_error(), ""); }).join();
 }
 
+// A huge byte_offset with a valid data pointer crashed both ranks of an allreduce: it is
+// refused before memory is touched, as is any extent past the end of user space (2^56) or
+// one that wraps; an address inside user space passes (mapping it is the caller's part).
+TEST(CoreTensor, OffsetsPastUserSpaceAreRefused) {
+  float buf[16];
+  dlpg__tensor_t out;
+  for (uint64_t off : {uint64_t(1) << 62, uint64_t(1) << 56, ~uint64_t(0) - 7,
+                       (uint64_t(1) << 56) - reinterpret_cast<uintptr_t>(buf) - 63}) {
+    T a(buf, kF32, {4, 4});  // 64 bytes
+    a.t.byte_offset = off;
+    EXPECT_EQ(dlpg__tensor_from_dl("dlpg_allreduce", "inputs", 0, &a.t, &out),
+              DLPG_ERR_INVALID_ARGUMENT) << off;
+    EXPECT_TRUE(Contains(dlpg_last_error(), "dlpg_allreduce: inputs[0] has data 0x")) << dlpg_last_error();
+    EXPECT_TRUE(Contains(dlpg_last_error(), ("byte_offset " + std::to_string(off)).c_str())) << dlpg_last_error();
+    EXPECT_TRUE(Contains(dlpg_last_error(), "past the end of user address space")) << dlpg_last_error();
+  }
+  T a(buf, kF32, {4, 4});
+  a.t.byte_offset = (uint64_t(1) << 56) - reinterpret_cast<uintptr_t>(buf) - 64;  // ends at 2^56
+  EXPECT_EQ(dlpg__tensor_from_dl("f", "inputs", 0, &a.t, &out), DLPG_OK) << dlpg_last_error();
+  a.t.byte_offset = uint64_t(1) << 40;  // inside user space: not checked against the mappings
+  EXPECT_EQ(dlpg__tensor_from_dl("f", "inputs", 0, &a.t, &out), DLPG_OK) << dlpg_last_error();
+}
+
 TEST(CoreTensor, DtypesDevicesAndOffsets) {
   float buf[16];
   dlpg__tensor_t out;

@@ -20,9 +20,33 @@ void ExpectHas(const std::string &msg, const std::string &words) {
   EXPECT_NE(msg.find(words), std::string::npos) << "\"" << words << "\" not in: " << msg;
 }
 
+// A timeout's note on rank r and coll_seq seq: behind when r published its progress (it was
+// blocked a moment in an earlier operation), unknown when it published none.
+void ExpectBehindOrUnknown(const std::string &msg, int r, int seq) {
+  std::string rs = "rank " + std::to_string(r), ss = "coll_seq " + std::to_string(seq);
+  bool behind = msg.find(rs + " had not reached " + ss) != std::string::npos;
+  bool unknown = msg.find(rs + " published no progress, so whether it reached " + ss +
+                          " is unknown") != std::string::npos;
+  EXPECT_TRUE(behind != unknown) << msg;
+}
+
 
 
 }  // namespace
+
+// An output of another dtype than its input: the message names what differs (the dtypes),
+// not the device they share.
+TEST(Wording, OutputDtypeNamesOnlyTheDtypes) {
+  RunRanks(Mode::kThreads, 1, [](RankCtx &c) {
+    HostTensor in(DT::F32, {4}), out(DT::F64, {4});
+    DLTensor *ip = in.dl(), *op = out.dl();
+    EXPECT_EQ(c.api->allreduce(c.group, &ip, &op, 1, DLPG_SUM, nullptr, nullptr),
+              DLPG_ERR_INVALID_ARGUMENT);
+    std::string msg = c.api->last_error();
+    ExpectHas(msg, "outputs[0] is float64 but inputs[0] is float32 (the dtypes must match)");
+    EXPECT_EQ(msg.find("is on cpu"), std::string::npos) << msg;
+  });
+}
 
 // A receive posted for fewer or more bytes than were sent (tests/conformance
 // test_errors_peers.cc: MismatchedSendRecvIsInvalidArgument).
@@ -124,7 +148,7 @@ TEST(Wording, Timeouts) {
     if (c.rank == 0) {
       EXPECT_EQ(c.api->allreduce(c.group, &tp, nullptr, 1, DLPG_SUM, nullptr, nullptr),
                 DLPG_ERR_TIMEOUT);
-      ExpectHas(c.api->last_error(), "rank 1 had not reached coll_seq 2");
+      ExpectBehindOrUnknown(c.api->last_error(), 1, 2);
     }
     Meet(c, "timedout");
     if (c.rank == 1) {
@@ -143,7 +167,7 @@ TEST(Wording, Timeouts) {
       dlpg_work_t *w = nullptr;
       DLPG_ASSERT_OK(c.api, c.api->allreduce(c.group, &tp, nullptr, 1, DLPG_SUM, nullptr, &w));
       EXPECT_EQ(c.api->work_wait(w, 1.5), DLPG_ERR_TIMEOUT);
-      ExpectHas(c.api->last_error(), "rank 1 had not reached coll_seq 2");
+      ExpectBehindOrUnknown(c.api->last_error(), 1, 2);
       c.api->work_wait(w, 10);
       c.api->work_free(w);
     }
@@ -153,6 +177,32 @@ TEST(Wording, Timeouts) {
                 DLPG_ERR_REMOTE);
       ExpectHas(c.api->last_error(), "failed on rank 0");
       ExpectHas(c.api->last_error(), "did not complete within 1.5 s");
+    }
+    Meet(c, "end");
+  }, ro);
+}
+
+// A timeout's headline names as behind only the ranks whose progress record says so; a
+// rank that published none (it was never blocked in an operation) is "unknown", apart.
+// Rank 2 comes last to the barrier (ranks 0 and 1 block there and publish their progress:
+// coll_seq 1 started), then ranks 1 and 2 stay out of the group and rank 0 times out in
+// coll_seq 2.
+TEST(Wording, TimeoutSeparatesBehindFromUnknown) {
+  RunOptions ro;
+  ro.group_timeout_s = Scaled(3);
+  ro.deadline_s = 120;
+  RunRanks(Mode::kProcesses, 3, [](RankCtx &c) {
+    if (c.rank == 2) usleep(static_cast<useconds_t>(Scaled(1.0) * 1e6));
+    DLPG_ASSERT_OK(c.api, c.api->barrier(c.group, nullptr));  // coll_seq 1
+    HostTensor t(DT::F32, {16});
+    DLTensor *tp = t.dl();
+    if (c.rank == 0) {
+      EXPECT_EQ(c.api->allreduce(c.group, &tp, nullptr, 1, DLPG_SUM, nullptr, nullptr),
+                DLPG_ERR_TIMEOUT);
+      std::string msg = c.api->last_error();
+      ExpectHas(msg, "rank 1 had not reached coll_seq 2 (rank 1 last started coll_seq 1)");
+      ExpectHas(msg, "rank 2 published no progress, so whether it reached coll_seq 2 is unknown");
+      EXPECT_EQ(msg.find("ranks 1, 2"), std::string::npos) << msg;
     }
     Meet(c, "end");
   }, ro);

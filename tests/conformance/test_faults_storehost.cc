@@ -1,0 +1,109 @@
+// kill -9 of rank 0 while it serves the group's store (tcp://...?serve=1) and every rank is
+// in a run of allreduces: the survivors lose rank 0 and the store at once, so they cannot
+// compare notes. Each survivor's message must be true: it may name rank 0 (the one that
+// died) or say that the connection to another rank was lost, but then also that the store
+// is unreachable and which rank failed first is unknown; it never says a healthy rank
+// failed. Repeated (DLPG_FAULT_TRIALS, 10 by default); each trial prints a FAULT line.
+#include <signal.h>
+#include <unistd.h>
+
+#include <regex>
+
+#include "faults_util.h"
+
+using namespace dlpgt;
+
+namespace {
+
+constexpr int kRanks = 4;
+
+// Rank 0 serves a store of its own and publishes its port on the trial's store; the others
+// connect to it. The group lives on rank 0's store.
+dlpg_group_t *JoinOnRankZeroStore(FaultRank &c, double timeout_s) {
+  dlpg_store_t *trial = nullptr, *s = nullptr;
+  if (c.api->store_open(c.url.c_str(), Scaled(30), &trial) != DLPG_OK) return nullptr;
+  const std::string key = c.name + "/test/port";
+  if (c.rank == 0) {
+    int port = 0;
+    if (c.api->store_open("tcp://127.0.0.1:0?serve=1", Scaled(30), &s) == DLPG_OK &&
+        c.api->store_port(s, &port) == DLPG_OK) {
+      std::string p = std::to_string(port);
+      c.api->store_set(trial, key.c_str(), p.data(), p.size());
+    }
+  } else {
+    char buf[16] = {0};
+    size_t len = 0;
+    if (c.api->store_get(trial, key.c_str(), Scaled(30), buf, sizeof buf - 1, &len) == DLPG_OK) {
+      std::string url = "tcp://127.0.0.1:" + std::string(buf, len);
+      c.api->store_open(url.c_str(), Scaled(30), &s);
+    }
+  }
+  c.api->store_close(trial);
+  if (!s) {
+    c.Put("join", "no store");
+    return nullptr;
+  }
+  dlpg_group_options_t o = DLPG_GROUP_OPTIONS_INIT;
+  o.timeout_s = timeout_s;
+  o.name = c.name.c_str();
+  dlpg_group_t *g = nullptr;
+  dlpg_status_t st = c.api->group_create(s, c.rank, c.size, &o, &g);
+  // Rank 0's server lives as long as the process (the group holds the store).
+  c.api->store_close(s);
+  c.Put("join", st == DLPG_OK ? "ok" : c.api->last_error());
+  return st == DLPG_OK ? g : nullptr;
+}
+
+// Whether msg, a survivor's, says only what it can know (see the top of the file).
+std::string Untrue(const std::string &msg) {
+  static const std::regex failed_on("failed on rank ([0-9]+)"),
+      lost("(lost the connection to|connection to) rank ([0-9]+)");
+  std::smatch m;
+  if (std::regex_search(msg, m, failed_on) && m[1] != "0") return "blames rank " + m[1].str();
+  for (auto it = std::sregex_iterator(msg.begin(), msg.end(), lost); it != std::sregex_iterator(); ++it)
+    if ((*it)[2] != "0" && (msg.find("is unreachable too") == std::string::npos ||
+                            msg.find("which rank failed first is unknown") == std::string::npos))
+      return "names rank " + (*it)[2].str() + " without saying the store is unreachable";
+  return "";
+}
+
+}  // namespace
+
+TEST(FaultsStore, StoreHostKilledBlamesNobodyElse) {
+  int n = TrialCount(10), truthful = 0;
+  for (int trial = 0; trial < n; trial++) {
+    Trial t;
+    RunTrial(kRanks, UniqueName("storehost"), Scaled(60), [](FaultRank &c) {
+      dlpg_group_t *g = JoinOnRankZeroStore(c, Scaled(5));
+      if (!g) return;
+      if (TimedAllreduce(c, g, 1000, "warm") != DLPG_OK) return;
+      c.Mark("running");
+      for (int i = 0; i < 100000; i++)
+        if (TimedAllreduce(c, g, 1 << 14, "op") != DLPG_OK) break;
+      c.api->group_abort(g);
+      c.api->group_destroy(g);
+    }, [](Trial &t) {
+      for (int r = 0; r < kRanks; r++)
+        if (!t.WaitMark(r, "running", Scaled(30))) return;
+      usleep(200 * 1000);
+      kill(t.pids[0], SIGKILL);
+    }, &t);
+    RecordOutcome("kill-store-host", trial, t, {1, 2, 3}, "op");
+    EXPECT_EQ(t.out[0].signal, SIGKILL);
+    bool ok = true;
+    for (int r = 1; r < kRanks; r++) {
+      const RankOutcome &o = t.out[r];
+      SCOPED_TRACE("trial " + std::to_string(trial) + " rank " + std::to_string(r));
+      EXPECT_EQ(o.Get("join"), "ok");
+      EXPECT_NE(o.Get("op_st"), "");
+      EXPECT_NE(o.Get("op_st"), "DLPG_OK");
+      std::string msg = o.Get("op_msg"), why = Untrue(msg);
+      EXPECT_EQ(why, "") << msg;
+      EXPECT_LT(o.Secs("op_secs"), Scaled(5 + 2.0)) << msg;
+      ok = ok && why.empty() && !msg.empty();
+      printf("STOREHOST trial %d rank %d: %s\n", trial, r, msg.c_str());
+    }
+    truthful += ok;
+  }
+  printf("STOREHOST: every survivor's message true in %d of %d runs\n", truthful, n);
+}
