@@ -12,7 +12,9 @@
  * another version, or whose tables report a version or size core does not know, fails to
  * load with a message naming both versions. Change DLPG__BACKEND_ABI_VERSION whenever a
  * struct here changes in a way a module built from other sources would misread; adding a
- * function at the end of dlpg__host_t keeps the version (struct_size tells the module). */
+ * function at the end of dlpg__host_t keeps the version (struct_size tells the module), and
+ * so does adding an optional function at the end of dlpg__backend_vtbl_t (its struct_size
+ * tells core, which treats a function past it as NULL: DLPG__BE_VTBL_HAS). */
 #ifndef DLPG_CORE_BACKEND_ABI_H_
 #define DLPG_CORE_BACKEND_ABI_H_
 
@@ -197,7 +199,35 @@ typedef struct dlpg__backend_vtbl {
   /* DLPG__KIND_BIT mask of the operations it serves; 0: every kind. An operation of a kind
    * it does not serve goes to the next line serving its device. */
   unsigned kinds;
+  /* ---- optional, added after the first tables of version 1 (DLPG__BE_VTBL_HAS) ---- */
+  /* on_worker backends, both or neither: the eager path of a small operation, so that an
+   * asynchronous one costs no hand-off to the worker thread. Core calls start on the
+   * caller's thread for an operation issued alone (no batch) with a work handle, once the
+   * group's state exists, when nothing of the group is queued, running or started on the
+   * worker, with op->state set. start must not wait for peers: it either posts what its
+   * peers need of this rank and returns 1 (the op is started; the backend keeps what it
+   * needs to finish it, the op stays core's), or does nothing and returns 0 (core queues the
+   * op on the worker as usual and issue runs it whole). At most one op per state is started
+   * at a time. */
+  int (*start)(dlpg__be_op_t *op);
+  /* Finish the started op: wait for the peers at most wait_s seconds (0: look once, without
+   * sleeping), then complete it (read what they posted into the outputs). *done = 0 and
+   * DLPG_OK while it cannot finish yet; *done = 1 and the op's status (message recorded with
+   * the host's verror) once it ended. The backend's own deadline still ends it within the
+   * group's timeout from its start. Core calls it on whichever thread gets there first
+   * (dlpg_work_wait/test of the op's work, the group's next operation, or the worker, so a
+   * started op finishes even when nobody waits for it), one call at a time per state, never
+   * while issue runs, and never issues another op of the state before the started one
+   * finished. abort wakes a progress call that waits. */
+  dlpg_status_t (*progress)(dlpg__be_op_t *op, double wait_s, int *done);
 } dlpg__backend_vtbl_t;
+
+/* Size of the first tables of version 1 (up to kinds): the smallest core accepts. */
+#define DLPG__BE_VTBL_V1_SIZE offsetof(dlpg__backend_vtbl_t, start)
+/* Whether table vt (of struct_size bytes) has the optional member `field`. */
+#define DLPG__BE_VTBL_HAS(vt, field)                                                         \
+  ((vt)->struct_size >= offsetof(dlpg__backend_vtbl_t, field) + sizeof((vt)->field) &&       \
+   (vt)->field != NULL)
 
 /* Bit of an operation kind in a kinds mask. */
 #define DLPG__KIND_BIT(kind) (1u << (unsigned)(kind))

@@ -135,7 +135,10 @@ static void dlpg__module_no_entry(void *h, const char *path, char *why, size_t c
 static int dlpg__module_table_ok(const dlpg__backend_vtbl_t *vt, const char *path, char *why,
                                  size_t cap) {
   const char *base = dlpg__base_name(path);
-  if (vt->version != DLPG__BACKEND_ABI_VERSION || vt->struct_size != sizeof *vt) {
+  /* A table of this version may end before the optional members added since (their
+   * absence is read as NULL), never after them. */
+  if (vt->version != DLPG__BACKEND_ABI_VERSION || vt->struct_size < DLPG__BE_VTBL_V1_SIZE ||
+      vt->struct_size > sizeof *vt) {
     snprintf(why, cap, "%s: module speaks backend ABI v%d (a backend table of %zu bytes), this "
              "libdlpg.so speaks v%d (%zu bytes) (rebuild the module from the same dlpg version)",
              base, vt->version, vt->struct_size, DLPG__BACKEND_ABI_VERSION, sizeof *vt);

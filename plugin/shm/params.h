@@ -17,7 +17,9 @@ extern "C" {
   X(SLOT_BYTES, "DLPG_SHM_SLOT_BYTES", "1048576", DLPG__PARAM_CACHED,                        \
     "bytes of each of a rank's two shared-memory slots (larger operations are pipelined through them)") \
   X(SPIN, "DLPG_SHM_SPIN", NULL, DLPG__PARAM_CACHED,                                         \
-    "pause iterations a waiting rank spins before it sleeps on a futex (default 4000; 64 when ranks outnumber CPUs)")
+    "pause iterations a waiting rank spins before it sleeps on a futex (default 4000; 64 when ranks outnumber CPUs)") \
+  X(EAGER_BYTES, "DLPG_SHM_EAGER_BYTES", "65536", DLPG__PARAM_CACHED,                        \
+    "most bytes a rank posts on the caller's thread when it issues an asynchronous collective (larger ones go to the group's worker thread; 0: all do)")
 
 enum {
 #define DLPG__SHM_PARAM_ENUM(id, env, def, flags, desc) DLPG__SHM_PARAM_##id,
