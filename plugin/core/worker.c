@@ -58,6 +58,11 @@ static void dlpg__worker_finish_started(dlpg__worker_t *w) {
   dlpg__op_t *op = w->started;
   const dlpg__backend_vtbl_t *be = w->started_be;
   if (!op) return;
+  /* An abort meanwhile cuts this op's state short (the task's, if any, comes after). */
+  pthread_mutex_lock(&w->mu);
+  int slot = w->running_slot;
+  w->running_slot = op->backend;
+  pthread_mutex_unlock(&w->mu);
   int done = 0;
   dlpg_status_t st = DLPG_OK;
   while (!done) {
@@ -66,6 +71,7 @@ static void dlpg__worker_finish_started(dlpg__worker_t *w) {
   }
   pthread_mutex_lock(&w->mu);
   w->started = NULL;
+  w->running_slot = slot;
   pthread_mutex_unlock(&w->mu);
   char m[DLPG__ERROR_MAX];
   st = dlpg__worker_outcome(w->g, op->work->flight_id, st, m, sizeof m);
