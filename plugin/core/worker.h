@@ -23,7 +23,8 @@ struct dlpg_group;
 dlpg_status_t dlpg__worker_submit(struct dlpg_group *g, dlpg__op_t **ops, int n);
 
 /* The same, for a caller that will block until the task completes (work == NULL): when
- * the worker is idle and nothing is queued, the task runs on the calling thread. */
+ * the worker is idle and nothing is queued, the task runs on the calling thread (a lone op
+ * of the eager path is started there, and the caller's wait finishes it). */
 dlpg_status_t dlpg__worker_submit_sync(struct dlpg_group *g, dlpg__op_t **ops, int n);
 
 /* Any thread: complete queued tasks with DLPG_ERR_ABORTED and abort the running one. */
