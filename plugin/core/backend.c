@@ -29,7 +29,8 @@ static int dlpg__nentries;
 /* The table a backend hands core must be of this version and size: a built-in one always
  * is (it is compiled with this header); a module's is checked at load. */
 static int dlpg__table_known(const dlpg__backend_vtbl_t *vt) {
-  return vt->version == DLPG__BACKEND_ABI_VERSION && vt->struct_size == sizeof *vt &&
+  return vt->version == DLPG__BACKEND_ABI_VERSION && vt->struct_size >= DLPG__BACKEND_VTBL_MIN_SIZE &&
+         vt->struct_size <= sizeof *vt &&
          vt->host_size <= sizeof(dlpg__host_t);
 }
 

@@ -225,6 +225,26 @@ typedef struct dlpg__backend_vtbl {
   dlpg_status_t (*p2p_state_create)(const dlpg__be_group_t *g, void **state);
   void (*p2p_abort)(void *state);
   void (*p2p_destroy)(void *state);
+  /* on_worker backends, both or neither: the eager path of a small operation, so that an
+   * asynchronous one costs no hand-off to the worker thread. Core calls start on the
+   * caller's thread for an operation issued alone (no batch) with a work handle, once the
+   * group's state exists, when nothing of the group is queued, running or started on the
+   * worker, with op->state set. start must not wait for peers: it either posts what its
+   * peers need of this rank and returns 1 (the op is started; the backend keeps what it
+   * needs to finish it, the op stays core's), or does nothing and returns 0 (core queues the
+   * op on the worker as usual and issue runs it whole). At most one op per state is started
+   * at a time. */
+  int (*start)(dlpg__be_op_t *op);
+  /* Finish the started op: wait for the peers at most wait_s seconds (0: look once, without
+   * sleeping), then complete it (read what they posted into the outputs). *done = 0 and
+   * DLPG_OK while it cannot finish yet; *done = 1 and the op's status (message recorded with
+   * the host's verror) once it ended. The backend's own deadline still ends it within the
+   * group's timeout from its start. Core calls it on whichever thread gets there first
+   * (dlpg_work_wait/test of the op's work, the group's next operation, or the worker, so a
+   * started op finishes even when nobody waits for it), one call at a time per state, never
+   * while issue runs, and never issues another op of the state before the started one
+   * finished. abort wakes a progress call that waits. */
+  dlpg_status_t (*progress)(dlpg__be_op_t *op, double wait_s, int *done);
 } dlpg__backend_vtbl_t;
 
 /* Size of a table that ends at kinds (the fields every table of this version has). */

@@ -28,6 +28,11 @@ struct dlpg_work {
   void *be_data;
   int has_be;
   uint64_t flight_id;       /* the group's flight recorder entry (core/flight.h); 0: none */
+  /* A CPU op its backend started on the caller's thread (the worker's eager path): a waiter
+   * may finish it itself, waiting at most wait_s (0: a look). Returns 1 when it tried, 0 when
+   * another thread is at it or nothing is left to do here (then sleep on cv). Called
+   * without mu. Set before the handle is handed out. */
+  int (*drive)(struct dlpg_work *w, double wait_s);
 };
 
 /* Record the result under w->mu (held by the caller), once: a later result is ignored. An

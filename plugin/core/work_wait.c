@@ -126,6 +126,14 @@ dlpg_status_t dlpg__work_wait(struct dlpg_work *w, double timeout_s) {
     /* Sleep in slices so an abort from another thread is seen promptly even when the
      * worker cannot complete this work yet. */
     double add = deadline - now < DLPG__WAIT_SLICE_S ? deadline - now : DLPG__WAIT_SLICE_S;
+    if (w->drive) {
+      /* An op started on a caller's thread: finish it here rather than wait for a thread
+       * to be woken (its backend sleeps on the peers' progress, in slices). */
+      pthread_mutex_unlock(&w->mu);
+      int tried = w->drive(w, add);
+      pthread_mutex_lock(&w->mu);
+      if (tried || w->done) continue;
+    }
     struct timespec ts = dlpg__abstime_in(add);
     int rc = pthread_cond_timedwait(&w->cv, &w->mu, &ts);
     if (rc != 0 && rc != ETIMEDOUT && rc != EINTR) {
@@ -146,6 +154,12 @@ dlpg_status_t dlpg_work_wait(dlpg_work_t *w, double timeout_s) {
 dlpg_status_t dlpg_work_test(dlpg_work_t *w, int *done) {
   if (!w) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "dlpg_work_test: w is NULL");
   if (!done) return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "dlpg_work_test: done is NULL");
+  if (w->drive) {
+    pthread_mutex_lock(&w->mu);
+    int pending = !w->done;
+    pthread_mutex_unlock(&w->mu);
+    if (pending) w->drive(w, 0);
+  }
   pthread_mutex_lock(&w->mu);
   dlpg__work_poll_locked(w);
   *done = w->done;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "core/backend.h"
 #include "core/failure.h"
 #include "core/flight.h"
@@ -26,10 +27,63 @@
 /* After an abort at shutdown, how long the thread gets to leave the backend before it is
  * detached. */
 #define DLPG__WORKER_GRACE_S 2.0
+/* The eager path: how long an op started on a caller's thread is left to that thread
+ * (dlpg_work_wait/test, the group's next operation) before the worker finishes it, so a
+ * started op ends even when nobody waits; the idle thread looks that often for a while after
+ * the group's last start (DLPG__WORKER_LINGER periods), so back-to-back starts need not wake
+ * it, then sleeps until woken. */
+#define DLPG__WORKER_PERIOD_S 0.001
+#define DLPG__WORKER_LINGER 64
+/* How long one progress call of a thread that must finish a started op waits. */
+#define DLPG__WORKER_FINISH_SLICE_S 0.1
+
+/* An op's outcome as its work reports it (w->mu not held): a run an abort cut short reports
+ * the abort, whatever the backend said; a failure is told to the peers, or a peer's
+ * explains it (failure.h). st is the backend's status, its message the last error. */
+static dlpg_status_t dlpg__worker_outcome(struct dlpg_group *g, uint64_t flight_id,
+                                          dlpg_status_t st, char *m, size_t cap) {
+  if (st != DLPG_OK && atomic_load(&g->aborted)) {
+    snprintf(m, cap, "group aborted (%s)", dlpg__last_error());
+    return DLPG_ERR_ABORTED;
+  }
+  m[0] = '\0';
+  if (st == DLPG_OK) return st; /* no formatting on the fast path */
+  snprintf(m, cap, "%s", dlpg__last_error());
+  return dlpg__failure_op_failed(g, flight_id, st, m, cap);
+}
+
+/* Finish the started op (the caller holds running and not w->mu): as long as its backend's
+ * deadline lets it wait. */
+static void dlpg__worker_finish_started(dlpg__worker_t *w) {
+  /* No lock to read: only the holder of running changes w->started while it holds it. */
+  dlpg__op_t *op = w->started;
+  const dlpg__backend_vtbl_t *be = w->started_be;
+  if (!op) return;
+  /* An abort meanwhile cuts this op's state short (the task's, if any, comes after). */
+  pthread_mutex_lock(&w->mu);
+  int slot = w->running_slot;
+  w->running_slot = op->backend;
+  pthread_mutex_unlock(&w->mu);
+  int done = 0;
+  dlpg_status_t st = DLPG_OK;
+  while (!done) {
+    dlpg__clear_error();
+    st = be->progress(&op->be, DLPG__WORKER_FINISH_SLICE_S, &done);
+  }
+  pthread_mutex_lock(&w->mu);
+  w->started = NULL;
+  w->running_slot = slot;
+  pthread_mutex_unlock(&w->mu);
+  char m[DLPG__ERROR_MAX];
+  st = dlpg__worker_outcome(w->g, op->work->flight_id, st, m, sizeof m);
+  dlpg__op_finish(op, st, m);
+}
 
 /* Run one task on the worker thread (w->mu not held). */
 static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
   struct dlpg_group *g = w->g;
+  /* Ops run in issue order: one started before this task ends first. */
+  dlpg__worker_finish_started(w);
   if (atomic_load(&g->aborted) || w->aborted) {
     dlpg__task_abort(t);
     return;
@@ -92,9 +146,10 @@ static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
     }
     slot = next;
   }
-  if (slot != first) {
+  if (slot != first || w->chosen[first] != slot + 1) {
     pthread_mutex_lock(&w->mu);
     w->running_slot = slot; /* what an abort must cut short */
+    w->chosen[first] = slot + 1; /* where the eager path may start the group's next ops */
     pthread_mutex_unlock(&w->mu);
     for (int i = 0; i < t->n; i++) t->ops[i]->backend = slot;
   }
@@ -111,38 +166,67 @@ static void dlpg__worker_run(dlpg__worker_t *w, dlpg__task_t *t) {
   }
   dlpg__clear_error();
   dlpg_status_t st = be->issue(dlpg__op_views(t->ops), t->n);
-  if (st != DLPG_OK && atomic_load(&g->aborted)) {
-    /* A run cut short by an abort reports the abort, whatever the backend said. */
-    char m[DLPG__ERROR_MAX];
-    snprintf(m, sizeof m, "group aborted (%s)", dlpg__last_error());
-    dlpg__task_finish(t, DLPG_ERR_ABORTED, m);
+  char m[DLPG__ERROR_MAX];
+  st = dlpg__worker_outcome(g, t->ops[0]->work->flight_id, st, m, sizeof m);
+  dlpg__task_finish(t, st, m);
+}
+
+/* Sleep (w->mu held) until woken, or one period while the eager path may need the thread. */
+static void dlpg__worker_sleep(dlpg__worker_t *w) {
+  if (w->started || w->linger > 0) {
+    if (!w->started) w->linger--;
+    struct timespec ts = dlpg__abstime_in(DLPG__WORKER_PERIOD_S);
+    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
     return;
   }
-  char m[DLPG__ERROR_MAX];
-  snprintf(m, sizeof m, "%s", dlpg__last_error());
-  /* Peers learn of this rank's failure, or a peer's explains it (failure.h). */
-  if (st != DLPG_OK) st = dlpg__failure_op_failed(g, t->ops[0]->work->flight_id, st, m, sizeof m);
-  dlpg__task_finish(t, st, m);
+  w->idle_untimed = 1;
+  pthread_cond_wait(&w->cv, &w->mu);
+  w->idle_untimed = 0;
 }
 
 static void *dlpg__worker_main(void *arg) {
   dlpg__worker_t *w = arg;
   struct dlpg_group *g = w->g;
+  unsigned long seen = 0; /* the started op the thread saw at its last look */
   pthread_mutex_lock(&w->mu);
   for (;;) {
-    /* w->running is also set while a caller runs a task inline (dlpg__worker_submit_sync):
-     * the thread waits for it, so tasks never run concurrently. */
-    while (w->running || (!w->head && !w->stop)) pthread_cond_wait(&w->cv, &w->mu);
-    if (!w->head) break; /* stop requested and the queue is drained */
-    dlpg__task_t *t = w->head;
-    w->head = t->next;
-    if (!w->head) w->tail = NULL;
-    w->running = 1;
-    w->running_slot = t->ops[0]->backend;
-    pthread_mutex_unlock(&w->mu);
-    dlpg__worker_run(w, t);
-    pthread_mutex_lock(&w->mu);
-    w->running = 0;
+    /* w->running is also set while a caller runs a task inline (dlpg__worker_submit_sync)
+     * or starts or finishes an op of the eager path: the thread waits for it, so the
+     * group's ops never run concurrently. */
+    if (w->running) {
+      dlpg__worker_sleep(w);
+      continue;
+    }
+    if (w->head) {
+      dlpg__task_t *t = w->head;
+      w->head = t->next;
+      if (!w->head) w->tail = NULL;
+      w->running = 1;
+      w->running_slot = t->ops[0]->backend;
+      pthread_mutex_unlock(&w->mu);
+      dlpg__worker_run(w, t);
+      pthread_mutex_lock(&w->mu);
+      w->running = 0;
+      continue;
+    }
+    if (w->started) {
+      /* Still started a period after the thread first saw it (or the group is being
+       * destroyed): nobody is finishing it, so this thread does. */
+      if (w->stop || w->started_seq == seen) {
+        w->running = 1;
+        w->running_slot = w->started->backend;
+        pthread_mutex_unlock(&w->mu);
+        dlpg__worker_finish_started(w);
+        pthread_mutex_lock(&w->mu);
+        w->running = 0;
+        continue;
+      }
+      seen = w->started_seq;
+      dlpg__worker_sleep(w);
+      continue;
+    }
+    if (w->stop) break; /* stop requested, the queue drained and nothing started */
+    dlpg__worker_sleep(w);
   }
   w->exited = 1;
   int detached = w->detached;
@@ -243,11 +327,129 @@ static dlpg_status_t dlpg__worker_enqueue(struct dlpg_group *g, dlpg__op_t **ops
   return DLPG_OK;
 }
 
+/* A waiter's share of the eager path (work_impl.h's drive): finish the started op of its
+ * work on the waiter's thread, unless another thread is at it. */
+static int dlpg__worker_drive(struct dlpg_work *wk, double wait_s) {
+  struct dlpg_group *g = wk->group;
+  pthread_mutex_lock(&dlpg__workers_mu);
+  dlpg__worker_t *w = g ? g->worker : NULL;
+  if (!w) {
+    pthread_mutex_unlock(&dlpg__workers_mu);
+    return 0;
+  }
+  pthread_mutex_lock(&w->mu);
+  pthread_mutex_unlock(&dlpg__workers_mu);
+  dlpg__op_t *op = w->started;
+  if (!op || op->work != wk || w->running) {
+    pthread_mutex_unlock(&w->mu);
+    return 0;
+  }
+  w->running = 1;
+  w->running_slot = op->backend;
+  const dlpg__backend_vtbl_t *be = w->started_be;
+  pthread_mutex_unlock(&w->mu);
+  int done = 0;
+  dlpg__clear_error();
+  dlpg_status_t st = be->progress(&op->be, wait_s, &done);
+  char m[DLPG__ERROR_MAX];
+  if (done) st = dlpg__worker_outcome(g, wk->flight_id, st, m, sizeof m);
+  pthread_mutex_lock(&w->mu);
+  w->running = 0;
+  if (done) w->started = NULL;
+  if (w->head || w->stop) pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  if (done) dlpg__op_finish(op, st, m);
+  return 1;
+}
+
+/* The eager path for op (alone, with a work handle): when the group's choice is made, its
+ * state exists, its backend has start/progress and nothing of the group is queued or
+ * running, the backend starts op on this thread (an op started earlier is finished first,
+ * if that needs no waiting). 1: op is started (core keeps it as w->started); 0: queue it. */
+static int dlpg__worker_try_start(struct dlpg_group *g, dlpg__op_t *op) {
+  pthread_mutex_lock(&dlpg__workers_mu);
+  dlpg__worker_t *w = g->worker;
+  if (!w) {
+    pthread_mutex_unlock(&dlpg__workers_mu);
+    return 0;
+  }
+  pthread_mutex_lock(&w->mu);
+  pthread_mutex_unlock(&dlpg__workers_mu);
+  int first = op->backend, slot = first >= 0 && first < DLPG__GROUP_BACKEND_SLOTS
+                                       ? w->chosen[first] - 1 : -1;
+  const dlpg__backend_vtbl_t *be = slot >= 0 ? dlpg__backend_loaded(slot) : NULL;
+  void *state = slot >= 0 ? __atomic_load_n(&g->be_state[slot], __ATOMIC_ACQUIRE) : NULL;
+  if (!be || !state || !be->on_worker || !dlpg__vtbl_has(be, start) ||
+      !dlpg__vtbl_has(be, progress) || w->head || w->running || w->stop || w->aborted ||
+      atomic_load(&g->aborted)) {
+    pthread_mutex_unlock(&w->mu);
+    return 0;
+  }
+  w->running = 1;
+  w->running_slot = slot;
+  dlpg__op_t *prev = w->started;
+  const dlpg__backend_vtbl_t *prev_be = w->started_be;
+  pthread_mutex_unlock(&w->mu);
+  if (prev) {
+    int done = 0;
+    dlpg__clear_error();
+    dlpg_status_t st = prev_be->progress(&prev->be, 0, &done);
+    if (done) {
+      char m[DLPG__ERROR_MAX];
+      st = dlpg__worker_outcome(g, prev->work->flight_id, st, m, sizeof m);
+      pthread_mutex_lock(&w->mu);
+      w->started = NULL;
+      pthread_mutex_unlock(&w->mu);
+      dlpg__op_finish(prev, st, m);
+      prev = NULL;
+    }
+  }
+  int taken = 0;
+  if (!prev) {
+    op->backend = slot;
+    op->state = state;
+    taken = be->start(&op->be);
+    dlpg__clear_error(); /* a start that declined leaves the run to report */
+    if (taken) {
+      op->work->drive = dlpg__worker_drive;
+      DLPG_TRACE(COLL, g->rank, "started %s on %s (caller's thread)", dlpg__op_name(op->kind),
+                 be->name);
+      dlpg__flight_start_on(g, op->work->flight_id, slot);
+    } else {
+      op->backend = first;
+    }
+  }
+  pthread_mutex_lock(&w->mu);
+  w->running = 0;
+  if (taken) {
+    /* An abort meanwhile found it running: the next finish reports the abort. */
+    w->started = op;
+    w->started_be = be;
+    w->started_seq++;
+    w->linger = DLPG__WORKER_LINGER;
+    if (w->idle_untimed) pthread_cond_broadcast(&w->cv);
+  } else if (w->head || w->stop) {
+    pthread_cond_broadcast(&w->cv);
+  }
+  pthread_mutex_unlock(&w->mu);
+  return taken;
+}
+
 dlpg_status_t dlpg__worker_submit(struct dlpg_group *g, dlpg__op_t **ops, int n) {
+  if (n == 1 && ops[0]->work && dlpg__worker_try_start(g, ops[0])) {
+    free(ops);
+    return DLPG_OK;
+  }
   return dlpg__worker_enqueue(g, ops, n, 0);
 }
 
 dlpg_status_t dlpg__worker_submit_sync(struct dlpg_group *g, dlpg__op_t **ops, int n) {
+  /* The caller waits for its work at once, which finishes a started op on its thread: the
+   * eager path costs less than the inline run (no task, no hand-off either way). */
+  if (n == 1 && ops[0]->work && dlpg__worker_try_start(g, ops[0])) {
+    free(ops);
+    return DLPG_OK;
+  }
   return dlpg__worker_enqueue(g, ops, n, 1);
 }
 

@@ -15,11 +15,16 @@ struct dlpg_group;
  * one call of the backend's issue. Takes ownership of the array and of every op in it: each op's work
  * is completed (even on failure here) and the ops are freed. Starts the worker thread at
  * the group's first task. Returns non-OK only when the task could not be queued (its works
- * are then already completed with that status). */
+ * are then already completed with that status). A lone op whose backend has the eager path
+ * (backend_abi.h start/progress) may instead be started on the calling thread when nothing
+ * of the group is queued or running; its work is then finished by whichever thread gets
+ * there first: dlpg_work_wait/test, the group's next operation, or the worker thread a
+ * moment later. */
 dlpg_status_t dlpg__worker_submit(struct dlpg_group *g, dlpg__op_t **ops, int n);
 
 /* The same, for a caller that will block until the task completes (work == NULL): when
- * the worker is idle and nothing is queued, the task runs on the calling thread. */
+ * the worker is idle and nothing is queued, the task runs on the calling thread (a lone op
+ * of the eager path is started there, and the caller's wait finishes it). */
 dlpg_status_t dlpg__worker_submit_sync(struct dlpg_group *g, dlpg__op_t **ops, int n);
 
 /* Any thread: complete queued tasks with DLPG_ERR_ABORTED and abort the running one. */

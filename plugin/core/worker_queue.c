@@ -13,20 +13,21 @@
 
 pthread_mutex_t dlpg__workers_mu = PTHREAD_MUTEX_INITIALIZER;
 
+void dlpg__op_finish(dlpg__op_t *op, dlpg_status_t st, const char *msg) {
+  if (!op) return;
+  if (st == DLPG_OK) {
+    dlpg__work_complete(op->work, DLPG_OK, NULL);
+  } else {
+    char m[DLPG__ERROR_MAX];
+    dlpg__format_prefixed(m, sizeof m, dlpg__op_name(op->kind), msg, st);
+    dlpg__work_complete(op->work, st, m);
+  }
+  free(op);
+}
+
 /* Complete every op with status (message: "<op>: <msg>") and free the ops and the array. */
 void dlpg__ops_finish(dlpg__op_t **ops, int n, dlpg_status_t st, const char *msg) {
-  for (int i = 0; i < n; i++) {
-    dlpg__op_t *op = ops[i];
-    if (!op) continue;
-    if (st == DLPG_OK) {
-      dlpg__work_complete(op->work, DLPG_OK, NULL);
-    } else {
-      char m[DLPG__ERROR_MAX];
-      dlpg__format_prefixed(m, sizeof m, dlpg__op_name(op->kind), msg, st);
-      dlpg__work_complete(op->work, st, m);
-    }
-    free(op);
-  }
+  for (int i = 0; i < n; i++) dlpg__op_finish(ops[i], st, msg);
   free(ops);
 }
 
@@ -50,11 +51,20 @@ void dlpg__worker_abort(struct dlpg_group *g) {
   w->head = w->tail = NULL;
   int slot = w->running_slot;
   void *ctx = w->running ? __atomic_load_n(&g->be_state[slot], __ATOMIC_ACQUIRE) : NULL;
+  /* A started op nobody is finishing ends here; one being finished ends with the running
+   * thread's abort below. */
+  dlpg__op_t *started = w->running ? NULL : w->started;
+  const dlpg__backend_vtbl_t *started_be = w->started_be;
+  if (started) w->started = NULL;
+  pthread_cond_broadcast(&w->cv);
   pthread_mutex_unlock(&w->mu);
   /* The context stays alive while w is registered: it is freed with the group, and the
    * running thread holds a group reference. */
   if (ctx) dlpg__backend_loaded(slot)->abort(ctx);
+  /* Its peers learn that this rank will not finish it. */
+  if (started && started->state) started_be->abort(started->state);
   pthread_mutex_unlock(&dlpg__workers_mu);
+  dlpg__op_finish(started, DLPG_ERR_ABORTED, "group aborted");
   while (queued) {
     dlpg__task_t *next = queued->next;
     dlpg__task_abort(queued);

@@ -45,6 +45,10 @@ static dlpg_status_t dlpg__shm_be_state_create(const dlpg__be_group_t *g, void *
   long spin = dlpg__shm_setting(DLPG__SHM_PARAM(SPIN), -1);
   cfg.spin = spin >= 0 && spin < 0x7fffffffL ? (int)spin : -1;
   cfg.abort_flag = g->aborted; /* an abort of the group ends the creation too */
+  long eager = 0;
+  if (dlpg__param_get(DLPG__SHM_PARAM(EAGER_BYTES)) &&
+      dlpg__param_get_long(DLPG__SHM_PARAM(EAGER_BYTES), &eager))
+    cfg.eager_bytes = eager > 0 ? eager : -1;
   dlpg__shm_t *sh = NULL;
   dlpg_status_t st = dlpg__shm_create(g->store, dlpg__be_group_keys(g), g->rank, g->size, &cfg, &sh);
   if (st != DLPG_OK) return st;
@@ -85,6 +89,49 @@ static dlpg_status_t dlpg__shm_be_run(dlpg__shm_t *sh, const dlpg__be_op_t *op) 
       return dlpg__error(DLPG_ERR_INTERNAL, "the shm backend was handed a %s",
                          dlpg__op_name(op->kind));
   }
+}
+
+/* The op as the engine's call (shm.h). */
+static dlpg__shm_call_t dlpg__shm_be_call(const dlpg__shm_t *sh, const dlpg__be_op_t *op) {
+  const dlpg__tensor_t *in = &op->in[0], *out = &op->out[0];
+  dlpg__shm_call_t c = {op->kind, in->ptr, out->ptr, (size_t)in->numel, in->dtype, op->rop,
+                        op->root};
+  switch (op->kind) {
+    case DLPG__OP_BROADCAST:
+    case DLPG__OP_ALLGATHER:
+      c.count = in->nbytes;
+      break;
+    case DLPG__OP_REDUCE:
+      if (dlpg__shm_rank(sh) != op->root) c.out = NULL;
+      break;
+    case DLPG__OP_REDUCE_SCATTER:
+      c.count = (size_t)out->numel;
+      break;
+    case DLPG__OP_ALLTOALL:
+      c.count = in->nbytes / (size_t)dlpg__shm_size(sh);
+      break;
+    case DLPG__OP_BARRIER:
+      c.in = c.out = NULL;
+      c.count = 0;
+      break;
+    default:
+      break;
+  }
+  return c;
+}
+
+/* The eager path (backend_abi.h): a small collective posted on the caller's thread. */
+static int dlpg__shm_be_start(dlpg__be_op_t *op) {
+  dlpg__shm_t *sh = (dlpg__shm_t *)op->state;
+  if (op->kind == DLPG__OP_SEND || op->kind == DLPG__OP_RECV) return 0;
+  dlpg__shm_call_t c = dlpg__shm_be_call(sh, op);
+  dlpg__shm_describe_next(sh, op->kind, op->in[0].dtype, op->in[0].numel, op->out[0].numel);
+  int started = 0;
+  return dlpg__shm_start(sh, &c, &started) == DLPG_OK && started;
+}
+
+static dlpg_status_t dlpg__shm_be_progress(dlpg__be_op_t *op, double wait_s, int *done) {
+  return dlpg__shm_finish((dlpg__shm_t *)op->state, wait_s, done);
 }
 
 /* A batch of one group's collectives, in order; the first failure is the batch's. */
@@ -129,4 +176,6 @@ const dlpg__backend_vtbl_t dlpg__shm_backend = {
     .p2p_state_create = dlpg__shm_p2p_state_create,
     .p2p_abort = dlpg__shm_p2p_abort,
     .p2p_destroy = dlpg__shm_p2p_destroy,
+    .start = dlpg__shm_be_start,
+    .progress = dlpg__shm_be_progress,
 };

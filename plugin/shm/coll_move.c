@@ -15,6 +15,9 @@ dlpg_status_t dlpg__shm_broadcast(dlpg__shm_t *sh, void *buf, size_t nbytes, int
   DLPG_ARG_CHECK(root >= 0 && root < sh->size, "%s: root %d is out of range (size %d)", fn, root,
                  sh->size);
   DLPG_ARG_CHECK(nbytes == 0 || buf, "%s: rank %d: buf is NULL for %zu bytes", fn, sh->rank, nbytes);
+  dlpg__shm_call_t c = {DLPG__OP_BROADCAST, buf, buf, nbytes, DLPG__DT_UINT8, DLPG_SUM, root};
+  size_t bytes = 0;
+  if (dlpg__shm_one_step(sh, &c, &bytes)) return dlpg__shm_run_one(sh, &c);
   DLPG_CHECK(dlpg__shm_coll_start(sh, DLPG__SHM_BROADCAST, nbytes, 0, 0, root));
   uint8_t *p = buf;
   size_t off = 0;
@@ -36,6 +39,9 @@ dlpg_status_t dlpg__shm_allgather(dlpg__shm_t *sh, const void *in, void *out, si
   const char *fn = "dlpg__shm_allgather";
   DLPG_ARG_CHECK(sh, "%s: the engine is NULL", fn);
   DLPG_ARG_CHECK(nbytes == 0 || (in && out), "%s: rank %d: in or out is NULL", fn, sh->rank);
+  dlpg__shm_call_t c = {DLPG__OP_ALLGATHER, in, out, nbytes, DLPG__DT_UINT8, DLPG_SUM, 0};
+  size_t bytes = 0;
+  if (dlpg__shm_one_step(sh, &c, &bytes)) return dlpg__shm_run_one(sh, &c);
   DLPG_CHECK(dlpg__shm_coll_start(sh, DLPG__SHM_ALLGATHER, nbytes, 0, 0, 0));
   const uint8_t *src = in;
   uint8_t *dst = out;
@@ -57,6 +63,9 @@ dlpg_status_t dlpg__shm_alltoall(dlpg__shm_t *sh, const void *in, void *out, siz
   const char *fn = "dlpg__shm_alltoall";
   DLPG_ARG_CHECK(sh, "%s: the engine is NULL", fn);
   DLPG_ARG_CHECK(nbytes == 0 || (in && out), "%s: rank %d: in or out is NULL", fn, sh->rank);
+  dlpg__shm_call_t c = {DLPG__OP_ALLTOALL, in, out, nbytes, DLPG__DT_UINT8, DLPG_SUM, 0};
+  size_t bytes = 0;
+  if (dlpg__shm_one_step(sh, &c, &bytes)) return dlpg__shm_run_one(sh, &c);
   DLPG_CHECK(dlpg__shm_coll_start(sh, DLPG__SHM_ALLTOALL, nbytes, 0, 0, 0));
   size_t N = (size_t)sh->size, r = (size_t)sh->rank;
   /* The slot holds one piece per destination, each a whole number of lines. */
@@ -80,8 +89,6 @@ dlpg_status_t dlpg__shm_alltoall(dlpg__shm_t *sh, const void *in, void *out, siz
 
 dlpg_status_t dlpg__shm_barrier(dlpg__shm_t *sh) {
   DLPG_ARG_CHECK(sh, "dlpg__shm_barrier: the engine is NULL");
-  DLPG_CHECK(dlpg__shm_coll_start(sh, DLPG__SHM_BARRIER, 0, 0, 0, 0));
-  DLPG_CHECK(dlpg__shm_step_begin(sh));
-  DLPG_CHECK(dlpg__shm_step_post(sh));
-  return dlpg__shm_step_wait_all(sh);
+  dlpg__shm_call_t c = {DLPG__OP_BARRIER, NULL, NULL, 0, DLPG__DT_UINT8, DLPG_SUM, 0};
+  return dlpg__shm_run_one(sh, &c);
 }

@@ -15,10 +15,6 @@
 #include "shm/reduce.h"
 #include "shm/seg.h"
 
-/* Inputs up to this many bytes take the one-step path: below it the second
- * synchronisation costs more than reading every rank's input. */
-#define DLPG__SHM_SMALL_BYTES ((size_t)64 << 10)
-
 dlpg_status_t dlpg__shm_check_reduce(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op) {
   dlpg__shm_reducer_t r;
   if ((unsigned)dt < DLPG__DT_COUNT && dlpg__shm_reducer(dt, op, &r)) return DLPG_OK;
@@ -34,20 +30,6 @@ dlpg_status_t dlpg__shm_check_reduce(const char *fn, dlpg__dtype_t dt, dlpg_redu
                      dtn, dlpg__reduce_op_name(op));
 }
 
-/* dst[0..n) = src[0] op src[1] op ... over the ranks' slots at byte offset off, in rank
- * order; then the avg division. */
-static void dlpg__shm_reduce_slots(dlpg__shm_t *sh, const dlpg__shm_reducer_t *rd, void *dst,
-                                   size_t off, size_t n) {
-  if (n == 0) return;
-  if (sh->size == 1) {
-    memcpy(dst, dlpg__shm_cur_slot(sh, 0) + off, n * rd->elem);
-  } else {
-    rd->comb(dst, dlpg__shm_cur_slot(sh, 0) + off, dlpg__shm_cur_slot(sh, 1) + off, n);
-    for (int q = 2; q < sh->size; q++) rd->acc(dst, dlpg__shm_cur_slot(sh, q) + off, n);
-  }
-  if (rd->avg) dlpg__shm_divide(rd->dt, dst, n, sh->size);
-}
-
 static dlpg_status_t dlpg__shm_start_reduce(dlpg__shm_t *sh, const char *fn, dlpg__shm_kind_t kind,
                                             size_t count, dlpg__dtype_t dt, dlpg_reduce_op_t op,
                                             int root, dlpg__shm_reducer_t *rd) {
@@ -56,19 +38,6 @@ static dlpg_status_t dlpg__shm_start_reduce(dlpg__shm_t *sh, const char *fn, dlp
   DLPG_ARG_CHECK(root >= 0 && root < sh->size, "%s: root %d is out of range (size %d)", fn, root,
                  sh->size);
   return dlpg__shm_coll_start(sh, kind, count, (int)dt, (int)op, root);
-}
-
-/* One step: every rank writes n elements, and `who` (all ranks if -1) reduces all of them
- * into out. */
-static dlpg_status_t dlpg__shm_reduce_small(dlpg__shm_t *sh, const dlpg__shm_reducer_t *rd,
-                                            const void *in, void *out, size_t n, int who) {
-  DLPG_CHECK(dlpg__shm_step_begin(sh));
-  if (n) memcpy(dlpg__shm_cur_slot(sh, sh->rank), in, n * rd->elem);
-  DLPG_CHECK(dlpg__shm_step_post(sh));
-  if (who >= 0 && who != sh->rank) return DLPG_OK;
-  DLPG_CHECK(dlpg__shm_step_wait_all(sh));
-  dlpg__shm_reduce_slots(sh, rd, out, 0, n);
-  return DLPG_OK;
 }
 
 /* Two steps per chunk (see the top of the file); out written on `who` (all if -1). */
@@ -106,13 +75,21 @@ static dlpg_status_t dlpg__shm_reduce_any(dlpg__shm_t *sh, const char *fn, dlpg_
                                           const void *in, void *out, size_t count,
                                           dlpg__dtype_t dt, dlpg_reduce_op_t op, int root) {
   DLPG_ARG_CHECK(sh, "%s: the engine is NULL", fn);
+  int who = kind == DLPG__SHM_REDUCE ? root : -1;
+  /* One step (eager.c) when it fits: every rank writes its input, then reduces all. */
+  dlpg__shm_call_t c = {kind == DLPG__SHM_REDUCE ? DLPG__OP_REDUCE : DLPG__OP_ALLREDUCE, in, out,
+                        count, dt, op, root < 0 ? 0 : root};
+  size_t bytes = 0;
+  if (dlpg__shm_one_step(sh, &c, &bytes)) {
+    DLPG_CHECK(dlpg__shm_check_reduce(fn, dt, op));
+    DLPG_ARG_CHECK(count == 0 || (in && (out || (who >= 0 && who != sh->rank))),
+                   "%s: rank %d: in or out is NULL for %zu elements", fn, sh->rank, count);
+    return dlpg__shm_run_one(sh, &c);
+  }
   dlpg__shm_reducer_t rd;
   DLPG_CHECK(dlpg__shm_start_reduce(sh, fn, kind, count, dt, op, root < 0 ? 0 : root, &rd));
-  int who = kind == DLPG__SHM_REDUCE ? root : -1;
   DLPG_ARG_CHECK(count == 0 || (in && (out || (who >= 0 && who != sh->rank))),
                  "%s: rank %d: in or out is NULL for %zu elements", fn, sh->rank, count);
-  if (count * rd.elem <= DLPG__SHM_SMALL_BYTES && count * rd.elem <= sh->slot_bytes)
-    return dlpg__shm_reduce_small(sh, &rd, in, out, count, who);
   return dlpg__shm_reduce_large(sh, &rd, in, out, count, who);
 }
 
@@ -134,6 +111,13 @@ dlpg_status_t dlpg__shm_reduce_scatter(dlpg__shm_t *sh, const void *in, void *ou
                                        size_t count, dlpg__dtype_t dt, dlpg_reduce_op_t op) {
   const char *fn = "dlpg__shm_reduce_scatter";
   DLPG_ARG_CHECK(sh, "%s: the engine is NULL", fn);
+  dlpg__shm_call_t c = {DLPG__OP_REDUCE_SCATTER, in, out, count, dt, op, 0};
+  size_t bytes = 0;
+  if (dlpg__shm_one_step(sh, &c, &bytes)) {
+    DLPG_CHECK(dlpg__shm_check_reduce(fn, dt, op));
+    DLPG_ARG_CHECK(count == 0 || (in && out), "%s: rank %d: in or out is NULL", fn, sh->rank);
+    return dlpg__shm_run_one(sh, &c);
+  }
   dlpg__shm_reducer_t rd;
   DLPG_CHECK(dlpg__shm_start_reduce(sh, fn, DLPG__SHM_REDUCE_SCATTER, count, dt, op, 0, &rd));
   DLPG_ARG_CHECK(count == 0 || (in && out), "%s: rank %d: in or out is NULL", fn, sh->rank);

@@ -21,7 +21,9 @@ extern "C" {
   X(P2P_SLOT_BYTES, "DLPG_SHM_P2P_SLOT_BYTES", "262144", DLPG__PARAM_CACHED,                 \
     "bytes of each chunk slot of a pair's segment (send/recv; larger messages are pipelined through 4 of them)") \
   X(P2P_STAGE_BYTES, "DLPG_SHM_P2P_STAGE_BYTES", "67108864", DLPG__PARAM_CACHED,             \
-    "most bytes of small messages a rank holds per peer before their receives are posted (the sender then waits)")
+    "most bytes of small messages a rank holds per peer before their receives are posted (the sender then waits)") \
+  X(EAGER_BYTES, "DLPG_SHM_EAGER_BYTES", "65536", DLPG__PARAM_CACHED,                        \
+    "most bytes a rank posts on the caller's thread when it issues an asynchronous collective (larger ones go to the group's worker thread; 0: all do)")
 
 enum {
 #define DLPG__SHM_PARAM_ENUM(id, env, def, flags, desc) DLPG__SHM_PARAM_##id,

@@ -21,6 +21,9 @@
 #define DLPG__SHM_LINE 128 /* two lines: adjacent-line prefetch pulls pairs */
 #define DLPG__SHM_MAGIC 0x316d687367706c64ull /* "dlpgshm1" */
 #define DLPG__SHM_VERSION 1u
+/* Reducing inputs up to this many bytes take one step: below it a second synchronisation
+ * costs more than reading every rank's input. */
+#define DLPG__SHM_SMALL_BYTES ((size_t)64 << 10)
 
 /* A rank's state in the segment, read by peers in their slow path. */
 enum { DLPG__SHM_JOINING = 0, DLPG__SHM_ALIVE = 1, DLPG__SHM_LEFT = 2, DLPG__SHM_ABORTED = 3,
@@ -104,13 +107,24 @@ struct dlpg__shm {
   dlpg_status_t broken;      /* first failure; later operations repeat it */
   char broken_msg[512];
   /* The operation in progress, for messages and deadlines. */
-  const char *op_name;        /* op_label, or a p2p operation's name */
+  /* What messages call it: a pair operation's name, or NULL for the collective in progress
+   * (label_kind #label_opno), formatted into op_label only when a message needs it
+   * (dlpg__shm_what): a snprintf per call would be a good part of a small one's time. */
+  const char *op_name;
   char op_label[48];          /* "allreduce #7" */
+  int label_kind;             /* dlpg__shm_kind_t */
+  uint32_t label_opno;
   dlpg__shm_desc_t desc;      /* of the collective in progress */
   dlpg__shm_desc_t next;      /* call_* fields for the next collective (describe_next) */
   int next_set;
   uint32_t op_first_step;
   double deadline;
+  /* The one-step collective started and not finished yet (eager.c), and its deadline (a
+   * pair operation in between sets its own). */
+  int pending;
+  dlpg__shm_call_t pend;
+  double pend_deadline;
+  long eager_bytes;          /* most bytes dlpg__shm_start posts; < 0: it never does */
 };
 
 /* Addresses of the parts. */
@@ -128,14 +142,24 @@ static inline dlpg__shm_chan_t *dlpg__shm_chan(const dlpg__shm_t *sh, int s, int
 static inline int dlpg__shm_ge(uint32_t a, uint32_t b) { return (int32_t)(a - b) >= 0; }
 
 /* sync.c: waiting and waking. */
-/* Start an operation named name (for messages): fails at once when broken or aborted,
- * sets the deadline. */
+/* "allreduce", ... for a dlpg__shm_kind_t. */
+const char *dlpg__shm_kind_name(int kind);
+/* The name of the operation in progress for a message ("allreduce #7"). */
+const char *dlpg__shm_what(dlpg__shm_t *sh);
+/* Start an operation named name (for messages; NULL: the collective label_kind and
+ * label_opno say): fails at once when broken or aborted, sets the deadline. */
 dlpg_status_t dlpg__shm_op_start(dlpg__shm_t *sh, const char *name);
 /* Wait until *word >= target, where word is written by rank peer: spin, then sleep on the
  * shared futex in slices, checking abort, the peer's state and life, and the deadline.
  * what names the wait for a timeout ("reach allreduce #7"). Failure breaks the handle. */
 dlpg_status_t dlpg__shm_wait(dlpg__shm_t *sh, _Atomic uint32_t *word, _Atomic uint32_t *waiters,
                              uint32_t target, int peer, const char *what);
+/* The same, bounded by the caller too: at `until` (dlpg__now() seconds, before the
+ * deadline) it returns DLPG_OK with *ready = 0, having failed nothing. until <= 0: one look
+ * at the word (and the abort flag and the deadline), no spinning, no sleeping. */
+dlpg_status_t dlpg__shm_wait_until(dlpg__shm_t *sh, _Atomic uint32_t *word,
+                                   _Atomic uint32_t *waiters, uint32_t target, int peer,
+                                   const char *what, double until, int *ready);
 /* A peer that failed or was aborted (its state in the segment), as this rank's failure
  * naming it; DLPG_OK otherwise. Its posted steps may still be there, so a wait alone would
  * not notice it: operations ask at their first step. */
@@ -166,6 +190,12 @@ dlpg_status_t dlpg__shm_step_begin(dlpg__shm_t *sh);
  * ranks and both sides) after the same step, so the handle stays usable for the next,
  * matching operation. */
 dlpg_status_t dlpg__shm_step_post(dlpg__shm_t *sh);
+/* Whether step_begin would not wait: every peer posted the previous step. */
+int dlpg__shm_step_free(const dlpg__shm_t *sh);
+/* The first step's check of step_post (every rank posted it, none failed, all called the
+ * same), bounded by until as dlpg__shm_wait_until: *ready = 0 when a peer has not posted yet.
+ * step_post runs it unbounded on an operation's first step. */
+dlpg_status_t dlpg__shm_step_check_first(dlpg__shm_t *sh, double until, int *ready);
 /* Wait until rank q posted the current step. */
 dlpg_status_t dlpg__shm_step_wait(dlpg__shm_t *sh, int q);
 dlpg_status_t dlpg__shm_step_wait_all(dlpg__shm_t *sh);
@@ -173,6 +203,18 @@ dlpg_status_t dlpg__shm_step_wait_all(dlpg__shm_t *sh);
 static inline uint8_t *dlpg__shm_cur_slot(const dlpg__shm_t *sh, int q) {
   return dlpg__shm_slot(sh, q, sh->cur);
 }
+
+/* reduce_slots.c: dst[0..n) = the reduction of every rank's slot of the current step at
+ * byte offset off, in rank order (then the avg division). */
+struct dlpg__shm_reducer;
+void dlpg__shm_reduce_slots(dlpg__shm_t *sh, const struct dlpg__shm_reducer *rd, void *dst,
+                            size_t off, size_t n);
+
+/* eager.c: a collective of one step, as its two halves (shm.h's start and finish). 1 when
+ * c fits one step (*bytes: what this rank writes into its slot). */
+int dlpg__shm_one_step(const dlpg__shm_t *sh, const dlpg__shm_call_t *c, size_t *bytes);
+/* Run c (one step) whole: start it waiting as long as the deadline allows, then finish it. */
+dlpg_status_t dlpg__shm_run_one(dlpg__shm_t *sh, const dlpg__shm_call_t *c);
 
 /* create_sock.c: the rendezvous socket (abstract namespace) and fd passing. */
 int dlpg__shm_sock_listen(const char *name);

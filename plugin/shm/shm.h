@@ -8,7 +8,8 @@
  * and passed to the other ranks over an abstract Unix socket; once every rank has mapped
  * it, no name refers to it, so it goes when the last rank's mapping goes, kill -9 included.
  *
- * Threading: one operation at a time per handle (the backend's worker serialises them);
+ * Threading: one operation at a time per handle (the backend's worker serialises them; a
+ * started collective counts as one until it is finished, whichever thread finishes it);
  * dlpg__shm_abort may be called from any thread at any time, and wakes the waiter.
  *
  * Errors: every function returns a dlpg_status_t and records a message that names the
@@ -45,7 +46,12 @@ typedef struct dlpg__shm_config {
   /* When set and nonzero (read atomically), the creation gives up with DLPG_ERR_ABORTED
    * within a fraction of a second: the group's abort flag. NULL: none. */
   const int *abort_flag;
+  /* Most bytes a rank writes into its slot when dlpg__shm_start posts a collective; 0: the
+   * default (DLPG__SHM_DEFAULT_EAGER_BYTES); < 0: dlpg__shm_start never posts. */
+  long eager_bytes;
 } dlpg__shm_config_t;
+
+#define DLPG__SHM_DEFAULT_EAGER_BYTES (64L << 10)
 
 #define DLPG__SHM_DEFAULT_SLOT_BYTES ((size_t)1 << 20)
 #define DLPG__SHM_DEFAULT_P2P_SLOT_BYTES ((size_t)256 << 10)
@@ -116,6 +122,38 @@ dlpg_status_t dlpg__shm_barrier(dlpg__shm_t *sh);
  * elements of float32"). Optional; applies to the next collective only. */
 void dlpg__shm_describe_next(dlpg__shm_t *sh, int op_kind, dlpg__dtype_t dt, int64_t in_numel,
                              int64_t out_numel);
+
+/* A collective's arguments for the split below. */
+typedef struct dlpg__shm_call {
+  dlpg__op_kind_t kind;   /* ALLREDUCE, BROADCAST, REDUCE, ALLGATHER, REDUCE_SCATTER,
+                             ALLTOALL or BARRIER */
+  const void *in;         /* BROADCAST: the root's source */
+  void *out;              /* BROADCAST: every rank's destination (the root's may be in);
+                             REDUCE: NULL off the root */
+  size_t count;           /* ALLREDUCE, REDUCE: elements; REDUCE_SCATTER: elements of out;
+                             BROADCAST, ALLGATHER: bytes of in; ALLTOALL: bytes per block */
+  dlpg__dtype_t dtype;    /* the reducing ops */
+  dlpg_reduce_op_t rop;
+  int root;               /* BROADCAST, REDUCE */
+} dlpg__shm_call_t;
+
+/* A small collective in two halves, so the caller's thread can post it without waiting and
+ * any thread can finish it later. Start: when c takes one step, writes at most the
+ * configured eager bytes and every peer has consumed this rank's slot of that step (no
+ * waiting), this rank's part is written and posted -- everything its peers need of it --
+ * and *started = 1: c is pending until dlpg__shm_finish ends it, and no other collective
+ * may start or run before. Otherwise *started = 0 and nothing happened: run c whole with its
+ * function above (which also reports a broken or aborted handle). A collective compares and
+ * fails exactly as when run whole, and mixes with it: one rank may start what its peers run
+ * whole. Start reads c->in; finish writes c->out, so both must stay valid until then. */
+dlpg_status_t dlpg__shm_start(dlpg__shm_t *sh, const dlpg__shm_call_t *c, int *started);
+/* Finish the pending collective: wait for the peers up to wait_s seconds (0: look once,
+ * without spinning or sleeping), then read their parts into the output. *done = 0 and
+ * DLPG_OK while a peer has not posted yet; *done = 1 and the collective's status once it
+ * ended (the deadline, counted from its start, fails it as usual). */
+dlpg_status_t dlpg__shm_finish(dlpg__shm_t *sh, double wait_s, int *done);
+/* 1 while a started collective is pending. */
+int dlpg__shm_pending(const dlpg__shm_t *sh);
 
 /* Pair channel: the n-th send to peer meets peer's n-th recv from this rank (FIFO per
  * ordered pair, independent of the collectives and of other pairs). tag and nbytes must

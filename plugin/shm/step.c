@@ -4,6 +4,7 @@
  * posts the next one), so a slot is never overwritten while a peer reads it, and no rank is
  * ever more than one step ahead of another. That wait is free in the all-to-all patterns
  * (the previous step already waited for everyone) and costs one check in rooted ones. */
+#include <math.h>
 #include <stdio.h>
 
 #include "base/status.h"
@@ -11,24 +12,15 @@
 #include "core/tensor.h"
 #include "shm/seg.h"
 
-static const char *dlpg__shm_kind_name(int kind) {
-  switch (kind) {
-    case DLPG__SHM_ALLREDUCE: return "allreduce";
-    case DLPG__SHM_REDUCE: return "reduce";
-    case DLPG__SHM_BROADCAST: return "broadcast";
-    case DLPG__SHM_ALLGATHER: return "allgather";
-    case DLPG__SHM_REDUCE_SCATTER: return "reduce_scatter";
-    case DLPG__SHM_ALLTOALL: return "alltoall";
-    case DLPG__SHM_BARRIER: return "barrier";
-  }
-  return "collective";
-}
-
 dlpg_status_t dlpg__shm_coll_start(dlpg__shm_t *sh, dlpg__shm_kind_t kind, uint64_t count,
                                    int dtype, int rop, int root) {
+  if (sh->pending)
+    return dlpg__error(DLPG_ERR_INTERNAL, "shm rank %d: a collective began while %s was pending",
+                       sh->rank, dlpg__shm_what(sh));
   uint32_t opno = sh->opno + 1;
-  snprintf(sh->op_label, sizeof sh->op_label, "%s #%u", dlpg__shm_kind_name(kind), opno);
-  DLPG_CHECK(dlpg__shm_op_start(sh, sh->op_label));
+  sh->label_kind = (int)kind;
+  sh->label_opno = opno;
+  DLPG_CHECK(dlpg__shm_op_start(sh, NULL));
   sh->opno = opno;
   sh->desc = (dlpg__shm_desc_t){.opno = opno, .kind = (uint16_t)kind, .dtype = (uint8_t)dtype,
                                 .rop = (uint8_t)rop, .root = root, .count = count,
@@ -105,15 +97,15 @@ static dlpg_status_t dlpg__shm_mismatch(dlpg__shm_t *sh, const dlpg__shm_desc_t 
     dlpg__shm_describe(a, da, sizeof da);
     dlpg__shm_describe(b, db, sizeof db);
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "shm: in %s, rank 0 has %s but rank %d has %s",
-                       sh->op_label, da, q, db);
+                       dlpg__shm_what(sh), da, q, db);
   }
   if (a->rop != b->rop)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
-                       "shm: in %s, rank 0 reduces with %s but rank %d with %s", sh->op_label,
+                       "shm: in %s, rank 0 reduces with %s but rank %d with %s", dlpg__shm_what(sh),
                        dlpg__reduce_op_name((dlpg_reduce_op_t)a->rop), q,
                        dlpg__reduce_op_name((dlpg_reduce_op_t)b->rop));
   return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
-                     "shm: in %s, rank 0 names root %d but rank %d names root %d", sh->op_label,
+                     "shm: in %s, rank 0 names root %d but rank %d names root %d", dlpg__shm_what(sh),
                      a->root, q, b->root);
 }
 
@@ -124,17 +116,33 @@ static int dlpg__shm_desc_equal(const dlpg__shm_desc_t *a, const dlpg__shm_desc_
          a->out_numel == b->out_numel;
 }
 
+int dlpg__shm_step_free(const dlpg__shm_t *sh) {
+  for (int q = 0; q < sh->size; q++)
+    if (q != sh->rank &&
+        !dlpg__shm_ge(atomic_load_explicit(&sh->ctl[q].seq, memory_order_acquire), sh->step))
+      return 0;
+  return 1;
+}
+
 dlpg_status_t dlpg__shm_step_post(dlpg__shm_t *sh) {
   sh->step = sh->cur;
   dlpg__shm_rankctl_t *c = &sh->ctl[sh->rank];
   dlpg__shm_post(&c->seq, &c->seq_waiters, sh->step);
   if (sh->cur != sh->op_first_step) return DLPG_OK;
+  int ready = 1;
+  return dlpg__shm_step_check_first(sh, INFINITY, &ready);
+}
+
+dlpg_status_t dlpg__shm_step_check_first(dlpg__shm_t *sh, double until, int *ready) {
   /* Every rank waits for every other's first step, so each sees every descriptor: when
    * they differ, all fail here, after the same step, and the next operation starts in
    * step on every rank. (A rank that never comes is named by the wait's timeout.) */
-  for (int q = 0; q < sh->size; q++)
-    if (q != sh->rank)
-      DLPG_CHECK(dlpg__shm_wait(sh, &sh->ctl[q].seq, &sh->ctl[q].seq_waiters, sh->cur, q, NULL));
+  for (int q = 0; q < sh->size; q++) {
+    if (q == sh->rank) continue;
+    DLPG_CHECK(dlpg__shm_wait_until(sh, &sh->ctl[q].seq, &sh->ctl[q].seq_waiters, sh->cur, q,
+                                    NULL, until, ready));
+    if (!*ready) return DLPG_OK;
+  }
   /* A peer that failed (a timeout, an abort) after it posted this step: the group is
    * failing, and this operation with it, naming that peer. */
   for (int q = 0; q < sh->size; q++)

@@ -7,6 +7,7 @@
  * FUTEX_WAKE only when a waiter announced itself, so the fast path is one store. */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <stdio.h>
@@ -113,28 +114,51 @@ dlpg_status_t dlpg__shm_break(dlpg__shm_t *sh, dlpg_status_t st) {
   return st;
 }
 
+const char *dlpg__shm_kind_name(int kind) {
+  switch (kind) {
+    case DLPG__SHM_ALLREDUCE: return "allreduce";
+    case DLPG__SHM_REDUCE: return "reduce";
+    case DLPG__SHM_BROADCAST: return "broadcast";
+    case DLPG__SHM_ALLGATHER: return "allgather";
+    case DLPG__SHM_REDUCE_SCATTER: return "reduce_scatter";
+    case DLPG__SHM_ALLTOALL: return "alltoall";
+    case DLPG__SHM_BARRIER: return "barrier";
+  }
+  return "collective";
+}
+
+const char *dlpg__shm_what(dlpg__shm_t *sh) {
+  if (!sh->op_name) {
+    if (sh->label_opno == 0) return "the operation";
+    snprintf(sh->op_label, sizeof sh->op_label, "%s #%u", dlpg__shm_kind_name(sh->label_kind),
+             sh->label_opno);
+    sh->op_name = sh->op_label;
+  }
+  return sh->op_name;
+}
+
 dlpg_status_t dlpg__shm_op_start(dlpg__shm_t *sh, const char *name) {
   sh->op_name = name;
   if (atomic_load(&sh->aborted))
     return dlpg__shm_break(sh, dlpg__error(DLPG_ERR_ABORTED, "shm rank %d: %s: the group was aborted",
-                                           sh->rank, name));
+                                           sh->rank, dlpg__shm_what(sh)));
   if (sh->broken != DLPG_OK)
     return dlpg__error(sh->broken, "shm rank %d: %s: the group failed earlier: %s", sh->rank,
-                       name, sh->broken_msg);
+                       dlpg__shm_what(sh), sh->broken_msg);
   sh->deadline = dlpg__now() + sh->timeout_s;
   return DLPG_OK;
 }
 
 static dlpg_status_t dlpg__shm_dead(dlpg__shm_t *sh, int q) {
   return dlpg__error(DLPG_ERR_REMOTE, "shm rank %d: rank %d (pid %d) died during %s", sh->rank, q,
-                     sh->ctl[q].pid, sh->op_name ? sh->op_name : "the operation");
+                     sh->ctl[q].pid, dlpg__shm_what(sh));
 }
 
 /* Why peer cannot satisfy the wait any more, as a status and message; DLPG_OK if it may. */
 static dlpg_status_t dlpg__shm_peer_check(dlpg__shm_t *sh, int peer) {
   dlpg__shm_rankctl_t *c = &sh->ctl[peer];
   int32_t state = atomic_load(&c->state);
-  const char *op = sh->op_name ? sh->op_name : "the operation";
+  const char *op = dlpg__shm_what(sh);
   /* JOINING: the peer has its mapping but has not yet read every rank's answer. */
   if (state == DLPG__SHM_ALIVE || state == DLPG__SHM_JOINING) {
     if (!dlpg__shm_pid_alive(c->pid, c->starttime)) return dlpg__shm_dead(sh, peer);
@@ -165,7 +189,24 @@ dlpg_status_t dlpg__shm_peer_failed(dlpg__shm_t *sh, int q) {
 
 dlpg_status_t dlpg__shm_wait(dlpg__shm_t *sh, _Atomic uint32_t *word, _Atomic uint32_t *waiters,
                              uint32_t target, int peer, const char *what) {
-  for (int i = 0; i < sh->spin; i++) {
+  int ready = 1;
+  return dlpg__shm_wait_until(sh, word, waiters, target, peer, what, INFINITY, &ready);
+}
+
+dlpg_status_t dlpg__shm_wait_until(dlpg__shm_t *sh, _Atomic uint32_t *word,
+                                   _Atomic uint32_t *waiters, uint32_t target, int peer,
+                                   const char *what, double until, int *ready) {
+  *ready = 1;
+  if (until <= 0) {
+    /* A look: the word, the abort flag and the clock only (a peer's life is the slow path's
+     * question); past the deadline, the slow path below says why. */
+    if (dlpg__shm_ge(atomic_load_explicit(word, memory_order_acquire), target)) return DLPG_OK;
+    if (!atomic_load(&sh->aborted) && dlpg__now() < sh->deadline) {
+      *ready = 0;
+      return DLPG_OK;
+    }
+  }
+  for (int i = 0; i < sh->spin && until > 0; i++) {
     if (dlpg__shm_ge(atomic_load_explicit(word, memory_order_acquire), target)) return DLPG_OK;
     dlpg__shm_pause();
   }
@@ -175,14 +216,14 @@ dlpg_status_t dlpg__shm_wait(dlpg__shm_t *sh, _Atomic uint32_t *word, _Atomic ui
     if (atomic_load(&sh->aborted))
       return dlpg__shm_break(sh, dlpg__error(DLPG_ERR_ABORTED,
                                              "shm rank %d: the group was aborted during %s (waiting for rank %d)",
-                                             sh->rank, sh->op_name, peer));
+                                             sh->rank, dlpg__shm_what(sh), peer));
     dlpg_status_t st = dlpg__shm_peer_check(sh, peer);
     if (st != DLPG_OK) {
       /* The peer may have posted just before it went: look once more. */
       if (dlpg__shm_ge(atomic_load(word), target)) return DLPG_OK;
       return dlpg__shm_break(sh, st);
     }
-    double left = sh->deadline - dlpg__now();
+    double now = dlpg__now(), left = sh->deadline - now;
     if (left <= 0) {
       if (dlpg__shm_ge(atomic_load(word), target)) return DLPG_OK;
       if (what)
@@ -193,13 +234,20 @@ dlpg_status_t dlpg__shm_wait(dlpg__shm_t *sh, _Atomic uint32_t *word, _Atomic ui
       if (!dlpg__shm_ge(v, sh->op_first_step))
         return dlpg__shm_break(sh, dlpg__error(DLPG_ERR_TIMEOUT,
                                                "shm rank %d: rank %d (pid %d) did not reach %s within %g s",
-                                               sh->rank, peer, sh->ctl[peer].pid, sh->op_label, sh->timeout_s));
+                                               sh->rank, peer, sh->ctl[peer].pid, dlpg__shm_what(sh), sh->timeout_s));
       return dlpg__shm_break(sh, dlpg__error(DLPG_ERR_TIMEOUT,
                                              "shm rank %d: rank %d (pid %d) stalled in %s for %g s (at its step %u of it, "
                                              "this rank waits for step %u)",
-                                             sh->rank, peer, sh->ctl[peer].pid, sh->op_label, sh->timeout_s,
+                                             sh->rank, peer, sh->ctl[peer].pid, dlpg__shm_what(sh), sh->timeout_s,
                                              v - sh->op_first_step + 1, target - sh->op_first_step + 1));
     }
+    /* The caller's own bound (before the deadline): not ready yet, nothing failed. */
+    double mine = until - now;
+    if (mine <= 0) {
+      *ready = 0;
+      return DLPG_OK;
+    }
+    if (mine < left) left = mine;
     atomic_fetch_add(waiters, 1);
     v = atomic_load(word);
     if (!dlpg__shm_ge(v, target) && !atomic_load(&sh->aborted))

@@ -14,6 +14,7 @@ target_compile_options(dlpg_conformance_harness PRIVATE -Wall -Wextra)
 
 set(D ${CMAKE_CURRENT_LIST_DIR})
 dlpg_add_gtest(test_collectives TIMEOUT 600 SOURCES ${D}/test_collectives.cc
+  ${D}/test_collectives_async.cc
   LIBS dlpg_conformance_harness)
 dlpg_add_gtest(test_p2p TIMEOUT 300 SOURCES ${D}/test_p2p.cc ${D}/test_p2p_async.cc
   ${D}/test_p2p_tags.cc LIBS dlpg_conformance_harness)

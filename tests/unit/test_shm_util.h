@@ -76,7 +76,7 @@ inline std::vector<int> RunRanks(int size, const Opts &o, const std::function<vo
         _exit(3);
       }
       if (o.create) {
-        dlpg__shm_config_t cfg{o.slot, o.p2p_slot, o.timeout, -1, nullptr};
+        dlpg__shm_config_t cfg{o.slot, o.p2p_slot, o.timeout, -1, nullptr, 0};
         dlpg_status_t s = dlpg__shm_create(rk.store, o.name.c_str(), r, size, &cfg, &rk.sh);
         if (s != DLPG_OK) {
           fprintf(stderr, "rank %d: create: %s: %s\n", r, dlpg_status_name(s), dlpg_last_error());
