@@ -16,7 +16,10 @@ cd "$(dirname "$0")/.."
 build="${1:-build-gpu}"
 jobs="${DLPG_JOBS:-2}"
 
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLPG_WITH_NCCL=ON >"$build.configure.log" 2>&1 \
+# $ORIGIN run path: the libraries find their Debian dependencies beside them, and the wheel
+# the GPU machine builds from .gpu (ci/gpu-wheel.sh) takes them as they are.
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLPG_WITH_NCCL=ON -DDLPG_ORIGIN_RPATH=ON \
+  >"$build.configure.log" 2>&1 \
   || { cat "$build.configure.log"; exit 1; }
 grep -q "NCCL path ON" "$build.configure.log" || {
   echo "gpu-bundle: the NCCL path is OFF in this configuration:" >&2
