@@ -67,7 +67,7 @@ strip --strip-unneeded .gpu/lib/*.so* .gpu/bin/* 2>/dev/null || true
 # The version header CMake generates (dlpg.h includes it), as an installed tree has it.
 mkdir -p .gpu/include/dlpg; cp "$build/include/dlpg/dlpg_version.h" .gpu/include/dlpg/
 
-[ -d python_shim ] && { mkdir -p .gpu/python_shim; cp -a python_shim/. .gpu/python_shim/; rm -f .gpu/python_shim/dlpg/libdlpg.so*; }
+[ -d python_shim ] && { mkdir -p .gpu/python_shim; cp -a python_shim/. .gpu/python_shim/; rm -rf .gpu/python_shim/build .gpu/python_shim/dlpg/torch/_C_dlpg*; }
 [ -d tests/python ] && { mkdir -p .gpu/tests_python; cp -a tests/python/. .gpu/tests_python/; }
 find .gpu -name __pycache__ -type d -prune -exec rm -rf {} +
 
