@@ -108,8 +108,8 @@ def _run_path(path):
         out = subprocess.run(["readelf", "-d", path], stdout=subprocess.PIPE, text=True,
                              check=True).stdout
     except (OSError, subprocess.CalledProcessError) as e:
-        raise NativeError("readelf -d %s failed (%s): binutils is needed to build the wheel"
-                          % (path, e))
+        raise NativeError("readelf -d %s failed (%s): not an ELF file, or no readelf "
+                          "(binutils) here" % (path, e))
     m = re.search(r"\((RPATH|RUNPATH)\)\s+Library r(?:un)?path: \[([^\]]*)\]", out)
     return (m.group(1), m.group(2)) if m else (None, None)
 

@@ -9,6 +9,7 @@ The build reuses build-wheel/ and python_shim/build/ of the checkout (incrementa
 first run pays for the whole C build and the torch extension."""
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -218,3 +219,40 @@ def test_uninstall_removes_every_file(venv):
     r = subprocess.run([venv.python, "-c", "import dlpg"], capture_output=True, text=True,
                        env=_user_env(), cwd=str(venv.root), timeout=60)
     assert r.returncode != 0 and "No module named 'dlpg'" in r.stderr, r.stderr
+
+
+def _fake_build(folder, *cc_flags):
+    """A folder that looks like a dlpg build to setup.py: a libdlpg.so compiled with cc_flags
+    and the two tools (copies of true(1): setup.py stops before using them)."""
+    folder.mkdir()
+    (folder / "f.c").write_text("int dlpg_fake(void) { return 1; }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", str(folder / "f.c"), "-o", str(folder / "libdlpg.so")]
+                   + list(cc_flags), check=True, timeout=120)
+    for t in ("dlpg-store", "dlpg-info"):
+        shutil.copy(shutil.which("true"), str(folder / t))
+    return folder
+
+
+def _wheel_from(tmp_path, build):
+    env = dict(_user_env(), DLPG_BUILD_DIR=str(build))
+    return subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation",
+                           "--no-deps", "-w", str(tmp_path / "dist"), SHIM], capture_output=True,
+                          text=True, env=env, cwd=str(tmp_path), timeout=600)
+
+
+def test_sanitizer_build_is_refused(tmp_path):
+    build = _fake_build(tmp_path / "build-asan", "-fsanitize=address")
+    r = _wheel_from(tmp_path, build)
+    assert r.returncode != 0, r.stdout
+    assert "%s is a sanitizer build" % (build / "libdlpg.so") in r.stdout + r.stderr, r.stderr
+    assert not (tmp_path / "dist").exists() or not os.listdir(str(tmp_path / "dist"))
+
+
+def test_build_without_origin_run_path_is_refused(tmp_path):
+    """Its bundled dependencies would not be found beside it: refused, naming the option."""
+    build = _fake_build(tmp_path / "build-plain", "-Wl,--no-as-needed", "-lhiredis")
+    r = _wheel_from(tmp_path, build)
+    assert r.returncode != 0, r.stdout
+    out = r.stdout + r.stderr
+    assert "needs an $ORIGIN RPATH to find libhiredis" in out and "-DDLPG_ORIGIN_RPATH=ON" in out, \
+        out[-3000:]
