@@ -19,7 +19,10 @@ cd "$(dirname "$0")/.."
 build="${1:-build-gpu}"
 jobs="${DLPG_JOBS:-2}"
 
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLPG_WITH_NCCL=ON >"$build.configure.log" 2>&1 \
+# $ORIGIN run path: the libraries find their Debian dependencies beside them, and the wheel
+# the GPU machine builds from .gpu (ci/gpu-wheel.sh) takes them as they are.
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLPG_WITH_NCCL=ON -DDLPG_ORIGIN_RPATH=ON \
+  >"$build.configure.log" 2>&1 \
   || { cat "$build.configure.log"; exit 1; }
 grep -q "NCCL path ON" "$build.configure.log" || {
   echo "gpu-bundle: the NCCL path is OFF in this configuration:" >&2
@@ -73,7 +76,7 @@ strip --strip-unneeded .gpu/lib/*.so* .gpu/bin/* 2>/dev/null || true
 # The version header CMake generates (dlpg.h includes it), as an installed tree has it.
 mkdir -p .gpu/include/dlpg; cp "$build/include/dlpg/dlpg_version.h" .gpu/include/dlpg/
 
-[ -d python_shim ] && { mkdir -p .gpu/python_shim; cp -a python_shim/. .gpu/python_shim/; rm -f .gpu/python_shim/dlpg/libdlpg.so*; }
+[ -d python_shim ] && { mkdir -p .gpu/python_shim; cp -a python_shim/. .gpu/python_shim/; rm -rf .gpu/python_shim/build .gpu/python_shim/dlpg/torch/_C_dlpg*; }
 # The side-by-side CPU benchmark (also in the carried tree; here so .gpu alone can run it).
 mkdir -p .gpu/bench && cp bench/cpu-compare.py bench/bench_util.py .gpu/bench/
 [ -d tests/python ] && { mkdir -p .gpu/tests_python; cp -a tests/python/. .gpu/tests_python/; }

@@ -5,7 +5,7 @@
 # ./gpu-logs), prints a summary table (suite, passed, failed, skipped) last and exits
 # non-zero on any failure.
 #
-# Suites, in order (GPU_TEST_SUITES selects, default "cuda cpu jax python bench jaxbench"):
+# Suites, in order (GPU_TEST_SUITES selects, default "cuda cpu jax python bench jaxbench wheel"):
 #   cuda    .gpu/bin/test_cuda (the NCCL path's conformance tests)
 #   cpu     the CPU conformance binaries (test_collectives, test_p2p, test_errors, ...)
 #   jax     builds .gpu/lib/libdlpg_xla.so against this machine's jaxlib (plugin/xla/build.sh),
@@ -14,6 +14,8 @@
 #           files the jax suite ran when it is selected too
 #   bench   bench/run-gpu-bench.sh when .gpu/bin/dlpg-bench exists
 #   jaxbench  bench/jax_allreduce.py (dlpg.jax.allreduce against JAX's psum) -> jax-bench.md
+#   wheel   ci/gpu-wheel.sh: the wheel built here from .gpu/, installed in a fresh venv, a CUDA
+#           allreduce through torch "dlpg" and a jitted JAX allreduce with no DLPG_* variable
 # GPU_TEST_FILTER is passed to test_cuda as --gtest_filter.
 set -u
 cd "$(dirname "$0")/.."
@@ -21,7 +23,7 @@ repo="$PWD"
 logdir="${1:-${OUT:-$repo/gpu-logs}}"
 mkdir -p "$logdir"
 logdir="$(cd "$logdir" && pwd)"
-suites="${GPU_TEST_SUITES:-cuda cpu jax python bench jaxbench}"
+suites="${GPU_TEST_SUITES:-cuda cpu jax python bench jaxbench wheel}"
 
 # NVLink multicast can take the shared GPUs out of service: off here and in every process
 # started from here (exported, so children inherit it).
@@ -178,6 +180,16 @@ for s in $suites; do
       fi
       tail -30 "$logdir/jaxbench.log" | sed 's/^/  | /'
       ;;
+    wheel)
+      echo "== wheel: ci/gpu-wheel.sh"
+      if timeout -k 10 "${GPU_TEST_WHEEL_LIMIT:-420}" bash ci/gpu-wheel.sh "$logdir" python3 \
+          >"$logdir/wheel.log" 2>&1; then
+        add_row wheel 1 0 0
+      else
+        add_row wheel 0 1 0
+      fi
+      tail -40 "$logdir/wheel.log" | sed 's/^/  | /'
+      ;;
     *) echo "gpu-test: unknown suite '$s'"; add_row "$s" 0 1 0 ;;
   esac
 done
@@ -187,7 +199,7 @@ done
 tar czf /tmp/gpu-logs.$$.tar.gz -C "$logdir" . 2>/dev/null && mv /tmp/gpu-logs.$$.tar.gz "$logdir/gpu-logs.tar.gz"
 if [ "$(find "$logdir" -type f | wc -l)" -gt 8 ]; then
   find "$logdir" -mindepth 1 -maxdepth 1 ! -name gpu-logs.tar.gz ! -name test_cuda.log ! -name summary.txt \
-    ! -name python.log ! -name machine.txt ! -name jax.log ! -name jax-bench.md ! -name torch-ext.log -exec rm -rf {} +
+    ! -name python.log ! -name machine.txt ! -name jax.log ! -name jax-bench.md ! -name wheel.log -exec rm -rf {} +
 fi
 
 {

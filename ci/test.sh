@@ -20,7 +20,10 @@ bash ci/check-no-cuda.sh
 # libFuzzer on the store's frames and DLPack validation, bounded (FUZZ_SECONDS each).
 bash ci/fuzz.sh
 if [ -d tests/python ]; then
-  # The C++ torch backend, against Debian's torch (its object files cached in the build dir).
+  # The C++ torch backend, against Debian's torch (its object files cached in the build dir),
+  # built ahead so that the ranks' `import dlpg.torch` finds it (else the first import would
+  # build it). test_packaging.py builds the wheel in build-wheel/ and python_shim/build/
+  # (kept between runs: a rebuild is incremental).
   MAX_JOBS=2 DLPG_TORCH_BUILD_DIR="$PWD/$BUILD_DIR/torch-ext" PYTHONPATH="$PWD/python_shim" \
     /usr/bin/python3 -m dlpg.build_torch_ext
   DLPG_LIBRARY="$PWD/$BUILD_DIR/libdlpg.so" PYTHONPATH="$PWD/python_shim" \

@@ -143,8 +143,6 @@ PROTOTYPES = {
     "dlpg_reduce_supported": (_S, [DLDevice, DLDataType, c_int]),
 }
 
-_LIB_NAMES = ("libdlpg.so", "libdlpg.so.0")
-
 
 def _source_checkout():
     """The repository root when this package is python_shim/dlpg of a dlpg checkout (not an
@@ -171,14 +169,14 @@ def _pkg_config_libdir():
 
 
 def candidate_paths():
-    """The places searched for the library, in order: DLPG_LIBRARY; beside the package
-    (where a wheel puts it); in a source checkout, its build trees (build*/); the libdir
+    """The places searched for the library, in order: DLPG_LIBRARY; the package's
+    _native/ folder (where a wheel puts it, with what it needs beside it); in a source checkout, its build trees (build*/); the libdir
     pkg-config names for dlpg; the system loader (ld.so.conf, LD_LIBRARY_PATH)."""
     env = os.environ.get("DLPG_LIBRARY")
     if env:
         return [env]  # An explicit choice is never silently replaced by another library.
     here = os.path.dirname(os.path.abspath(__file__))
-    paths = [os.path.join(here, n) for n in _LIB_NAMES]
+    paths = [os.path.join(here, "_native", "libdlpg.so")]
     repo = _source_checkout()
     if repo is not None:
         builds = sorted(glob.glob(os.path.join(repo, "build*", "libdlpg.so")),
@@ -210,9 +208,8 @@ def _load():
     raise LibraryNotFoundError(
         "dlpg: cannot load libdlpg.so; tried, in order: " + "; ".join(tried) +
         ". Set DLPG_LIBRARY to the library's path, install dlpg (cmake --install) where the "
-        "system loader or pkg-config finds it, or build the wheel from a checkout with a "
-        "built library (cmake -S . -B build && cmake --build build --target dlpg, then "
-        "pip install ./python_shim), which carries the library")
+        "system loader or pkg-config finds it, or install the wheel from a checkout "
+        "(pip install --no-build-isolation ./python_shim), which builds and carries it")
 
 
 class _Lib(object):

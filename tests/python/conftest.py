@@ -130,11 +130,10 @@ def cuda_devices():
         return 0
 
 
-def require_impl(impl):
-    """The "cpp" torch backend must be built (python3 -m dlpg.build_torch_ext; ci/test.sh and
-    ci/gpu-test.sh build it): a missing build fails, it is not skipped."""
-    if impl == "cpp":
-        so = os.path.join(SHIM, "dlpg", "torch", "_C_dlpg.so")
-        if not os.path.exists(so):
-            pytest.fail("the C++ torch backend is not built (%s missing): run "
-                        "python3 -m dlpg.build_torch_ext" % so)
+def require_torch_backend():
+    """Import dlpg.torch here, in the test's process, before ranks start: where the C++
+    extension has not been built for this torch (ci/test.sh and ci/gpu-test.sh prebuild it
+    with python3 -m dlpg.build_torch_ext), the import builds it once here rather than inside
+    the ranks' deadline; one that cannot be built fails the test."""
+    import dlpg.torch
+    assert dlpg.torch.IMPLEMENTATION == "cpp", dlpg.torch.IMPLEMENTATION

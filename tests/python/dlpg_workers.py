@@ -327,19 +327,17 @@ def _check_all(rank, world, device, seed):
     return results
 
 
-def use_backend(impl):
-    """Pick the "dlpg" backend implementation ("cpp" or "python") before dlpg.torch loads."""
-    import os
-    os.environ["DLPG_TORCH_BACKEND"] = impl
+def use_backend():
+    """Register the "dlpg" backend (the C++ one, the only one)."""
     import dlpg.torch
-    assert dlpg.torch.IMPLEMENTATION == impl, dlpg.torch.IMPLEMENTATION
+    assert dlpg.torch.IMPLEMENTATION == "cpp", dlpg.torch.IMPLEMENTATION
 
 
-def torch_collectives(rank, world, init, device, seed, impl, queue):
+def torch_collectives(rank, world, init, device, seed, queue):
     try:
         import torch
         import torch.distributed as dist
-        use_backend(impl)
+        use_backend()
         if device == "cuda":
             torch.cuda.set_device(rank % torch.cuda.device_count())
         init_torch("dlpg", init, rank, world)

@@ -1,5 +1,5 @@
 """CUDA-graph capture of every dlpg.Group operation and every torch.distributed operation on
-the "dlpg" backend (both implementations), in the pattern torch documents: warm-up on a side
+the "dlpg" backend, in the pattern torch documents: warm-up on a side
 stream, then `with torch.cuda.graph(g):` in the default (global) capture error mode, each
 kind in a fresh process (the first capture of a process is the one that used to fail with
 cudaErrorStreamCaptureInvalidated). World size 1 on one GPU, 2 where two are lent; CuPy's
@@ -7,7 +7,7 @@ stream capture where CuPy is installed. Skipped without CUDA."""
 
 import pytest
 
-from conftest import cuda_devices, dlpg_store, require_impl, run_ranks, torch_store
+from conftest import cuda_devices, dlpg_store, require_torch_backend, run_ranks, torch_store
 import workers_cuda_graph
 
 SHIM = ["allreduce_out_of_place", "allreduce_in_place", "broadcast", "reduce", "allgather",
@@ -20,12 +20,12 @@ _cache = {}
 def _run(kind, world):
     if cuda_devices() < world:
         pytest.skip("needs %d CUDA devices" % world)
-    if kind in ("cpp", "python"):
-        require_impl(kind)
+    if kind == "torch":
+        require_torch_backend()
     key = (kind, world)
     if key not in _cache:
         # torch.distributed meets on a TCPStore, dlpg.Group on a dlpg store, served here.
-        with (torch_store() if kind in ("cpp", "python") else dlpg_store()) as init:
+        with (torch_store() if kind == "torch" else dlpg_store()) as init:
             _cache[key] = run_ranks(workers_cuda_graph.graph_capture, world,
                                     lambda r: (world, init, kind), deadline_s=180)
     res = _cache[key]
@@ -41,8 +41,7 @@ def _cases():
     out = []
     for world in (1, 2):
         out += [("shim", op, world) for op in SHIM + (["send_recv"] if world > 1 else [])]
-        for impl in ("cpp", "python"):
-            out += [(impl, op, world) for op in TORCH + (["batch_isend_irecv"] if world > 1 else [])]
+        out += [("torch", op, world) for op in TORCH + (["batch_isend_irecv"] if world > 1 else [])]
         out += [("cupy", "cupy_" + op, world)
                 for op in ("allreduce", "broadcast", "reduce", "allgather", "reduce_scatter")]
     return out

@@ -121,19 +121,19 @@ def test_library_not_found_message(tmp_path):
     r = _run(code, {"DLPG_LIBRARY": str(tmp_path / "nope" / "libdlpg.so")})
     assert "STATUS DLPG_ERR_SYSTEM" in r.stdout, r.stdout + r.stderr
     assert str(tmp_path / "nope" / "libdlpg.so") in r.stdout and "DLPG_LIBRARY" in r.stdout
-    # Without DLPG_LIBRARY, a copy of the package away from any checkout names the package
-    # folder, pkg-config and the system loader, and no build*/ pattern (it is not in a
+    # Without DLPG_LIBRARY, a copy of the package away from any checkout names the package's
+    # _native folder, pkg-config and the system loader, and no build*/ pattern (it is not in a
     # source checkout, so it does not look for one beside it).
     import shutil
     pkg = tmp_path / "site" / "dlpg"
     shutil.copytree(os.path.join(SHIM, "dlpg"), str(pkg),
-                    ignore=shutil.ignore_patterns("libdlpg.so*", "__pycache__"))
+                    ignore=shutil.ignore_patterns("_native", "__pycache__"))
     # LD_LIBRARY_PATH cleared too: where it names a folder holding libdlpg.so.0, the
     # system loader (the last place tried) would rightly find the library.
     env = {"PYTHONPATH": str(tmp_path / "site"), "DLPG_LIBRARY": "", "LD_LIBRARY_PATH": ""}
     r = _run(code, env)
     assert "MSG" in r.stdout, r.stdout + r.stderr
-    assert str(pkg / "libdlpg.so") in r.stdout
+    assert str(pkg / "_native" / "libdlpg.so") in r.stdout  # where a wheel puts it
     assert "pkg-config" in r.stdout and "system loader" in r.stdout
     assert "build*" not in r.stdout.split("tried, in order:")[1].split(". Set")[0], r.stdout
 

@@ -1,10 +1,9 @@
-"""torch.distributed on the "dlpg" backend, both implementations (the C++ extension and the
-Python fallback): every collective on 2, 3 and 4 ranks (CPU), and on CUDA where the machine
+"""torch.distributed on the "dlpg" backend (the C++ extension): every collective on 2, 3 and 4 ranks (CPU), and on CUDA where the machine
 has enough GPUs; references from seeded per-rank data."""
 
 import pytest
 
-from conftest import cuda_devices, require_impl, run_ranks, torch_store
+from conftest import cuda_devices, require_torch_backend, run_ranks, torch_store
 import dlpg_workers
 import workers_errors
 import workers_vs_gloo
@@ -15,26 +14,23 @@ CHECKS = ["broadcast", "all_reduce_sum_f64", "all_reduce_max_i64", "all_reduce_m
           "reduce_scatter_tensor", "all_to_all_single", "all_to_all_single_uneven",
           "all_to_all_list", "send_recv", "isend_irecv", "batch_isend_irecv", "barrier",
           "all_reduce_coalesced", "new_group", "zero_elements"]
-# Drop-in behaviour: non-contiguous tensors on both implementations; uneven all_gather on
-# the C++ backend only (the Python fallback issues one dlpg_allgather, which needs equal
-# sizes on every rank).
+# Drop-in behaviour: non-contiguous tensors, and all_gather of different sizes per rank.
 CHECKS += ["noncontiguous_inplace", "noncontiguous_gathers", "noncontiguous_scatters",
-           "noncontiguous_p2p"]
-CPP_ONLY = ["all_gather_uneven"]
+           "noncontiguous_p2p", "all_gather_uneven"]
 
 _cache = {}
 
 
-def _results(device, world, impl, tmp_path_factory):
-    require_impl(impl)
-    key = (device, world, impl)
+def _results(device, world, tmp_path_factory):
+    require_torch_backend()
+    key = (device, world)
     if key not in _cache:
         if device == "cuda" and cuda_devices() < world:
             _cache[key] = None
         else:
             def run(init):
                 return run_ranks(dlpg_workers.torch_collectives, world,
-                                 lambda r: (world, init, device, 11, impl), deadline_s=150)
+                                 lambda r: (world, init, device, 11), deadline_s=150)
             if world == 3:
                 _cache[key] = run("file://" + str(tmp_path_factory.mktemp("init") / "rdzv"))
             else:
@@ -51,23 +47,21 @@ NEED_PEER = {"send_recv", "isend_irecv", "batch_isend_irecv", "new_group", "nonc
 
 
 def _cases(worlds):
-    return ([("cpp", c, w) for w in worlds for c in CHECKS + CPP_ONLY
-             if w > 1 or c not in NEED_PEER] +
-            [("python", c, w) for w in worlds for c in CHECKS if w > 1 or c not in NEED_PEER])
+    return [(c, w) for w in worlds for c in CHECKS if w > 1 or c not in NEED_PEER]
 
 
-@pytest.mark.parametrize("impl,check,world", _cases([2, 3, 4]))
-def test_cpu(impl, check, world, tmp_path_factory):
-    res = _results("cpu", world, impl, tmp_path_factory)
+@pytest.mark.parametrize("check,world", _cases([2, 3, 4]))
+def test_cpu(check, world, tmp_path_factory):
+    res = _results("cpu", world, tmp_path_factory)
     for rank, r in sorted(res.items()):
         assert "setup" not in r, "rank %d setup failed:\n%s" % (rank, r["setup"])
         assert r.get(check) == "ok", "rank %d %s:\n%s" % (rank, check, r.get(check))
 
 
 # World size 1 checks on one GPU what can be checked there; 2 where two are lent.
-@pytest.mark.parametrize("impl,check,world", _cases([1, 2]))
-def test_cuda(impl, check, world, tmp_path_factory):
-    res = _results("cuda", world, impl, tmp_path_factory)
+@pytest.mark.parametrize("check,world", _cases([1, 2]))
+def test_cuda(check, world, tmp_path_factory):
+    res = _results("cuda", world, tmp_path_factory)
     for rank, r in sorted(res.items()):
         assert "setup" not in r, "rank %d setup failed:\n%s" % (rank, r["setup"])
         assert r.get(check) == "ok", "rank %d %s:\n%s" % (rank, check, r.get(check))
@@ -85,7 +79,7 @@ _api_cache = {}
 
 @pytest.mark.parametrize("api", APIS)
 def test_every_api_matches_gloo_on_3_ranks(api):
-    require_impl("cpp")
+    require_torch_backend()
     if "res" not in _api_cache:
         with torch_store() as init:
             _api_cache["res"] = run_ranks(workers_vs_gloo.apis_vs_gloo, 3,
@@ -98,13 +92,12 @@ def test_every_api_matches_gloo_on_3_ranks(api):
         assert "teardown" not in r, r["teardown"]
 
 
-@pytest.mark.parametrize("impl", ["cpp", "python"])
-def test_bad_input_raises_and_names_values(impl):
-    require_impl(impl)
+def test_bad_input_raises_and_names_values():
+    require_torch_backend()
     with torch_store() as init:
-        res = run_ranks(workers_errors.bad_input, 2, lambda r: (2, init, impl), deadline_s=120)
+        res = run_ranks(workers_errors.bad_input, 2, lambda r: (2, init), deadline_s=120)
     for rank, r in sorted(res.items()):
         assert "setup" not in r, r["setup"]
         for case in ("mismatched_sizes", "bad_root", "sparse"):
-            assert r.get(case) == "ok", "rank %d %s %s:\n%s" % (rank, impl, case, r.get(case))
+            assert r.get(case) == "ok", "rank %d %s:\n%s" % (rank, case, r.get(case))
         assert "teardown" not in r, r["teardown"]

@@ -10,7 +10,7 @@ def graph_capture(rank, world, init, kind, queue):
     """CUDA-graph capture as torch documents it: warm up on a side stream, then capture in
     `with torch.cuda.graph(g):` (its own capture stream, default "global" error mode), then
     replay on new input values and compare with the reference. kind: "shim" (dlpg.Group on
-    torch tensors), "cpp" / "python" (torch.distributed on either backend), "cupy" (dlpg.Group
+    torch tensors), "torch" (torch.distributed on the "dlpg" backend), "cupy" (dlpg.Group
     on CuPy arrays, captured with CuPy's stream capture). Each kind runs in a fresh process:
     the reported failure was at a process's first capture. init: the (host, port) of the
     TCPStore the test serves for torch.distributed, or the URL of its dlpg store."""
@@ -19,8 +19,8 @@ def graph_capture(rank, world, init, kind, queue):
         import torch
         torch.cuda.set_device(rank)
         dev = torch.device("cuda", rank)
-        if kind in ("cpp", "python"):
-            use_backend(kind)
+        if kind == "torch":
+            use_backend()
             init_torch("dlpg", init, rank, world)
         else:
             import dlpg
@@ -95,7 +95,7 @@ def graph_capture(rank, world, init, kind, queue):
                     g.send(x, peer, async_op=True)
                     g.recv(y, peer, async_op=True)
             capture_torch("send_recv", fill, sendrecv, lambda s: [(y, val(peer, n, s))])
-    elif kind in ("cpp", "python"):
+    elif kind == "torch":
         import torch.distributed as dist
 
         def all_reduce():
@@ -150,7 +150,7 @@ def graph_capture(rank, world, init, kind, queue):
         _cupy_captures(cupy, g, rank, W, n, res)
     try:
         torch.cuda.synchronize()
-        if kind in ("cpp", "python"):
+        if kind == "torch":
             import torch.distributed as dist
             dist.destroy_process_group()
         else:

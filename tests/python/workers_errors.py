@@ -1,18 +1,17 @@
 """Rank body of test_torch_backend's error checks: bad input to the "dlpg" backend raises a
-RuntimeError whose message names the operation and the values, on both implementations;
-nothing hangs."""
+RuntimeError whose message names the operation and the values; nothing hangs."""
 
 import traceback
 
 from dlpg_workers import init_torch, use_backend
 
 
-def bad_input(rank, world, init, impl, queue):
+def bad_input(rank, world, init, queue):
     import torch
     import torch.distributed as dist
     res = {}
     try:
-        use_backend(impl)
+        use_backend()
         init_torch("dlpg", init, rank, world)
     except Exception:  # noqa: BLE001
         queue.put((rank, {"setup": traceback.format_exc()}))
@@ -38,7 +37,7 @@ def bad_input(rank, world, init, impl, queue):
     expect("mismatched_sizes", mismatched, "dlpg_allreduce", "4", "5")
     expect("bad_root", lambda: dist.broadcast(torch.ones(3), src=world + 3), "root")
     expect("sparse", lambda: dist.all_reduce(torch.ones(2, dtype=torch.float64).to_sparse()),
-           "dense" if impl == "cpp" else "")
+           "dense")
     try:
         dist.barrier()
         dist.destroy_process_group()

@@ -16,7 +16,7 @@ def apis_vs_gloo(rank, world, init, seed, queue):
     import torch.distributed as dist
     res = {}
     try:
-        use_backend("cpp")
+        use_backend()
         init_torch("gloo", init, rank, world)
         dg = dist.new_group(backend="dlpg")
         gg = dist.new_group(backend="gloo")
