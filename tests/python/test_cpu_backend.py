@@ -1,13 +1,13 @@
 """The host-memory backend a group chooses, seen from Python with no change in user code:
 2 ranks of this machine run their collectives on shared memory by default, and on Gloo with
 DLPG_CPU_BACKEND=gloo, through dlpg.Group on NumPy arrays and through torch's "dlpg"
-backend on CPU tensors (both implementations). Evidence: the flight record's backend of each
+backend on CPU tensors. Evidence: the flight record's backend of each
 collective (dlpg.Group) and the INFO line of the group's choice (both); results against
 references from every rank's seeded data (workers_cpu_backend.py)."""
 
 import pytest
 
-from conftest import dlpg_store, require_impl, run_ranks, torch_store
+from conftest import dlpg_store, require_torch_backend, run_ranks, torch_store
 import workers_cpu_backend as w
 
 COLLECTIVES = ["dlpg_allreduce", "dlpg_broadcast", "dlpg_allgather", "dlpg_reduce_scatter",
@@ -54,14 +54,13 @@ def test_numpy_group(forced, monkeypatch, tmp_path):
         _check_choice(logs[r], want, forced)
 
 
-@pytest.mark.parametrize("impl", ["cpp", "python"])
 @pytest.mark.parametrize("forced", [None, "gloo"], ids=["default", "gloo"])
-def test_torch_cpu(forced, impl, monkeypatch, tmp_path):
-    require_impl(impl)
+def test_torch_cpu(forced, monkeypatch, tmp_path):
+    require_torch_backend()
     want = _env(monkeypatch, forced)
     logs = [str(tmp_path / ("rank%d.log" % r)) for r in range(2)]
     with torch_store() as init:
-        res = run_ranks(w.torch_group, 2, lambda r: (2, init, impl, logs[r]), deadline_s=150)
+        res = run_ranks(w.torch_group, 2, lambda r: (2, init, logs[r]), deadline_s=150)
     for r in range(2):
         assert "error" not in res[r], res[r]["error"]
         assert res[r]["results"] == "ok"

@@ -94,14 +94,14 @@ def numpy_group(rank, world, url, name, log_path, queue):
     queue.put((rank, res))
 
 
-def torch_group(rank, world, init, impl, log_path, queue):
+def torch_group(rank, world, init, log_path, queue):
     res = {}
     try:
         _log_to(log_path)
         import torch
         import torch.distributed as dist
         import dlpg_workers
-        dlpg_workers.use_backend(impl)
+        dlpg_workers.use_backend()
         dlpg_workers.init_torch("dlpg", init, rank, world)
         seed = 29
 
