@@ -46,5 +46,5 @@ dlpg_status_t dlpg_reduce_supported(DLDevice device, DLDataType dtype, dlpg_redu
   /* A module that cannot load makes the device unsupported, saying what failed and why. */
   const dlpg__backend_vtbl_t *be;
   DLPG_CHECK(dlpg__backend_get(what, o.backend, &be));
-  return be->check(what, &o);
+  return be->check(what, &o.be);
 }
