@@ -70,6 +70,9 @@ static dlpg_status_t dlpg__issue_direct(const dlpg__backend_vtbl_t *be, dlpg__op
     /* The backend's keys live under the group's job scope: joined first (once, job.h).
      * Sends and receives of a line deciding them per pair have a state of their own. */
     st = dlpg__job_join(ops[i]->group);
+    /* A rank whose first operation is a send or receive says where it runs here (its first
+     * collective would otherwise): the pair's decision reads both ranks' strings. */
+    if (st == DLPG_OK) dlpg__backend_where_publish(ops[i]->group);
     int own = (ops[i]->kind == DLPG__OP_SEND || ops[i]->kind == DLPG__OP_RECV) &&
               dlpg__vtbl_has(be, p2p_state_create);
     if (st == DLPG_OK)
