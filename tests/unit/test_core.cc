@@ -618,7 +618,7 @@ TEST(CoreSmoke, MissingPeerTimesOut) {
 
 // Sends and receives are decided per pair from the two ranks' published localities: with
 // rank 1's string made to say it runs elsewhere (a fake locality, written over its key
-// before any transfer), the pairs 0-1 and 1-2 go to the next line (gloo) while 0-2 stays on
+// after a first barrier and before any transfer), the pairs 0-1 and 1-2 go to the next line (gloo) while 0-2 stays on
 // shm; the flight recorder names the backend each transfer ran on, and the data arrives.
 TEST(CoreBackend, P2PDecidedPerPair) {
   Served s;
@@ -634,9 +634,13 @@ TEST(CoreBackend, P2PDecidedPerPair) {
     dlpg_group_t *g = nullptr;
     ASSERT_EQ(dlpg_group_create(st, rank, 3, &o, &g), DLPG_OK) << dlpg_last_error();
     size_t len = 0;
+    // A first collective: every rank joins the group's job (the first on this store: its
+    // keys are under perpair/dlpg/j1) and says where it runs; sends and receives are decided
+    // per pair later, from the strings as they are then.
+    ASSERT_EQ(dlpg_barrier(g, nullptr), DLPG_OK) << dlpg_last_error();
     if (rank == 1) {
-      // The key the group published (its first creation of this name and size).
-      const char *key = "perpair/dlpg/where/3.1/shm/1";
+      // Posted values: the string under <key>/v, the counter <key> says it is there.
+      const char *key = "perpair/dlpg/j1/where/shm/1/v";
       char old[600];
       ASSERT_EQ(dlpg_store_get(st, key, 10, old, sizeof old, &len), DLPG_OK) << dlpg_last_error();
       ASSERT_EQ(dlpg_store_set(st, key, "elsewhere", 9), DLPG_OK);
