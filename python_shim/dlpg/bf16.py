@@ -79,7 +79,16 @@ class BFloat16View(object):
     def __dlpack_device__(self):
         return self._bits.__dlpack_device__()
 
-    def __dlpack__(self, stream=None):
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        # Consumers of the DLPack 1.0 protocol (torch 2.x) pass max_version, dl_device and
+        # copy; the legacy capsule answers all of them (copy=True excepted), and every
+        # consumer accepts it.
+        if copy:
+            raise BufferError("dlpg.bf16.view: copy=True is not supported (the view shares "
+                              "the array's memory)")
+        if dl_device is not None and tuple(dl_device) != tuple(self.__dlpack_device__()):
+            raise BufferError("dlpg.bf16.view: the array is on device %s, not %s"
+                              % (tuple(self.__dlpack_device__()), tuple(dl_device)))
         cap = self._bits.__dlpack__() if stream is None else self._bits.__dlpack__(stream=stream)
         head = _DLTensorHead.from_address(_get_pointer(cap, b"dltensor"))
         if head.dtype.code != _KDL_UINT or head.dtype.bits != 16 or head.dtype.lanes != 1:

@@ -95,6 +95,13 @@ def test_bf16_view_is_bfloat16_through_dlpack_without_ml_dtypes():
     assert np.isnan(dlpg.bf16.to_float32(dlpg.bf16.from_float32(np.float32("nan"))))
     with pytest.raises(TypeError, match="uint16"):
         dlpg.bf16.view(x)
+    # What a DLPack 1.0 consumer passes (torch 2.x's from_dlpack): the view answers it.
+    v = dlpg.bf16.view(bits)
+    cap = v.__dlpack__(stream=None, max_version=(1, 0), dl_device=v.__dlpack_device__(),
+                       copy=None)
+    assert torch.equal(torch.utils.dlpack.from_dlpack(cap), t)
+    with pytest.raises(BufferError, match="copy=True"):
+        v.__dlpack__(max_version=(1, 0), copy=True)
 
 
 def _bf16_rank(rank, url, seed, queue):
