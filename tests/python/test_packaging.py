@@ -27,19 +27,16 @@ TAG = "cp%d%d" % sys.version_info[:2]
 
 # Building from source needs Gloo and hiredis (Debian's libgloo-dev and libhiredis-dev, which
 # ci/install-deps.sh installs). The GPU machine has neither: there ci/gpu-wheel.sh builds the
-# wheel from the bundle of ci/gpu-bundle.sh instead.
-_SOURCES_BUILD = (os.path.isdir("/usr/include/gloo")
-                  and os.path.exists("/usr/include/hiredis/hiredis.h"))
+# wheel from the bundle of ci/gpu-bundle.sh instead. Only the tests that build need them.
+_HIREDIS = os.path.exists("/usr/include/hiredis/hiredis.h")
+needs_source_build = pytest.mark.skipif(
+    not (_HIREDIS and os.path.isdir("/usr/include/gloo")),
+    reason="no Gloo or hiredis headers (libgloo-dev, libhiredis-dev) to build the wheel from "
+           "source; ci/gpu-wheel.sh covers the GPU machine")
 
-pytestmark = [
-    pytest.mark.skipif(
-        subprocess.run([sys.executable, "-m", "pip", "--version"],
-                       capture_output=True).returncode != 0,
-        reason="pip is not installed for this interpreter"),
-    pytest.mark.skipif(not _SOURCES_BUILD,
-                       reason="no Gloo or hiredis headers (libgloo-dev, libhiredis-dev) to build "
-                              "the wheel from source; ci/gpu-wheel.sh covers the GPU machine"),
-]
+pytestmark = pytest.mark.skipif(
+    subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode != 0,
+    reason="pip is not installed for this interpreter")
 
 
 def _user_env():
@@ -97,6 +94,7 @@ def venv(tmp_path_factory):
     return v
 
 
+@needs_source_build
 def test_wheel_files_and_tags(venv):
     with zipfile.ZipFile(venv.wheel) as z:
         infos = z.infolist()
@@ -171,6 +169,7 @@ def _pair(venv, script, args_of_rank, timeout=180):
     return outs
 
 
+@needs_source_build
 def test_numpy_group_on_dlpg_store_from_path(venv):
     """dlpg-store is a command on the venv's PATH (the console script runs the tool the wheel
     carries); two NumPy ranks meet on it."""
@@ -213,6 +212,7 @@ print("TORCH-OK", dlpg.torch.IMPLEMENTATION, dlpg.torch._native.__file__)
 """
 
 
+@needs_source_build
 def test_torch_dlpg_backend_is_the_cpp_one(venv):
     pytest.importorskip("torch")
     init = "file://" + str(venv.root / "torch-rendezvous")
@@ -223,6 +223,7 @@ def test_torch_dlpg_backend_is_the_cpp_one(venv):
         assert "building" not in err, err  # the wheel's own extension, no rebuild
 
 
+@needs_source_build
 def test_uninstall_removes_every_file(venv):
     files = _run([venv.python, "-m", "pip", "show", "-f", "dlpg"], venv.root, 60).stdout
     assert "_native/libdlpg.so" in files and "_C_dlpg." in files, files
@@ -262,6 +263,7 @@ def test_sanitizer_build_is_refused(tmp_path):
     assert not (tmp_path / "dist").exists() or not os.listdir(str(tmp_path / "dist"))
 
 
+@pytest.mark.skipif(not _HIREDIS, reason="the fake build links libhiredis (libhiredis-dev)")
 def test_build_without_origin_run_path_is_refused(tmp_path):
     """Its bundled dependencies would not be found beside it: refused, naming the option."""
     build = _fake_build(tmp_path / "build-plain", "-Wl,--no-as-needed", "-lhiredis")
