@@ -86,9 +86,10 @@ class BFloat16View(object):
         if copy:
             raise BufferError("dlpg.bf16.view: copy=True is not supported (the view shares "
                               "the array's memory)")
-        if dl_device is not None and tuple(dl_device) != tuple(self.__dlpack_device__()):
+        here = tuple(self.__dlpack_device__())
+        if dl_device is not None and tuple(dl_device) != here:
             raise BufferError("dlpg.bf16.view: the array is on device %s, not %s"
-                              % (tuple(self.__dlpack_device__()), tuple(dl_device)))
+                              % (here, tuple(dl_device)))
         cap = self._bits.__dlpack__() if stream is None else self._bits.__dlpack__(stream=stream)
         head = _DLTensorHead.from_address(_get_pointer(cap, b"dltensor"))
         if head.dtype.code != _KDL_UINT or head.dtype.bits != 16 or head.dtype.lanes != 1:
@@ -119,7 +120,9 @@ def from_float32(x):
     """bfloat16 bit patterns (uint16) of x, rounded to nearest even (NaN stays NaN); a NumPy
     result for NumPy input or lists, CuPy for CuPy."""
     xp = _xp(x)
-    u = xp.ascontiguousarray(xp.asarray(x, dtype=xp.float32)).view(xp.uint32)
+    f = xp.asarray(x, dtype=xp.float32)
+    # ascontiguousarray makes a 0-d array 1-d; the bit patterns keep x's shape.
+    u = xp.ascontiguousarray(f).reshape(f.shape).view(xp.uint32)
     rounded = ((u + xp.uint32(0x7FFF) + ((u >> 16) & xp.uint32(1))) >> 16).astype(xp.uint16)
     nan = (u & xp.uint32(0x7FFFFFFF)) > xp.uint32(0x7F800000)
     return xp.where(nan, ((u >> 16) | xp.uint32(0x40)).astype(xp.uint16), rounded)
@@ -133,4 +136,6 @@ def to_float32(a):
     xp = _xp(a)
     if is_bfloat16_array(a):
         a = a.view(xp.uint16)
-    return (xp.asarray(a, dtype=xp.uint16).astype(xp.uint32) << 16).view(xp.float32)
+    # A uint32 shift (a Python int would widen a 0-d array to int64 under NumPy 1.x's
+    # value-based casting, and the view would then change the itemsize).
+    return (xp.asarray(a, dtype=xp.uint16).astype(xp.uint32) << xp.uint32(16)).view(xp.float32)
