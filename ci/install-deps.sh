@@ -15,12 +15,24 @@ done
 if ((${#missing[@]})); then
   echo "ci/install-deps.sh: installing ${missing[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-  # On a shared machine another install may hold dpkg's or apt's lock: wait for it (up to
-  # 10 min) instead of failing at once.
+  # On a shared machine another install may hold dpkg's or apt's lock. DPkg::Lock::Timeout
+  # covers dpkg's lock but not the lists lock of `apt-get update`, so a lock conflict is also
+  # retried (every 5 s, up to 10 min) instead of failing at once.
   lock=(-o DPkg::Lock::Timeout=600)
-  $SUDO apt-get "${lock[@]}" update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get "${lock[@]}" install -y -q --no-install-recommends \
-    "${missing[@]}"
+  apt_retry() {
+    local out rc t0=$SECONDS
+    while :; do
+      rc=0; out=$("$@" 2>&1) || rc=$?
+      printf '%s\n' "$out"
+      ((rc == 0)) && return 0
+      grep -q "Could not get lock\|Unable to lock" <<<"$out" && ((SECONDS - t0 < 600)) || return "$rc"
+      echo "ci/install-deps.sh: apt's lock is held by another install; retrying in 5 s"
+      sleep 5
+    done
+  }
+  apt_retry $SUDO apt-get "${lock[@]}" update -q
+  apt_retry $SUDO env DEBIAN_FRONTEND=noninteractive apt-get "${lock[@]}" install -y -q \
+    --no-install-recommends "${missing[@]}"
 else
   echo "ci/install-deps.sh: all Debian packages present"
 fi
