@@ -214,6 +214,8 @@ static XLA_FFI_Error *decode(XLA_FFI_CallFrame *f, dlpg_xla_call_t *c, unsigned 
   if ((needs & DLPG_XLA_NEEDS_PEER) && ((e = need_attr(f, c, "peer", &c->peer)) != NULL ||
                                         (e = need_attr(f, c, "tag", &c->tag)) != NULL))
     return e;
+  if ((needs & DLPG_XLA_NEEDS_SOURCE) && (e = need_attr(f, c, "source", &c->source)) != NULL)
+    return e;
   int device = 0;
   if (c->platform == DLPG_XLA_CUDA && (e = cuda_context(f, c, &device)) != NULL) return e;
   if ((needs & DLPG_XLA_NEEDS_INPUT) &&

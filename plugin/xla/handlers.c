@@ -18,6 +18,14 @@ static XLA_FFI_Error *run_allreduce(dlpg_xla_call_t *c) {
                                              (dlpg_reduce_op_t)c->reduce_op, streams_of(c), NULL));
 }
 
+/* The reduction lands in root's output only; the Python side hands other ranks their
+ * input back, so the unwritten output is never read. */
+static XLA_FFI_Error *run_reduce(dlpg_xla_call_t *c) {
+  DLTensor *in = &c->input, *out = &c->output;
+  return dlpg_xla__check(c, c->dl->reduce(c->group, &in, &out, 1, (dlpg_reduce_op_t)c->reduce_op,
+                                          (int)c->root, streams_of(c), NULL));
+}
+
 static XLA_FFI_Error *run_allgather(dlpg_xla_call_t *c) {
   DLTensor *in = &c->input, *out = &c->output;
   return dlpg_xla__check(c, c->dl->allgather(c->group, &in, &out, 1, streams_of(c), NULL));
@@ -50,12 +58,31 @@ static XLA_FFI_Error *run_recv(dlpg_xla_call_t *c) {
                                         c->stream, NULL));
 }
 
+/* Send to peer and receive from source in one batch, so a ring of them cannot deadlock
+ * (each rank's send waits for its receiver; batched, the pair's transfers progress
+ * together). The batch is ended even when a call in it fails. */
+static XLA_FFI_Error *run_sendrecv(dlpg_xla_call_t *c) {
+  dlpg_status_t st = c->dl->group_start(c->group);
+  if (st != DLPG_OK) return dlpg_xla__check(c, st);
+  st = c->dl->send(c->group, &c->input, (int)c->peer, (int)c->tag, c->stream, NULL);
+  if (st == DLPG_OK)
+    st = c->dl->recv(c->group, &c->output, (int)c->source, (int)c->tag, c->stream, NULL);
+  if (st != DLPG_OK) {
+    XLA_FFI_Error *e = dlpg_xla__check(c, st); /* read the message before group_end */
+    (void)c->dl->group_end(c->group);
+    return e;
+  }
+  return dlpg_xla__check(c, c->dl->group_end(c->group));
+}
+
 enum {
   IO = DLPG_XLA_NEEDS_INPUT | DLPG_XLA_NEEDS_OUTPUT,
   IO_OP = IO | DLPG_XLA_NEEDS_OP,
   IO_ROOT = IO | DLPG_XLA_NEEDS_ROOT,
   SEND = DLPG_XLA_NEEDS_INPUT | DLPG_XLA_NEEDS_PEER,
-  RECV = DLPG_XLA_NEEDS_OUTPUT | DLPG_XLA_NEEDS_PEER
+  RECV = DLPG_XLA_NEEDS_OUTPUT | DLPG_XLA_NEEDS_PEER,
+  IO_OP_ROOT = IO_OP | DLPG_XLA_NEEDS_ROOT,
+  SENDRECV = IO | DLPG_XLA_NEEDS_PEER | DLPG_XLA_NEEDS_SOURCE
 };
 
 /* dlpg_xla_<op>_cpu and dlpg_xla_<op>_cuda, the symbols the Python shim registers. */
@@ -70,9 +97,11 @@ enum {
   }
 
 DLPG_XLA_HANDLERS(allreduce, IO_OP)
+DLPG_XLA_HANDLERS(reduce, IO_OP_ROOT)
 DLPG_XLA_HANDLERS(allgather, IO)
 DLPG_XLA_HANDLERS(reduce_scatter, IO_OP)
 DLPG_XLA_HANDLERS(broadcast, IO_ROOT)
 DLPG_XLA_HANDLERS(alltoall, IO)
 DLPG_XLA_HANDLERS(send, SEND)
 DLPG_XLA_HANDLERS(recv, RECV)
+DLPG_XLA_HANDLERS(sendrecv, SENDRECV)

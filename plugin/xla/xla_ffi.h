@@ -29,7 +29,8 @@ enum {
   DLPG_XLA_NEEDS_OUTPUT = 1 << 1, /* one non-token result buffer */
   DLPG_XLA_NEEDS_OP = 1 << 2,     /* attribute "op" (dlpg_reduce_op_t) */
   DLPG_XLA_NEEDS_ROOT = 1 << 3,   /* attribute "root" */
-  DLPG_XLA_NEEDS_PEER = 1 << 4    /* attributes "peer" and "tag" */
+  DLPG_XLA_NEEDS_PEER = 1 << 4,   /* attributes "peer" and "tag" */
+  DLPG_XLA_NEEDS_SOURCE = 1 << 5  /* attribute "source" (sendrecv: peer is where it sends) */
 };
 
 /* One decoded call: the group, the buffers as DLTensors, the attributes and the stream. */
@@ -40,7 +41,7 @@ typedef struct dlpg_xla_call {
   const dlpg_api_t *dl;
   dlpg_group_t *group;
   DLTensor input, output;
-  int64_t reduce_op, root, peer, tag;
+  int64_t reduce_op, root, peer, tag, source;
   void *stream;                  /* CUDA: the stream XLA hands over; CPU: NULL */
 } dlpg_xla_call_t;
 

@@ -117,7 +117,7 @@ def _chain_in(ctx, target):
 
 # The primitive parameters the handlers read as attributes; the others (world, shape,
 # dtype, mode) only shape the results or the lowering.
-_ATTRS = ("group", "op", "root", "peer", "tag")
+_ATTRS = ("group", "op", "root", "peer", "tag", "source")
 
 
 def _lowering(ctx, *args, target, mode, **params):
@@ -183,17 +183,19 @@ def _nothing(x, **_):
     return []
 
 
-def _received(shape, dtype, **_):
+def _received(*_x, shape, dtype, **_):
     return [_core.ShapedArray(shape, dtype)]
 
 
 allreduce_p = _primitive("allreduce", _same)
+reduce_p = _primitive("reduce", _same)
 allgather_p = _primitive("allgather", _gathered)
 reduce_scatter_p = _primitive("reduce_scatter", _scattered)
 broadcast_p = _primitive("broadcast", _same)
 alltoall_p = _primitive("alltoall", _same)
 send_p = _primitive("send", _nothing)
 recv_p = _primitive("recv", _received)
+sendrecv_p = _primitive("sendrecv", _received)
 
 
 # ------------------------------------------------------------------ differentiation

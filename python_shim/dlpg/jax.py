@@ -6,8 +6,9 @@
 
     @jax.jit
     def step(x):
-        return dj.allreduce(x, op="sum")        # also allgather, reduce_scatter, broadcast,
-                                                # alltoall, send, recv
+        return dj.allreduce(x, op="sum")        # also reduce, allgather, gather,
+                                                # reduce_scatter, broadcast, scatter,
+                                                # alltoall, send, recv, sendrecv, barrier
 The handlers live in libdlpg_xla.so (plugin/xla), found through DLPG_XLA_LIBRARY, then
 beside libdlpg.so, then the repository's build*/ folders. On CUDA they are enqueued on the
 stream XLA hands over and write into XLA's output buffer; on the CPU platform they run
@@ -57,10 +58,12 @@ from .group import Group, reduce_op
 from .store import Store
 
 __all__ = ["init", "finalize", "group", "rank", "world_size", "ordered", "allreduce",
-           "allgather", "reduce_scatter", "broadcast", "alltoall", "send", "recv",
-           "library_path"]
+           "reduce", "allgather", "gather", "reduce_scatter", "broadcast", "scatter",
+           "alltoall", "send", "recv", "sendrecv", "barrier", "library_path"]
 
-_OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "send", "recv")
+# The custom-call targets of libdlpg_xla.so; gather, scatter and barrier are composed of them.
+_OPS = ("allreduce", "reduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "send",
+        "recv", "sendrecv")
 
 
 class _State(object):
@@ -394,3 +397,68 @@ def recv(like, source, tag=0):
     shape = tuple(int(d) for d in like.shape)
     return _prims.recv_p.bind(shape=shape, dtype=np.dtype(like.dtype), peer=int(source),
                         tag=int(tag), **_common())[0]
+
+
+def reduce(x, op="sum", root=0):
+    """The reduction of every rank's x on rank root; every other rank gets its x back
+    unchanged (as mpi4jax's reduce)."""
+    x = _arr(x, "reduce")
+    _peer(root, "reduce", "root")
+    y = _prims.reduce_p.bind(x, op=int(reduce_op(op)), root=int(root), **_common())[0]
+    # The call runs on every rank (it is kept even where its result is unused); only root's
+    # output is written.
+    return y if rank() == int(root) else x
+
+
+def gather(x, root=0):
+    """Every rank's x stacked rank-major on rank root (shape (world_size,) + x.shape); every
+    other rank gets its x back unchanged. Composed of send and recv: root receives from each
+    rank in rank order, each other rank sends once."""
+    x = _arr(x, "gather")
+    _peer(root, "gather", "root")
+    root, me = int(root), rank()
+    if me != root:
+        send(x, root)
+        return x
+    like = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    parts = [x if r == root else recv(like, r) for r in range(world_size())]
+    return jnp.stack(parts)
+
+
+def scatter(x, root=0):
+    """Block r of root's x (shape (world_size,) + s) on rank r. On root, x holds the blocks;
+    on every other rank x is only the shape and dtype of the block it receives (an array or
+    a jax.ShapeDtypeStruct of shape s), as mpi4jax's scatter. Composed of send and recv."""
+    _peer(root, "scatter", "root")
+    root, me, world = int(root), rank(), world_size()
+    if me != root:
+        return recv(x, root)
+    x = _arr(x, "scatter")
+    if x.ndim == 0 or x.shape[0] != world:
+        raise ValueError("dlpg.jax.scatter: on root (rank %d) x must have shape (world_size,) "
+                         "+ the block's shape, with world_size %d (got shape %s)"
+                         % (root, world, tuple(x.shape)))
+    for r in range(world):
+        if r != root:
+            send(x[r], r)
+    return x[root]
+
+
+def sendrecv(x, like, source, dest, tag=0):
+    """Send x to rank dest and receive from rank source an array shaped like `like` (an
+    array or a jax.ShapeDtypeStruct), in one call: both transfers are issued together, so a
+    ring (every rank sending to rank+1 and receiving from rank-1) cannot deadlock. The
+    message's tag is `tag` both ways; source and dest may be this rank."""
+    x = _arr(x, "sendrecv")
+    _peer(source, "sendrecv", "source")
+    _peer(dest, "sendrecv", "dest")
+    shape = tuple(int(d) for d in like.shape)
+    return _prims.sendrecv_p.bind(x, shape=shape, dtype=np.dtype(like.dtype), peer=int(dest),
+                                  source=int(source), tag=int(tag), **_common())[0]
+
+
+def barrier():
+    """Returns once every rank has reached it, in program order with every other dlpg call
+    (an allreduce of one int32: on CUDA it is ordered on XLA's stream like the others).
+    Returns nothing; under jit the call is kept although nothing uses a result."""
+    _prims.allreduce_p.bind(jnp.zeros((), jnp.int32), op=int(_abi.SUM), **_common())

@@ -143,6 +143,51 @@ def _checks(rank, world, seed, platform):
         # every rank's loss depends on every input; the transpose sums the cotangents
         close(g, 2 * W * s, "grad of allreduce", tol=1e-4)
 
+    def t_reduce():
+        root = W - 1
+        xs = [data(seed, r, (4, 3)) for r in range(W)]
+        f = jax.jit(lambda x: (dj.reduce(x, op="sum", root=root), dj.reduce(x, op="max", root=0)))
+        s, m = f(jnp.asarray(xs[rank]))
+        close(s, sum(xs) if rank == root else xs[rank], "reduce sum to rank %d" % root)
+        close(m, np.max(xs, axis=0) if rank == 0 else xs[rank], "reduce max to rank 0")
+
+    def t_gather():
+        root = W // 2
+        xs = [data(seed, r, (2, 5)) for r in range(W)]
+        y = jax.jit(lambda x: dj.gather(x, root=root))(jnp.asarray(xs[rank]))
+        close(y, np.stack(xs) if rank == root else xs[rank], "gather to rank %d" % root)
+
+    def t_scatter():
+        root = W - 1
+        blocks = data(seed, root, (W, 3, 2))
+        if rank == root:
+            x = jnp.asarray(blocks)
+        else:  # the block's shape only, as an array (its values are not used)
+            x = jnp.zeros((3, 2), jnp.float32)
+        y = jax.jit(lambda x: dj.scatter(x, root=root))(x)
+        close(y, blocks[rank], "scatter from rank %d" % root)
+
+    def t_sendrecv_ring():
+        # Every rank sends to the next and receives from the previous in one call: issued
+        # one by one (send, then recv) every rank would wait in its send above 4 KiB.
+        nxt, prv = (rank + 1) % W, (rank - 1) % W
+        like = jax.ShapeDtypeStruct((64, 64), jnp.float32)  # 16 KiB: a send that waits
+        f = jax.jit(lambda x: dj.sendrecv(x, like, source=prv, dest=nxt, tag=5))
+        close(f(jnp.asarray(data(seed, 200 + rank, (64, 64)))), data(seed, 200 + prv, (64, 64)),
+              "sendrecv ring")
+
+    def t_barrier_between_calls():
+        # A barrier under jit, in program order between two collectives (nothing uses a
+        # result of it).
+        x = jnp.asarray(data(seed, rank, (3,)))
+
+        def f(x):
+            a = dj.allreduce(x)
+            dj.barrier()
+            return dj.allreduce(a, op="max")
+        close(jax.jit(f)(x), sum(data(seed, r, (3,)) for r in range(W)), "barrier between")
+        dj.barrier()  # outside jit too
+
     def t_eager():
         close(dj.allreduce(jnp.asarray(data(seed, rank, (3,)))),
               sum(data(seed, r, (3,)) for r in range(W)), "allreduce outside jit")
@@ -224,7 +269,7 @@ def _distributed_rank(rank, world, port, seed, queue):
     queue.put((rank, res))
 
 
-def assert_ok(results, world, checks=10):
+def assert_ok(results, world, checks=15):
     """Every rank reported, and every one of its (at least `checks`) checks is "ok"."""
     assert sorted(results) == list(range(world))
     bad = {"rank %d %s" % (r, k): v for r, res in results.items() for k, v in res.items()

@@ -77,3 +77,63 @@ def test_timed_out_wait_leaves_the_store_usable(adapter):
     assert "error" not in res, res.get("error")
     assert res["timeouts"] == ["DLPG_ERR_TIMEOUT"] * 3
     assert res["values"] == [b"v0", b"x", 1, b"v1", b"x", 2, b"v2", b"x", 3, b"y"]
+
+
+def _raising_store_rank(rank, queue):
+    """init_process_group("dlpg") on a torch store whose add() raises: the error names what
+    the store raised, not only the status dlpg's callback could return."""
+    try:
+        import dlpg.torch as dt
+        if dt._native is None:
+            queue.put((rank, {"skip": "the C++ extension is not built"}))
+            return
+
+        class Raising(dist.Store):
+            def __init__(self):
+                super().__init__()
+                self.inner = dist.HashStore()
+
+            def set(self, key, value):
+                self.inner.set(key, value)
+
+            def get(self, key):
+                return self.inner.get(key)
+
+            def add(self, key, value):
+                if "dlpg" not in key:  # torch's own keys (1.13's store barrier) work
+                    return self.inner.add(key, value)
+                raise RuntimeError("add of %s exploded on purpose" % key)
+
+            def check(self, keys):
+                return self.inner.check(keys)
+
+            def wait(self, keys, timeout=None):
+                self.inner.wait(keys)
+
+            def delete_key(self, key):
+                return self.inner.delete_key(key)
+
+            def num_keys(self):
+                return self.inner.num_keys()
+
+            def set_timeout(self, timeout):
+                pass
+
+        try:
+            dist.init_process_group("dlpg", store=Raising(), rank=0, world_size=1,
+                                    timeout=datetime.timedelta(seconds=30))
+            dist.all_reduce(torch.ones(4))
+            queue.put((rank, {"error": "no exception although the store's add raised"}))
+        except Exception as e:  # noqa: BLE001 - the point of the test
+            queue.put((rank, {"message": str(e)}))
+    except Exception:  # noqa: BLE001 - reported to the test
+        queue.put((rank, {"error": traceback.format_exc()}))
+
+
+def test_an_exception_of_the_torch_store_reaches_the_error():
+    res = run_ranks(_raising_store_rank, 1, lambda r: (), deadline_s=90)[0]
+    if "skip" in res:
+        pytest.skip(res["skip"])
+    assert "error" not in res, res["error"]
+    m = res["message"]
+    assert "exploded on purpose" in m and "dlpg" in m and "add" in m, m

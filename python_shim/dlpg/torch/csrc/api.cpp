@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -49,17 +50,36 @@ const dlpg_api_t& api() {
   return *g_api;
 }
 
+namespace {
+
+// The store callbacks can hand libdlpg only a status, so the text of the last unexpected
+// exception torch's store raised is kept here and added to the next error this extension
+// raises: a user then sees why the store failed, not only that it did.
+std::mutex g_exc_mu;
+std::string g_store_exc;
+
+std::string take_store_exception() {
+  std::lock_guard<std::mutex> lock(g_exc_mu);
+  std::string e;
+  e.swap(g_store_exc);
+  return e.empty() ? e : " (the last exception from torch's store: " + e + ")";
+}
+
+}  // namespace
+
 void check(dlpg_status_t status, const char* what) {
   if (status == DLPG_OK) return;
   const char* msg = g_api->last_error();
-  TORCH_CHECK(false, g_api->status_name(status), ": ", (msg && *msg) ? msg : what);
+  TORCH_CHECK(false, g_api->status_name(status), ": ", (msg && *msg) ? msg : what,
+              take_store_exception());
 }
 
 void check_work(dlpg_status_t status, dlpg_work_t* w) {
   if (status == DLPG_OK) return;
   const char* msg = g_api->work_error(w);
   if (!msg || !*msg) msg = g_api->last_error();
-  TORCH_CHECK(false, g_api->status_name(status), ": ", msg ? msg : "dlpg operation failed");
+  TORCH_CHECK(false, g_api->status_name(status), ": ", msg ? msg : "dlpg operation failed",
+              take_store_exception());
 }
 
 // ---------------------------------------------------------------- the store adapter
@@ -80,20 +100,31 @@ dlpg_status_t status_of(const std::exception& e) {
   return DLPG_ERR_SYSTEM;
 }
 
+// A timeout is an expected answer (dlpg waits in slices); anything else is kept and printed
+// once on stderr, since libdlpg's message can only say which callback failed on which key.
+dlpg_status_t store_failed(const char* cb, const char* key, const std::string& what) {
+  std::string e = std::string(cb) + "('" + key + "'): " + what;
+  std::fprintf(stderr, "dlpg.torch: torch's store raised in %s\n", e.c_str());
+  std::lock_guard<std::mutex> lock(g_exc_mu);
+  g_store_exc = e;
+  return DLPG_ERR_SYSTEM;
+}
+
 template <typename F>
-dlpg_status_t guarded(F&& f) {
+dlpg_status_t guarded(const char* cb, const char* key, F&& f) {
   try {
     f();
     return DLPG_OK;
   } catch (const std::exception& e) {
-    return status_of(e);
+    dlpg_status_t st = status_of(e);
+    return st == DLPG_ERR_TIMEOUT ? st : store_failed(cb, key, e.what());
   } catch (...) {
-    return DLPG_ERR_SYSTEM;
+    return store_failed(cb, key, "an exception that is not a std::exception");
   }
 }
 
 dlpg_status_t cb_set(void* ctx, const char* key, const void* value, size_t len) {
-  return guarded([&] {
+  return guarded("set", key, [&] {
     auto p = static_cast<const uint8_t*>(value);
     static_cast<TorchStore*>(ctx)->store->set(key, std::vector<uint8_t>(p, p + len));
   });
@@ -122,7 +153,7 @@ void wait_polling(c10d::Store& store, const std::vector<std::string>& keys, doub
 
 dlpg_status_t cb_get(void* ctx, const char* key, double timeout_s, void* buf, size_t capacity,
                      size_t* len) {
-  return guarded([&] {
+  return guarded("get", key, [&] {
     auto* s = static_cast<TorchStore*>(ctx);
     double t = timeout_s > 0 ? timeout_s : s->timeout_s;
     wait_polling(*s->store, {key}, t);
@@ -133,14 +164,14 @@ dlpg_status_t cb_get(void* ctx, const char* key, double timeout_s, void* buf, si
 }
 
 dlpg_status_t cb_add(void* ctx, const char* key, int64_t delta, int64_t* result) {
-  return guarded([&] {
+  return guarded("add", key, [&] {
     int64_t v = static_cast<TorchStore*>(ctx)->store->add(key, delta);
     if (result) *result = v;
   });
 }
 
 dlpg_status_t cb_wait(void* ctx, const char* const* keys, size_t nkeys, double timeout_s) {
-  return guarded([&] {
+  return guarded("wait", nkeys ? keys[0] : "", [&] {
     auto* s = static_cast<TorchStore*>(ctx);
     std::vector<std::string> k(keys, keys + nkeys);
     if (!k.empty()) wait_polling(*s->store, k, timeout_s > 0 ? timeout_s : s->timeout_s);
@@ -150,14 +181,14 @@ dlpg_status_t cb_wait(void* ctx, const char* const* keys, size_t nkeys, double t
 void cb_release(void* ctx) { delete static_cast<TorchStore*>(ctx); }
 
 dlpg_status_t cb_check(void* ctx, const char* const* keys, size_t nkeys, int* all_exist) {
-  return guarded([&] {
+  return guarded("check", nkeys ? keys[0] : "", [&] {
     std::vector<std::string> k(keys, keys + nkeys);
     *all_exist = static_cast<TorchStore*>(ctx)->store->check(k) ? 1 : 0;
   });
 }
 
 dlpg_status_t cb_delete(void* ctx, const char* key, int* deleted) {
-  return guarded([&] {
+  return guarded("delete_key", key, [&] {
     bool d = static_cast<TorchStore*>(ctx)->store->deleteKey(key);
     if (deleted) *deleted = d ? 1 : 0;
   });

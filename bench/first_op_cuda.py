@@ -1,0 +1,147 @@
+"""The first CUDA allreduce of a fresh process: dlpg's (group creation + first op) against
+NCCL's own ncclGetUniqueId + ncclCommInitRank + first ncclAllReduce, world size 1, each run
+in its own process, the variants alternating so that the machine's drift hits all alike.
+
+    python3 bench/first_op_cuda.py --runs 5 [--modes split,nonblocking,blocking] [--out F.md]
+
+Every child first creates the CUDA context and a 1-float tensor with torch (not timed:
+both sides need it), then times, on the host clock, from the first communication call to
+the end of a cudaStreamSynchronize after the first allreduce ("first op"), then the median
+of 20 further allreduces ("next op"). dlpg's variants are DLPG_NCCL_COMM_MODE values: split
+(the default: a non-blocking init polled against the group's deadline, then a blocking
+ncclCommSplit child for the operations), nonblocking and blocking. The store (dlpg's
+tcp:// server, in the process) is opened before the clock starts, as NCCL's unique id is
+assumed already exchanged. Prints a Markdown table of medians and the ratio to NCCL.
+"""
+import argparse
+import ctypes
+import ctypes.util
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def _nccl_lib():
+    cands = [os.environ.get("DLPG_BENCH_NCCL", ""), "/usr/local/cuda/lib64/libnccl.so.2",
+             "/lib/x86_64-linux-gnu/libnccl.so.2", "/usr/lib/x86_64-linux-gnu/libnccl.so.2"]
+    for p in sys.path:
+        cands += glob.glob(os.path.join(p, "nvidia", "nccl", "lib", "libnccl.so.2"))
+    for c in cands:
+        if c and os.path.exists(c):
+            return ctypes.CDLL(c)
+    found = ctypes.util.find_library("nccl")
+    if found:
+        return ctypes.CDLL(found)
+    raise SystemExit("first_op_cuda: libnccl.so.2 not found (set DLPG_BENCH_NCCL)")
+
+
+class _UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_char * 128)]
+
+
+def _child_nccl(torch, x, stream):
+    nccl = _nccl_lib()
+    comm = ctypes.c_void_p()
+
+    def op():
+        r = nccl.ncclAllReduce(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(x.data_ptr()),
+                               ctypes.c_size_t(1), 7, 0, comm, ctypes.c_void_p(stream))
+        assert r == 0, "ncclAllReduce returned %d" % r
+        torch.cuda.synchronize()
+
+    t0 = time.perf_counter()
+    uid = _UniqueId()
+    assert nccl.ncclGetUniqueId(ctypes.byref(uid)) == 0
+    r = nccl.ncclCommInitRank(ctypes.byref(comm), 1, uid, 0)
+    assert r == 0, "ncclCommInitRank returned %d" % r
+    op()
+    first = time.perf_counter() - t0
+    nxt = []
+    for _ in range(20):
+        t = time.perf_counter()
+        op()
+        nxt.append(time.perf_counter() - t)
+    nccl.ncclCommDestroy(comm)
+    return first, statistics.median(nxt)
+
+
+def _child_dlpg(torch, x, _stream):  # dlpg orders on torch's current stream itself
+    import dlpg
+    store = dlpg.Store("tcp://127.0.0.1:0?serve=1", 60)
+    t0 = time.perf_counter()
+    g = dlpg.Group(store, 0, 1, timeout=60, name="first-op")
+    g.allreduce(x)
+    torch.cuda.synchronize()
+    first = time.perf_counter() - t0
+    nxt = []
+    for _ in range(20):
+        t = time.perf_counter()
+        g.allreduce(x)
+        torch.cuda.synchronize()
+        nxt.append(time.perf_counter() - t)
+    g.destroy()
+    return first, statistics.median(nxt)
+
+
+def child(variant):
+    import torch
+    x = torch.ones(1, device="cuda")
+    torch.cuda.synchronize()
+    stream = torch.cuda.current_stream().cuda_stream
+    first, nxt = (_child_nccl if variant == "nccl" else _child_dlpg)(torch, x, stream)
+    assert abs(float(x.item()) - 1.0) < 1e-6, "world-size-1 allreduce changed the value"
+    print(json.dumps({"variant": variant, "first_s": first, "next_s": nxt}))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--modes", default="split,nonblocking,blocking")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--child", default="")
+    a = ap.parse_args()
+    if a.child:
+        return child(a.child)
+    variants = ["nccl"] + ["dlpg:" + m for m in a.modes.split(",") if m]
+    got = {v: [] for v in variants}
+    for run in range(a.runs):
+        for v in (variants if run % 2 == 0 else variants[::-1]):
+            env = dict(os.environ)
+            if v.startswith("dlpg:"):
+                env["DLPG_NCCL_COMM_MODE"] = v.split(":", 1)[1]
+            p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", v],
+                               env=env, capture_output=True, text=True, timeout=120)
+            line = [s for s in p.stdout.splitlines() if s.startswith("{")]
+            if p.returncode != 0 or not line:
+                print("%s run %d failed (rc %d):\n%s%s" % (v, run, p.returncode, p.stdout,
+                                                          p.stderr[-3000:]), file=sys.stderr)
+                continue
+            got[v].append(json.loads(line[-1]))
+    nccl_first = statistics.median(r["first_s"] for r in got["nccl"]) if got["nccl"] else None
+    rows = ["| variant | runs | first op, median (ms) | min-max (ms) | vs NCCL | next op, "
+            "median (us) |", "|---|---|---|---|---|---|"]
+    for v in variants:
+        rs = got[v]
+        if not rs:
+            rows.append("| %s | 0 | failed | | | |" % v)
+            continue
+        f = [r["first_s"] * 1e3 for r in rs]
+        med = statistics.median(f)
+        ratio = "%.2fx" % (med / (nccl_first * 1e3)) if nccl_first else "-"
+        rows.append("| %s | %d | %.1f | %.1f-%.1f | %s | %.1f |"
+                    % (v, len(rs), med, min(f), max(f), ratio,
+                       statistics.median(r["next_s"] for r in rs) * 1e6))
+    table = "\n".join(rows)
+    print(table)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write("Command: `python3 bench/first_op_cuda.py --runs %d --modes %s`\n\n%s\n"
+                    % (a.runs, a.modes, table))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
