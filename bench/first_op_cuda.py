@@ -56,17 +56,20 @@ def _child_nccl(torch, x, stream):
     t0 = time.perf_counter()
     uid = _UniqueId()
     assert nccl.ncclGetUniqueId(ctypes.byref(uid)) == 0
+    t1 = time.perf_counter()
     r = nccl.ncclCommInitRank(ctypes.byref(comm), 1, uid, 0)
     assert r == 0, "ncclCommInitRank returned %d" % r
+    t2 = time.perf_counter()
     op()
     first = time.perf_counter() - t0
+    phases = {"unique id": t1 - t0, "init": t2 - t1, "op": first - (t2 - t0)}
     nxt = []
     for _ in range(20):
         t = time.perf_counter()
         op()
         nxt.append(time.perf_counter() - t)
     nccl.ncclCommDestroy(comm)
-    return first, statistics.median(nxt)
+    return first, statistics.median(nxt), phases
 
 
 def _child_dlpg(torch, x, _stream):  # dlpg orders on torch's current stream itself
@@ -74,9 +77,12 @@ def _child_dlpg(torch, x, _stream):  # dlpg orders on torch's current stream its
     store = dlpg.Store("tcp://127.0.0.1:0?serve=1", 60)
     t0 = time.perf_counter()
     g = dlpg.Group(store, 0, 1, timeout=60, name="first-op")
+    t1 = time.perf_counter()
     g.allreduce(x)
     torch.cuda.synchronize()
     first = time.perf_counter() - t0
+    # The group (store rendezvous) and the first op (the NCCL module, the communicator, the op).
+    phases = {"group": t1 - t0, "first op": first - (t1 - t0)}
     nxt = []
     for _ in range(20):
         t = time.perf_counter()
@@ -84,17 +90,40 @@ def _child_dlpg(torch, x, _stream):  # dlpg orders on torch's current stream its
         torch.cuda.synchronize()
         nxt.append(time.perf_counter() - t)
     g.destroy()
-    return first, statistics.median(nxt)
+    return first, statistics.median(nxt), phases
+
+
+def _stamp_stderr():
+    """Route this process's stderr (NCCL's and dlpg's logs) through a pipe that stamps each
+    line with the host clock; returns the list the lines land in, as (seconds, text)."""
+    import threading
+    r, w = os.pipe()
+    os.dup2(w, 2)
+    lines = []
+
+    def read():
+        with os.fdopen(r, "r", errors="replace") as f:
+            for line in f:
+                lines.append((time.perf_counter(), line.rstrip()))
+    threading.Thread(target=read, daemon=True).start()
+    return lines
 
 
 def child(variant):
+    lines = _stamp_stderr() if os.environ.get("FIRST_OP_TRACE") else None
+    t_start = time.perf_counter()
     import torch
     x = torch.ones(1, device="cuda")
     torch.cuda.synchronize()
     stream = torch.cuda.current_stream().cuda_stream
-    first, nxt = (_child_nccl if variant == "nccl" else _child_dlpg)(torch, x, stream)
+    first, nxt, phases = (_child_nccl if variant == "nccl" else _child_dlpg)(torch, x, stream)
     assert abs(float(x.item()) - 1.0) < 1e-6, "world-size-1 allreduce changed the value"
-    print(json.dumps({"variant": variant, "first_s": first, "next_s": nxt}))
+    out = {"variant": variant, "first_s": first, "next_s": nxt, "phases": phases}
+    if lines is not None:
+        time.sleep(0.2)  # the reader's last lines
+        out["log"] = ["%8.1f ms  %s" % ((t - t_start) * 1e3, text) for t, text in lines
+                      if "Init" in text or "dlpg" in text or "init" in text]
+    print(json.dumps(out))
 
 
 def main():
@@ -103,6 +132,9 @@ def main():
     ap.add_argument("--modes", default="split,nonblocking,blocking")
     ap.add_argument("--out", default="")
     ap.add_argument("--child", default="")
+    ap.add_argument("--trace", action="store_true",
+                    help="one more run of each variant with NCCL's and dlpg's INFO logs, each "
+                         "line stamped with ms since the process started")
     a = ap.parse_args()
     if a.child:
         return child(a.child)
@@ -123,20 +155,39 @@ def main():
             got[v].append(json.loads(line[-1]))
     nccl_first = statistics.median(r["first_s"] for r in got["nccl"]) if got["nccl"] else None
     rows = ["| variant | runs | first op, median (ms) | min-max (ms) | vs NCCL | next op, "
-            "median (us) |", "|---|---|---|---|---|---|"]
+            "median (us) | phases, medians (ms) |", "|---|---|---|---|---|---|---|"]
     for v in variants:
         rs = got[v]
         if not rs:
-            rows.append("| %s | 0 | failed | | | |" % v)
+            rows.append("| %s | 0 | failed | | | | |" % v)
             continue
         f = [r["first_s"] * 1e3 for r in rs]
         med = statistics.median(f)
         ratio = "%.2fx" % (med / (nccl_first * 1e3)) if nccl_first else "-"
-        rows.append("| %s | %d | %.1f | %.1f-%.1f | %s | %.1f |"
+        phases = ", ".join("%s %.1f" % (k, statistics.median(r["phases"][k] for r in rs) * 1e3)
+                           for k in rs[0]["phases"])
+        rows.append("| %s | %d | %.1f | %.1f-%.1f | %s | %.1f | %s |"
                     % (v, len(rs), med, min(f), max(f), ratio,
-                       statistics.median(r["next_s"] for r in rs) * 1e6))
+                       statistics.median(r["next_s"] for r in rs) * 1e6, phases))
     table = "\n".join(rows)
     print(table)
+    if a.trace:
+        for v in variants:
+            env = dict(os.environ, FIRST_OP_TRACE="1", NCCL_DEBUG="INFO",
+                       NCCL_DEBUG_FILE="/dev/stderr", NCCL_DEBUG_SUBSYS="INIT",
+                       DLPG_DEBUG="INFO")
+            if v.startswith("dlpg:"):
+                env["DLPG_NCCL_COMM_MODE"] = v.split(":", 1)[1]
+            p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", v],
+                               env=env, capture_output=True, text=True, timeout=120)
+            line = [s for s in p.stdout.splitlines() if s.startswith("{")]
+            print("\n## trace of %s (rc %d)" % (v, p.returncode))
+            if line:
+                r = json.loads(line[-1])
+                print("first op %.1f ms, phases %s" % (r["first_s"] * 1e3, r["phases"]))
+                print("\n".join(r.get("log", [])[-60:]))
+            else:
+                print(p.stdout[-2000:], p.stderr[-2000:])
     if a.out:
         with open(a.out, "w") as f:
             f.write("Command: `python3 bench/first_op_cuda.py --runs %d --modes %s`\n\n%s\n"

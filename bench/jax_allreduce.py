@@ -10,11 +10,15 @@ Time per call: the jitted function is dispatched 20 times (fewer at large sizes)
 last result waited for; the median over batches, on rank 0, after warm-up. Bandwidth is
 the algorithm bandwidth (bytes / time); bus bandwidth is 2(N-1)/N of it. Rows "in-jit"
 (small sizes only) time LOOP dependent calls inside one jitted function, per call: the
-collective without the per-dispatch cost (a fori_loop for dlpg and jax; for dlpg-fast, whose
-calls must sit in the jitted body itself, LOOP calls unrolled). Implementations: dlpg
-(dlpg.jax.init(ordered=True): an ordered JAX effect, dispatched by JAX's Python path),
-dlpg-fast (ordered=False: no effect, JAX's C++ dispatch path), dlpg-effect (no ordering
-effect but an unordered one, small sizes only: what any effect costs per dispatch), jax.
+collective without the per-dispatch cost (a fori_loop for jax, dlpg-default and
+dlpg-ordered; for dlpg-fast, whose calls must sit in the jitted body itself, LOOP calls
+unrolled). Implementations: dlpg-default (dlpg.jax.init's default, ordered=None: a call in
+the jitted body carries no effect, one in a loop the ordered effect), dlpg-ordered
+(ordered=True: an ordered JAX effect, dispatched by JAX's Python path; the default before
+ordered=None existed), dlpg-fast (ordered=False: no effect, JAX's C++ dispatch path),
+dlpg-effect (no ordering effect but an unordered one, small sizes only: what any effect
+costs per dispatch), jax. Last, the ratio of each dlpg variant's time per call to psum's
+at 8 B, per configuration.
 """
 
 import argparse
@@ -27,10 +31,11 @@ import sys
 import time
 
 SIZES = (8, 256 << 20)
-# dlpg: dlpg.jax.init(ordered=True) (an ordered JAX effect); dlpg-fast: ordered=False (no
-# effect, JAX's C++ dispatch path); dlpg-effect: the same with an unordered effect, 8 B only
-# (what any effect costs per dispatch); jax: a jitted shard_map psum.
-IMPLS = ("dlpg", "dlpg-fast", "dlpg-effect", "jax")
+# dlpg-default: dlpg.jax.init() (ordered=None); dlpg-ordered: ordered=True (an ordered JAX
+# effect); dlpg-fast: ordered=False (no effect, JAX's C++ dispatch path); dlpg-effect: the
+# same with an unordered effect, 8 B only (what any effect costs per dispatch); jax: a
+# jitted shard_map psum.
+IMPLS = ("dlpg-default", "dlpg-ordered", "dlpg-fast", "dlpg-effect", "jax")
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
@@ -99,11 +104,12 @@ def worker(a):
         import dlpg.jax as dj
         # The driver serves the store (port 0, read back); every rank is its client.
         url = "tcp://127.0.0.1:%d" % a.port
-        dj.init(url, rank=a.rank, world_size=a.world, timeout=120, ordered=a.impl == "dlpg")
+        ordered = {"dlpg-default": None, "dlpg-ordered": True}.get(a.impl, False)
+        dj.init(url, rank=a.rank, world_size=a.world, timeout=120, ordered=ordered)
         if a.impl == "dlpg-effect":
             dj._set_mode("unordered-effect")
         fn = jax.jit(dj.allreduce)
-        if a.impl == "dlpg":
+        if ordered is not False:
             looped = jax.jit(lambda x: jax.lax.fori_loop(0, a.loop, lambda i, y: dj.allreduce(y), x))
         else:
             # ordered=False orders calls only in the jitted body itself: unrolled, the same
@@ -247,6 +253,15 @@ def main():
                     c, r["impl"], size, r["us"], r["algbw_gbs"], bus))
             print("\n".join(lines[-len(rows):]) if rows else "%s %s: no result" % (c, impl),
                   flush=True)
+    lines += ["", "| config | impl | time/call at 8 B vs psum's |", "|---|---|---|"]
+    at8 = {}
+    for line in lines:
+        cells = [x.strip() for x in line.split("|")[1:-1]]
+        if len(cells) == 6 and cells[2] == "8 B":
+            at8[(cells[0], cells[1])] = float(cells[3])
+    for (c, impl), us in sorted(at8.items()):
+        if impl.startswith("dlpg") and "in-jit" not in impl and (c, "jax") in at8:
+            lines.append("| %s | %s | %.2fx |" % (c, impl, us / at8[(c, "jax")]))
     table = "\n".join(lines)
     print(table)
     for f in failures:

@@ -75,6 +75,13 @@ static XLA_FFI_Error *run_sendrecv(dlpg_xla_call_t *c) {
   return dlpg_xla__check(c, c->dl->group_end(c->group));
 }
 
+/* dlpg.jax's default mode joins the chain of a jitted body's calls to the ordered effect's
+ * token with this call: its operands and results are the ordering, there is nothing to do. */
+static XLA_FFI_Error *run_link(dlpg_xla_call_t *c) {
+  (void)c;
+  return NULL;
+}
+
 enum {
   IO = DLPG_XLA_NEEDS_INPUT | DLPG_XLA_NEEDS_OUTPUT,
   IO_OP = IO | DLPG_XLA_NEEDS_OP,
@@ -105,3 +112,4 @@ DLPG_XLA_HANDLERS(alltoall, IO)
 DLPG_XLA_HANDLERS(send, SEND)
 DLPG_XLA_HANDLERS(recv, RECV)
 DLPG_XLA_HANDLERS(sendrecv, SENDRECV)
+DLPG_XLA_HANDLERS(link, 0)

@@ -13,6 +13,13 @@ Every primitive carries a parameter `mode`:
              rules are registered uncacheable, so that each call is lowered in place.
   "unordered-effect"   the chain plus an unordered JAX effect: only for the benchmark, to
              show that any effect, not only an ordered one, keeps JAX off its fast path.
+dlpg.jax.init's default picks "chain" or "ordered" per call, by where the call is traced
+(auto_mode below): the calls of a jitted function's own body are chained, so a function
+with only such calls carries no effect; a call inside a loop, cond, nested jit or
+shard_map carries the effect, and so does every later call of the same top-level trace.
+The chained calls before the first effectful one are joined to the effect's token by a
+"link" custom call (it consumes the chain and the token, does nothing, and yields both),
+so the two orders become one.
 Custom calls are side-effecting (XLA neither removes nor merges them), and a DCE rule keeps
 every call in the jaxpr even when its results are unused.
 """
@@ -87,7 +94,9 @@ NOT_IN_BODY = ("with dlpg.jax.init(..., ordered=False) every dlpg call must sit 
                "body of the jitted function, not inside a nested jax.jit, a loop (fori_loop, "
                "scan, while_loop), a cond or a shard_map: there nothing keeps it in program "
                "order with the other dlpg calls; use dlpg.jax.init(..., ordered=True) for "
-               "such programs")
+               "such programs (with dlpg.jax.init's default this happens only when a jitted "
+               "function first traced on its own is called inside another computation: JAX "
+               "reuses that first trace, made without the effect)")
 
 
 def _in_main_body():
@@ -118,6 +127,92 @@ def _chain_in(ctx, target):
 # The primitive parameters the handlers read as attributes; the others (world, shape,
 # dtype, mode) only shape the results or the lowering.
 _ATTRS = ("group", "op", "root", "peer", "tag", "source")
+
+
+# ------------------------------------------------------------------ the default mode
+
+class _Top(object):
+    """The top-level jit trace the default mode last saw a call in, and what it did there."""
+    trace = None      # that DynamicJaxprTrace
+    chained = False   # it holds calls ordered by the chain (no effect)
+    effectful = False  # a call of it needed the effect: later calls carry it too
+    linked = False    # the link from its chain to the effect's token is in it
+
+
+_top = _Top()
+
+
+def _jaxpr_trace_of(t):
+    """The first DynamicJaxprTrace at or below trace t (through JVP, linearize and batching
+    traces), or None (eager)."""
+    for _ in range(64):
+        if t is None or isinstance(t, _pe.DynamicJaxprTrace):
+            return t
+        t = getattr(t, "parent_trace", None)
+    return None
+
+
+def _traced_for(d):
+    info = getattr(getattr(d, "frame", None), "debug_info", None)
+    return getattr(info, "traced_for", None)
+
+
+def auto_mode(group):
+    """"chain" or "ordered" for a call on group (its id) bound now (dlpg.jax.init's default).
+
+    Eager: "chain" (JAX runs the call as a one-call computation: its own body). A call in
+    the body of a top-level jit trace (a trace made for jit whose parents hold no other
+    jaxpr trace): "chain", unless an earlier call of that trace needed the effect. Anything
+    else (a loop, cond, nested jit, shard_map, custom_vjp rule, or a trace whose parent is
+    unknown): "ordered"; the top-level trace then carries the effect from here on, and its
+    chain so far is linked to the token, ahead of the construct being traced."""
+    d = _jaxpr_trace_of(_core.trace_ctx.trace)
+    if d is None:
+        return "chain"
+    parent = getattr(d, "parent_trace", None)
+    outer = _jaxpr_trace_of(parent)
+    if parent is not None and outer is None and _traced_for(d) == "jit":
+        if _top.trace is not d:
+            _top.trace, _top.chained, _top.effectful, _top.linked = d, False, False, False
+        if _top.effectful:
+            return "ordered"
+        _top.chained = True
+        return "chain"
+    # Nested: the outermost jaxpr trace above is the top-level one; with no parent known
+    # (shard_map's and custom_vjp's inner traces), the one seen last.
+    top = d if parent is not None else None
+    while top is not None:
+        up = _jaxpr_trace_of(getattr(top, "parent_trace", None))
+        if up is None:
+            break
+        top = up
+    if top is None or top is d:
+        top = _top.trace
+    if top is not None and top is not _top.trace:
+        _top.trace, _top.chained, _top.effectful, _top.linked = top, False, False, False
+    if top is not None:
+        if _top.chained and not _top.linked:
+            with _core.set_current_trace(top):
+                link_p.bind(group=group, mode="ordered")
+            _top.linked = True
+        _top.effectful = True
+    return "ordered"
+
+
+def _link_lowering(ctx, *, group, mode):
+    """The chain so far, then the effect's token: one custom call consuming both."""
+    store = ctx.module_context.cached_primitive_lowerings.setdefault(_CHAIN_KEY, {})
+    if store.get("last") is None:
+        store["last"] = _mlir.ir_constant(np.zeros((), np.int32))
+    chain_type = _ir_type(ctx, _CHAIN_AVAL)
+    op = _mlir.custom_call(
+        "dlpg_link", result_types=[chain_type, _mlir.token_type()],
+        operands=[store["last"], ctx.tokens_in.get(_effect)],
+        backend_config={"group": _mlir.ir_attribute(np.int64(group))}, has_side_effect=True,
+        api_version=4, operand_layouts=[(), ()], result_layouts=[(), ()])
+    store["last"], token = op.results
+    ctx.set_tokens_out(ctx.tokens_in.update_tokens(_mlir.TokenSet({_effect: token})))
+    return []
 
 
 def _lowering(ctx, *args, target, mode, **params):
@@ -196,6 +291,11 @@ alltoall_p = _primitive("alltoall", _same)
 send_p = _primitive("send", _nothing)
 recv_p = _primitive("recv", _received)
 sendrecv_p = _primitive("sendrecv", _received)
+link_p = _primitive("link", lambda **_: [])
+try:
+    _mlir.register_lowering(link_p, _link_lowering, cacheable=False)
+except TypeError:  # older jax
+    _mlir.register_lowering(link_p, _link_lowering)
 
 
 # ------------------------------------------------------------------ differentiation
@@ -229,8 +329,15 @@ def _allreduce_jvp(primals, tangents, **params):
     return _ad.linear_jvp(allreduce_p, primals, tangents, **params)
 
 
+AUTO = [False]  # dlpg.jax.init's default mode is on: the transpose decides its own mode
+
+
 def _allreduce_transpose(cts, x, **params):
-    # Zeros are instantiated: every rank must run the same collectives.
+    # Zeros are instantiated: every rank must run the same collectives. In the default mode
+    # the backward call is placed where it is bound now (the forward call's place may have
+    # been the chain of a trace that has since become effectful).
+    if AUTO[0] and params["mode"] != "ordered":
+        params = dict(params, mode=auto_mode(params["group"]))
     return [allreduce_p.bind(_ad.instantiate_zeros(cts[0]), **params)[0]]
 
 

@@ -18,25 +18,38 @@ message.
 
 Program order. Collectives must be issued in the same order on every rank; XLA is free to
 reorder side-effecting custom calls that no data dependency orders, which for ranks running
-different programs (send on one, recv on the other) is a deadlock. Two modes:
+different programs (send on one, recv on the other) is a deadlock. dj.init's `ordered`:
 
-- dj.init(..., ordered=True), the default: every call carries an ordered JAX effect, as
-  mpi4jax does. JAX threads a token through every dlpg call of a computation, through
-  nested jit, loops, cond, custom_vjp and shard_map, and from one dispatched computation
-  to the next. Every call runs in program order, wherever it sits. Cost: a computation
-  with any JAX effect is dispatched by JAX's Python path, which also moves the effect's
-  runtime token (about 0.3-0.4 ms per dispatch on an H200 host; bench/results).
-- dj.init(..., ordered=False): no JAX effect, so a jitted function dispatches through
-  JAX's C++ fast path. Within one computation each custom call consumes the previous one's
-  hidden int32 result, so XLA keeps them in program order; this holds only for calls
-  directly in the body of the jitted function (including what jax.grad adds there): a call
-  inside a nested jax.jit, a loop, a cond or a shard_map fails to compile with a message
-  that names ordered=True (a nested function that JAX drops because none of its results is
-  used is not seen and not run). Between computations, the order of dispatch is the order
-  of execution, per device: XLA's GPU client launches a device's computations one after
-  the other on one stream, and its CPU client runs the computations of a device one after
-  the other (each waits for the last enqueued one). This holds for one device per process
-  and dispatch from one Python thread, which dlpg.jax assumes anyway.
+- None, the default: chosen per call by where it is traced, so that each computation gets
+  the cheapest order that holds. The calls of a jitted function's own body (including what
+  jax.grad adds there) are ordered by the hidden chain below and carry no JAX effect: a
+  computation holding only such calls takes JAX's C++ dispatch path. A call inside a loop
+  (fori_loop, scan, while_loop), a cond, a nested jax.jit, a shard_map or a custom_vjp rule
+  carries the ordered effect, as with ordered=True, and so does every later call of the
+  same jitted function; the chained calls before it are joined to the effect's token, so
+  every call of the computation runs in program order either way. One case is refused at
+  compile time with a message: a jitted function first traced on its own (chained), then
+  called inside a loop, cond or another jit, where JAX reuses that first trace; pass
+  ordered=True for programs that do this.
+- True: every call carries an ordered JAX effect, as mpi4jax does. JAX threads a token
+  through every dlpg call of a computation, through nested jit, loops, cond, custom_vjp and
+  shard_map, and from one dispatched computation to the next. Every call runs in program
+  order, wherever it sits. Cost: a computation with any JAX effect is dispatched by JAX's
+  Python path, which also moves the effect's runtime token (about 0.3-0.6 ms per dispatch
+  on an H200 host; bench/results).
+- False: no JAX effect anywhere, so a jitted function dispatches through JAX's C++ fast
+  path. Within one computation each custom call consumes the previous one's hidden int32
+  result, so XLA keeps them in program order; this holds only for calls directly in the
+  body of the jitted function (including what jax.grad adds there): a call inside a nested
+  jax.jit, a loop, a cond or a shard_map fails to compile with a message that names
+  ordered=True (a nested function that JAX drops because none of its results is used is
+  not seen and not run).
+
+Between computations without the effect, the order of dispatch is the order of execution,
+per device: XLA's GPU client launches a device's computations one after the other on one
+stream, and its CPU client runs the computations of a device one after the other (each
+waits for the last enqueued one). This holds for one device per process and dispatch from
+one Python thread, which dlpg.jax assumes anyway.
 
 Both modes keep a call whose results are unused (JAX's dead-code elimination is told not to
 drop it; XLA keeps side-effecting custom calls).
@@ -63,7 +76,7 @@ __all__ = ["init", "finalize", "group", "rank", "world_size", "ordered", "allred
 
 # The custom-call targets of libdlpg_xla.so; gather, scatter and barrier are composed of them.
 _OPS = ("allreduce", "reduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "send",
-        "recv", "sendrecv")
+        "recv", "sendrecv", "link")
 
 
 class _State(object):
@@ -72,7 +85,7 @@ class _State(object):
     group = None        # the dlpg.Group of init()
     gid = 0             # its id in libdlpg_xla's table (what compiled calls carry)
     owns_group = False
-    mode = "ordered"    # _jax_prims.MODES: how calls are kept in program order
+    mode = "auto"       # "auto" (chosen per call) or one of _jax_prims.MODES
 
 
 _state = _State()
@@ -205,7 +218,7 @@ def _distributed_client():
 
 
 def init(store=None, rank=None, world_size=None, name=None, timeout=300.0, group=None,
-         ordered=True):
+         ordered=None):
     """Create (or adopt) the dlpg group the jitted functions use; returns the dlpg.Group.
 
     store: None (jax.distributed's key-value store when jax.distributed is initialised;
@@ -216,13 +229,15 @@ def init(store=None, rank=None, world_size=None, name=None, timeout=300.0, group
     store URL ("tcp://HOST:PORT", "tcp://HOST:PORT?serve=1" on one rank, "file:///PATH",
     "env://") or a dlpg.Store. name: the dlpg group name (every rank passes the same; ranks
     of other frameworks join by using the same store and name). group: an existing
-    dlpg.Group to use instead of creating one. ordered: True (the default) orders dlpg calls
-    everywhere through an ordered JAX effect; False drops the effect so that jitted
-    functions dispatch through JAX's C++ fast path, with the narrower guarantee of the
-    module docstring ("Program order").
+    dlpg.Group to use instead of creating one. ordered: None (the default) chooses per call:
+    no JAX effect for the calls of a jitted function's own body (JAX's C++ dispatch path),
+    the ordered effect for calls inside loops, cond, nested jit or shard_map; True orders
+    every call through an ordered JAX effect; False drops the effect everywhere, with the
+    narrower guarantee of the module docstring ("Program order").
     """
-    if not isinstance(ordered, bool):
-        raise TypeError("dlpg.jax.init: ordered must be True or False (got %r)" % (ordered,))
+    if ordered is not None and not isinstance(ordered, bool):
+        raise TypeError("dlpg.jax.init: ordered must be None, True or False (got %r)"
+                        % (ordered,))
     lib = _load()
     with _lock:
         if _state.group is not None:
@@ -264,7 +279,8 @@ def init(store=None, rank=None, world_size=None, name=None, timeout=300.0, group
         gid = ctypes.c_int64()
         _check(lib, lib.dlpg_xla_group_register(group.handle, ctypes.byref(gid)))
         _state.group, _state.gid, _state.owns_group = group, gid.value, owns
-        _state.mode = "ordered" if ordered else "chain"
+        _state.mode = "auto" if ordered is None else "ordered" if ordered else "chain"
+        _prims.AUTO[0] = _state.mode == "auto"
         return group
 
 
@@ -289,17 +305,18 @@ def group():
 
 
 def ordered():
-    """True when dlpg calls carry the ordered JAX effect (dlpg.jax.init's ordered)."""
+    """dlpg.jax.init's ordered: None (chosen per call, the default), True or False."""
     group()
-    return _state.mode == "ordered"
+    return None if _state.mode == "auto" else _state.mode == "ordered"
 
 
 def _set_mode(mode):
     """Benchmark use only: one of _jax_prims.MODES for the calls traced from now on."""
-    if mode not in _prims.MODES:
+    if mode not in _prims.MODES + ("auto",):
         raise ValueError("dlpg.jax._set_mode: mode must be one of %s (got %r)"
-                         % (_prims.MODES, mode))
+                         % (_prims.MODES + ("auto",), mode))
     _state.mode = mode
+    _prims.AUTO[0] = mode == "auto"
 
 
 def rank():
@@ -313,9 +330,11 @@ def world_size():
 # ------------------------------------------------------------------ primitives
 
 def _common():
-    """The parameters every call carries: the group id and the ordering mode."""
+    """The parameters every call carries: the group id and the ordering mode (the default
+    mode decides here, where the call is traced)."""
     group()  # raises when not initialised
-    return {"group": _state.gid, "mode": _state.mode}
+    mode = _prims.auto_mode(_state.gid) if _state.mode == "auto" else _state.mode
+    return {"group": _state.gid, "mode": mode}
 
 
 def _world_params():

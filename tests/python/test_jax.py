@@ -227,7 +227,7 @@ def _checks(rank, world, seed, platform):
 
 
 def _store_rank(rank, world, url, seed, platform, ordered, queue):
-    """A rank meeting the others on a dlpg TCP store URL (dlpg.jax.init's ordered mode)."""
+    """A rank meeting the others on a dlpg TCP store URL (in one of dlpg.jax.init's modes)."""
     if platform == "cuda" and world > 1:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(rank)
     os.environ["JAX_PLATFORMS"] = platform
@@ -280,7 +280,7 @@ def assert_ok(results, world, checks=15):
 
 # ------------------------------------------------------------------ tests
 
-MODES = pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "fast"])
+MODES = pytest.mark.parametrize("ordered", [None, True, False], ids=["default", "ordered", "fast"])
 
 
 @MODES

@@ -1,6 +1,7 @@
-"""dlpg.jax keeps each rank's collectives in program order, in both modes of dlpg.jax.init
-(ordered=True: an ordered JAX effect; ordered=False: a hidden chain between the custom
-calls of one jitted body and JAX's in-order dispatch between computations). Three JAX
+"""dlpg.jax keeps each rank's collectives in program order, in the three modes of
+dlpg.jax.init (ordered=True: an ordered JAX effect; ordered=False: a hidden chain between
+the custom calls of one jitted body and JAX's in-order dispatch between computations;
+ordered=None, the default: the chain where it suffices, the effect elsewhere, joined). Three JAX
 CPU-platform processes (dlpg's Gloo path, which compares sizes across ranks, so a swapped
 pair of collectives fails loudly instead of hanging); every result is checked against a
 NumPy reference built from every rank's seeded random data. Skipped where jax or
@@ -94,8 +95,13 @@ def _order_checks(rank, world, seed, ordered):
         effects = (list(call.ordered_effects), bool(call.has_unordered_effects))
         if ordered:
             assert effects[0] and not effects[1], effects
-        else:
+        else:  # ordered=False, and the default for a call in the jitted body itself
             assert effects == ([], False), effects
+        if ordered is None:  # a call in a loop: the default gives that computation the effect
+            loop = jax.jit(lambda x: jax.lax.fori_loop(0, 1, lambda i, y: dj.allreduce(y), x))
+            call = loop.lower(jnp.ones((4,))).compile()._executable.unsafe_call
+            assert list(call.ordered_effects) and not call.has_unordered_effects, (
+                list(call.ordered_effects), call.has_unordered_effects)
 
     def t_nested_calls():
         x = jnp.asarray(data(seed, rank, (5,)))
@@ -103,7 +109,7 @@ def _order_checks(rank, world, seed, ordered):
         loop = jax.jit(lambda x: jax.lax.fori_loop(0, 2, lambda i, y: dj.allreduce(y), x))
         inner = jax.jit(lambda y: dj.broadcast(y, root=W - 1))
         nested = jax.jit(lambda x: (inner(x), dj.allreduce(x)))
-        if ordered:  # the effect's token runs through both: they run, in order
+        if ordered is not False:  # the effect's token runs through both: they run, in order
             np.testing.assert_allclose(np.asarray(loop(x)), W * sum(xs), rtol=1e-5, atol=1e-5)
             b, s = nested(x)
             np.testing.assert_allclose(np.asarray(b), xs[W - 1], rtol=1e-6)
@@ -119,6 +125,54 @@ def _order_checks(rank, world, seed, ordered):
                 continue
             assert inlinable, "a dlpg call in a fori_loop body lowered with ordered=False"
             _assert_linked(text, ["broadcast", "allreduce"])
+
+    def t_chain_then_effect_then_chain():
+        # The default mode: calls in the body (chained), a loop (the effect), calls after it
+        # (the effect too), on inputs of different sizes fed by rank-dependent work, so that
+        # an order that differed between ranks would pair collectives of different sizes
+        # (an error on this path) or mix up data. ordered=False refuses the loop.
+        if ordered is False:
+            return
+        m = np.random.RandomState(seed).randint(0, 2, size=(16, 16)).astype(np.int32)
+        rounds = [(rank + k) % 4 for k in range(3)]
+        rounds_of = [[(r + k) % 4 for k in range(3)] for r in range(W)]
+
+        def f(a, b, c):
+            a, b, c = (_work(v, jnp.asarray(m), n) for v, n in zip((a, b, c), rounds))
+            s = dj.allreduce(a)
+            t = jax.lax.fori_loop(0, 2, lambda i, y: dj.allreduce(y, op="max") + i, b)
+            return s, t, dj.broadcast(c, root=W - 1)
+        shapes = [(16,), (16, 3), (16, 2)]
+        ins = [[_work(data(seed, 10 * k + r, sh, np.int32), m, rounds_of[r][k])
+                for k, sh in enumerate(shapes)] for r in range(W)]
+        fj = jax.jit(f)
+        args = [jnp.asarray(data(seed, 10 * k + rank, sh, np.int32)) for k, sh in enumerate(shapes)]
+        if ordered is None:
+            text = fj.lower(*args).as_text()
+            assert text.count("dlpg_link") == 1, text
+        s, t, b = fj(*args)
+        same(s, sum(ins[r][0] for r in range(W)), "allreduce before the loop")
+        want = np.max([ins[r][1] for r in range(W)], axis=0)
+        want = np.max([want] * W, axis=0) + 1  # second iteration: every rank holds want
+        same(t, want, "allreduce max in the loop")
+        same(b, ins[W - 1][2], "broadcast after the loop")
+
+    def t_reused_trace_is_refused():
+        # The default mode's one refusal: a jitted function traced on its own first
+        # (chained), then called inside a loop, where JAX reuses that first trace.
+        if ordered is not None:
+            return
+        gj = jax.jit(lambda y: dj.allreduce(y))
+        x = jnp.asarray(data(seed, rank, (3,)))
+        gj(x)
+        loop = jax.jit(lambda x: jax.lax.fori_loop(0, 1, lambda i, y: gj(y), x))
+        try:
+            loop.lower(x).as_text()
+        except Exception as e:  # noqa: BLE001 - the point of the test
+            assert "ordered=True" in str(e), str(e)
+        else:  # JAX traced it again: then it must carry the effect
+            call = loop.lower(x).compile()._executable.unsafe_call
+            assert list(call.ordered_effects), "a reused chained trace compiled in a loop"
 
     def t_rank_dependent_programs():
         # The same collectives in the same order on every rank, on independent inputs of
@@ -203,7 +257,7 @@ def _order_rank(rank, world, url, seed, ordered, queue):
     queue.put((rank, res))
 
 
-@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "fast"])
+@pytest.mark.parametrize("ordered", [None, True, False], ids=["default", "ordered", "fast"])
 def test_jax_program_order(ordered):
     _skip_without_jax()
     seed = random.randrange(1, 10 ** 6)
