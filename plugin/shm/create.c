@@ -86,6 +86,20 @@ static int dlpg__shm_create_aborted(const dlpg__shm_t *sh) {
   return sh->create_abort && __atomic_load_n(sh->create_abort, __ATOMIC_ACQUIRE);
 }
 
+/* Pause iterations before a wait sleeps. A rank that spins holds its core, and a peer
+ * that is late for want of a core (the ranks' own helper threads, the launcher) comes only
+ * when the spinners give up: 16 ranks on 16 cores took 330-390 us per 8 B allreduce with
+ * 4000 pauses and 4-38 us with 400 (bench/results/shm-spin-16core.md). Long spins where
+ * the ranks fill at most half the cores (or are two), short ones up to one rank per core,
+ * very short ones beyond. */
+static int dlpg__shm_default_spin(int size) {
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  if (ncpu <= 0) return 4000;
+  if (size > ncpu) return 64;
+  if (size > 2 && 2L * size > ncpu) return 400;
+  return 4000;
+}
+
 /* A store read that waits until deadline in slices, so an abort of the creation ends it. */
 static dlpg_status_t dlpg__shm_store_wait(dlpg__shm_t *sh, dlpg_store_t *store, const char *key,
                                           double deadline, void *buf, size_t cap, size_t *len) {
@@ -300,8 +314,7 @@ dlpg_status_t dlpg__shm_create(dlpg_store_t *store, const char *name, int rank, 
   p2p = dlpg__shm_align(p2p < 256 ? 256 : p2p);
   sh->slot_bytes = slot;
   sh->p2p_slot_bytes = p2p;
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  sh->spin = cfg && cfg->spin >= 0 ? cfg->spin : (ncpu > 0 && size > ncpu ? 64 : 4000);
+  sh->spin = cfg && cfg->spin >= 0 ? cfg->spin : dlpg__shm_default_spin(size);
   sh->sent = calloc((size_t)size, sizeof *sh->sent);
   sh->recvd = calloc((size_t)size, sizeof *sh->recvd);
   double deadline = dlpg__now() + sh->timeout_s;

@@ -17,7 +17,7 @@ extern "C" {
   X(SLOT_BYTES, "DLPG_SHM_SLOT_BYTES", "1048576", DLPG__PARAM_CACHED,                        \
     "bytes of each of a rank's two shared-memory slots (larger operations are pipelined through them)") \
   X(SPIN, "DLPG_SHM_SPIN", NULL, DLPG__PARAM_CACHED,                                         \
-    "pause iterations a waiting rank spins before it sleeps on a futex (default 4000; 64 when ranks outnumber CPUs)") \
+    "pause iterations a waiting rank spins before it sleeps on a futex (default 4000; 400 when more than 2 ranks fill over half the CPUs; 64 when ranks outnumber CPUs)") \
   X(P2P_SLOT_BYTES, "DLPG_SHM_P2P_SLOT_BYTES", "262144", DLPG__PARAM_CACHED,                 \
     "bytes of each chunk slot of a pair's segment (send/recv; larger messages are pipelined through 4 of them)") \
   X(P2P_STAGE_BYTES, "DLPG_SHM_P2P_STAGE_BYTES", "67108864", DLPG__PARAM_CACHED,             \

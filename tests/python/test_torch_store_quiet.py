@@ -75,7 +75,11 @@ timeout = datetime.timedelta(seconds=60)
 inner = dist.TCPStore(host, port, world, False, timeout)
 if rank == world - 1:
     time.sleep(1.0)  # the others wait for this rank's keys meanwhile
-dist.init_process_group("dlpg", store=Counting(inner), rank=rank, world_size=world,
+# Kept referenced: torch 2.11 holds only the C++ side of a Python store, so once the Python
+# object is collected its overrides are gone ("Tried to call pure virtual function
+# ::c10d::Store::add", seen from dlpg's threads there); torch 1.13 kept it alive itself.
+counting = Counting(inner)
+dist.init_process_group("dlpg", store=counting, rank=rank, world_size=world,
                         timeout=timeout)
 x = torch.arange(16, dtype=torch.float64) + 100 * rank
 dist.all_reduce(x)
