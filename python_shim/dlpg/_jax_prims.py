@@ -137,6 +137,12 @@ class _Top(object):
     chained = False   # it holds calls ordered by the chain (no effect)
     effectful = False  # a call of it needed the effect: later calls carry it too
     linked = False    # the link from its chain to the effect's token is in it
+    pending = False   # an effectful call whose top-level trace was unknown: the next new
+                      # top-level trace starts effectful
+
+    def reset(self, trace):
+        self.trace, self.chained, self.linked = trace, False, False
+        self.effectful, self.pending = self.pending, False
 
 
 _top = _Top()
@@ -173,23 +179,31 @@ def auto_mode(group):
     outer = _jaxpr_trace_of(parent)
     if parent is not None and outer is None and _traced_for(d) == "jit":
         if _top.trace is not d:
-            _top.trace, _top.chained, _top.effectful, _top.linked = d, False, False, False
+            _top.reset(d)
         if _top.effectful:
             return "ordered"
         _top.chained = True
         return "chain"
-    # Nested: the outermost jaxpr trace above is the top-level one; with no parent known
-    # (shard_map's and custom_vjp's inner traces), the one seen last.
-    top = d if parent is not None else None
-    while top is not None:
-        up = _jaxpr_trace_of(getattr(top, "parent_trace", None))
-        if up is None:
-            break
-        top = up
-    if top is None or top is d:
+    if parent is None:
+        # shard_map's and custom_vjp's inner traces name no parent, so the top-level trace
+        # around them is not known: the one seen last gets the link and the effect, and so
+        # does the next new one (a later call of a trace not seen yet; at worst a function
+        # traced after this one carries the effect without needing it).
         top = _top.trace
-    if top is not None and top is not _top.trace:
-        _top.trace, _top.chained, _top.effectful, _top.linked = top, False, False, False
+        _top.pending = True
+    else:
+        # The outermost jaxpr trace above is the top-level one; none above: this is eager
+        # control flow, a computation of its own that carries the effect by itself.
+        top = outer
+        while top is not None:
+            up = _jaxpr_trace_of(getattr(top, "parent_trace", None))
+            if up is None:
+                break
+            top = up
+        if top is None:
+            return "ordered"
+        if top is not _top.trace:
+            _top.reset(top)
     if top is not None:
         if _top.chained and not _top.linked:
             with _core.set_current_trace(top):
