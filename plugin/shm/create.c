@@ -88,10 +88,10 @@ static int dlpg__shm_create_aborted(const dlpg__shm_t *sh) {
 
 /* Pause iterations before a wait sleeps. A rank that spins holds its core, and a peer
  * that is late for want of a core (the ranks' own helper threads, the launcher) comes only
- * when the spinners give up: 16 ranks on 16 cores took 330-390 us per 8 B allreduce with
- * 4000 pauses and 4-38 us with 400 (bench/results/shm-spin-16core.md). Long spins where
- * the ranks fill at most half the cores (or are two), short ones up to one rank per core,
- * very short ones beyond. */
+ * when the spinners give up: in a long run on a loaded 16-core host, 16 ranks took 330-390
+ * us per small allreduce with 4000 pauses (bench/results/cpu-compare-16core.md; shorter
+ * runs in shm-spin-16core.md). Long spins where the ranks fill at most half the cores (or
+ * are two), short ones up to one rank per core, very short ones beyond. */
 static int dlpg__shm_default_spin(int size) {
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   if (ncpu <= 0) return 4000;
