@@ -209,6 +209,9 @@ static inline uint8_t *dlpg__shm_cur_slot(const dlpg__shm_t *sh, int q) {
 struct dlpg__shm_reducer;
 void dlpg__shm_reduce_slots(dlpg__shm_t *sh, const struct dlpg__shm_reducer *rd, void *dst,
                             size_t off, size_t n);
+/* The same with own (not NULL) read in place of this rank's slot. */
+void dlpg__shm_reduce_from(dlpg__shm_t *sh, const struct dlpg__shm_reducer *rd, void *dst,
+                           size_t off, size_t n, const void *own);
 
 /* eager.c: a collective of one step, as its two halves (shm.h's start and finish). 1 when
  * c fits one step (*bytes: what this rank writes into its slot). */
