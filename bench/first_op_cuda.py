@@ -126,6 +126,18 @@ def child(variant):
     print(json.dumps(out))
 
 
+def _run_child(variant, **env):
+    """One child process for variant (with env added): (the process, its JSON result or
+    None)."""
+    env = dict(os.environ, **env)
+    if variant.startswith("dlpg:"):
+        env["DLPG_NCCL_COMM_MODE"] = variant.split(":", 1)[1]
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", variant],
+                       env=env, capture_output=True, text=True, timeout=120)
+    line = [s for s in p.stdout.splitlines() if s.startswith("{")]
+    return p, json.loads(line[-1]) if line else None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=5)
@@ -142,17 +154,12 @@ def main():
     got = {v: [] for v in variants}
     for run in range(a.runs):
         for v in (variants if run % 2 == 0 else variants[::-1]):
-            env = dict(os.environ)
-            if v.startswith("dlpg:"):
-                env["DLPG_NCCL_COMM_MODE"] = v.split(":", 1)[1]
-            p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", v],
-                               env=env, capture_output=True, text=True, timeout=120)
-            line = [s for s in p.stdout.splitlines() if s.startswith("{")]
-            if p.returncode != 0 or not line:
+            p, r = _run_child(v)
+            if p.returncode != 0 or r is None:
                 print("%s run %d failed (rc %d):\n%s%s" % (v, run, p.returncode, p.stdout,
                                                           p.stderr[-3000:]), file=sys.stderr)
                 continue
-            got[v].append(json.loads(line[-1]))
+            got[v].append(r)
     nccl_first = statistics.median(r["first_s"] for r in got["nccl"]) if got["nccl"] else None
     rows = ["| variant | runs | first op, median (ms) | min-max (ms) | vs NCCL | next op, "
             "median (us) | phases, medians (ms) |", "|---|---|---|---|---|---|---|"]
@@ -173,17 +180,11 @@ def main():
     print(table)
     if a.trace:
         for v in variants:
-            env = dict(os.environ, FIRST_OP_TRACE="1", NCCL_DEBUG="INFO",
-                       NCCL_DEBUG_FILE="/dev/stderr", NCCL_DEBUG_SUBSYS="INIT",
-                       DLPG_DEBUG="INFO")
-            if v.startswith("dlpg:"):
-                env["DLPG_NCCL_COMM_MODE"] = v.split(":", 1)[1]
-            p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", v],
-                               env=env, capture_output=True, text=True, timeout=120)
-            line = [s for s in p.stdout.splitlines() if s.startswith("{")]
+            p, r = _run_child(v, FIRST_OP_TRACE="1", NCCL_DEBUG="INFO",
+                              NCCL_DEBUG_FILE="/dev/stderr", NCCL_DEBUG_SUBSYS="INIT",
+                              DLPG_DEBUG="INFO")
             print("\n## trace of %s (rc %d)" % (v, p.returncode))
-            if line:
-                r = json.loads(line[-1])
+            if r is not None:
                 print("first op %.1f ms, phases %s" % (r["first_s"] * 1e3, r["phases"]))
                 print("\n".join(r.get("log", [])[-60:]))
             else:

@@ -51,7 +51,7 @@ stream, and its CPU client runs the computations of a device one after the other
 waits for the last enqueued one). This holds for one device per process and dispatch from
 one Python thread, which dlpg.jax assumes anyway.
 
-Both modes keep a call whose results are unused (JAX's dead-code elimination is told not to
+Every mode keeps a call whose results are unused (JAX's dead-code elimination is told not to
 drop it; XLA keeps side-effecting custom calls).
 """
 
