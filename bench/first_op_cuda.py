@@ -1,11 +1,14 @@
 """The first CUDA allreduce of a fresh process: dlpg's (group creation + first op) against
-NCCL's own ncclGetUniqueId + ncclCommInitRank + first ncclAllReduce, world size 1, each run
-in its own process, the variants alternating so that the machine's drift hits all alike.
+NCCL's own library load + ncclGetUniqueId + ncclCommInitRank + first ncclAllReduce, world
+size 1, each run in its own process, the variants alternating so that the machine's drift
+hits all alike.
 
-    python3 bench/first_op_cuda.py --runs 5 [--modes split,nonblocking,blocking] [--out F.md]
+    python3 bench/first_op_cuda.py --runs 5 [--modes split,nonblocking,blocking]
+        [--nccl-modes blocking,nonblocking] [--out F.md]
 
 Every child first creates the CUDA context and a 1-float tensor with torch (not timed:
-both sides need it), then times, on the host clock, from the first communication call to
+both sides need it), then times (NCCL's side from its dlopen of libnccl, which dlpg's first
+CUDA op also does through its module), on the host clock, from the first communication call to
 the end of a cudaStreamSynchronize after the first allreduce ("first op"), then the median
 of 20 further allreduces ("next op"). dlpg's variants are DLPG_NCCL_COMM_MODE values: split
 (the default: a non-blocking init polled against the group's deadline, then a blocking
@@ -43,7 +46,9 @@ class _UniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_char * 128)]
 
 
-def _child_nccl(torch, x, stream):
+def _child_nccl(torch, x, stream, nonblocking=False):
+    t0 = time.perf_counter()
+    # Loading libnccl is timed: dlpg's first CUDA op loads it too (through its module).
     nccl = _nccl_lib()
     comm = ctypes.c_void_p()
 
@@ -53,16 +58,23 @@ def _child_nccl(torch, x, stream):
         assert r == 0, "ncclAllReduce returned %d" % r
         torch.cuda.synchronize()
 
-    t0 = time.perf_counter()
+    tl = time.perf_counter()
     uid = _UniqueId()
     assert nccl.ncclGetUniqueId(ctypes.byref(uid)) == 0
     t1 = time.perf_counter()
     r = nccl.ncclCommInitRank(ctypes.byref(comm), 1, uid, 0)
+    if nonblocking:  # NCCL_COMM_BLOCKING=0: poll as dlpg does, sleeping 20 us doubling to 1 ms
+        nap, state = 20e-6, ctypes.c_int(7)
+        while r in (0, 7) and state.value == 7:  # ncclInProgress
+            r = nccl.ncclCommGetAsyncError(comm, ctypes.byref(state))
+            time.sleep(nap)
+            nap = min(nap * 2, 1e-3)
+        r = r or state.value
     assert r == 0, "ncclCommInitRank returned %d" % r
     t2 = time.perf_counter()
     op()
     first = time.perf_counter() - t0
-    phases = {"unique id": t1 - t0, "init": t2 - t1, "op": first - (t2 - t0)}
+    phases = {"load": tl - t0, "unique id": t1 - tl, "init": t2 - t1, "op": first - (t2 - t0)}
     nxt = []
     for _ in range(20):
         t = time.perf_counter()
@@ -116,7 +128,10 @@ def child(variant):
     x = torch.ones(1, device="cuda")
     torch.cuda.synchronize()
     stream = torch.cuda.current_stream().cuda_stream
-    first, nxt, phases = (_child_nccl if variant == "nccl" else _child_dlpg)(torch, x, stream)
+    if variant.startswith("nccl"):
+        first, nxt, phases = _child_nccl(torch, x, stream, nonblocking=variant != "nccl")
+    else:
+        first, nxt, phases = _child_dlpg(torch, x, stream)
     assert abs(float(x.item()) - 1.0) < 1e-6, "world-size-1 allreduce changed the value"
     out = {"variant": variant, "first_s": first, "next_s": nxt, "phases": phases}
     if lines is not None:
@@ -130,8 +145,14 @@ def _run_child(variant, **env):
     """One child process for variant (with env added): (the process, its JSON result or
     None)."""
     env = dict(os.environ, **env)
+    # dlpg:MODE[+VAR=VALUE...] sets DLPG_NCCL_COMM_MODE and the named variables;
+    # nccl:nonblocking is NCCL's own non-blocking init (NCCL_COMM_BLOCKING=0), polled.
     if variant.startswith("dlpg:"):
-        env["DLPG_NCCL_COMM_MODE"] = variant.split(":", 1)[1]
+        mode, *extra = variant.split(":", 1)[1].split("+")
+        env["DLPG_NCCL_COMM_MODE"] = mode
+        env.update(kv.split("=", 1) for kv in extra)
+    elif variant == "nccl:nonblocking":
+        env["NCCL_COMM_BLOCKING"] = "0"
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", variant],
                        env=env, capture_output=True, text=True, timeout=120)
     line = [s for s in p.stdout.splitlines() if s.startswith("{")]
@@ -141,7 +162,12 @@ def _run_child(variant, **env):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--modes", default="split,nonblocking,blocking")
+    ap.add_argument("--modes", default="split,nonblocking,blocking",
+                    help="dlpg variants: DLPG_NCCL_COMM_MODE values, each optionally followed "
+                         "by +VAR=VALUE settings (split+NCCL_RUNTIME_CONNECT=1)")
+    ap.add_argument("--nccl-modes", default="blocking",
+                    help="NCCL variants: blocking (ncclCommInitRank) and/or nonblocking "
+                         "(NCCL_COMM_BLOCKING=0, polled as dlpg polls)")
     ap.add_argument("--out", default="")
     ap.add_argument("--child", default="")
     ap.add_argument("--trace", action="store_true",
@@ -150,7 +176,9 @@ def main():
     a = ap.parse_args()
     if a.child:
         return child(a.child)
-    variants = ["nccl"] + ["dlpg:" + m for m in a.modes.split(",") if m]
+    variants = [{"blocking": "nccl"}.get(m, "nccl:" + m) for m in a.nccl_modes.split(",") if m]
+    variants = ["nccl"] + [v for v in variants if v != "nccl"]
+    variants += ["dlpg:" + m for m in a.modes.split(",") if m]
     got = {v: [] for v in variants}
     for run in range(a.runs):
         for v in (variants if run % 2 == 0 else variants[::-1]):

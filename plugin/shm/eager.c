@@ -33,7 +33,8 @@ int dlpg__shm_one_step(const dlpg__shm_t *sh, const dlpg__shm_call_t *c, size_t 
     case DLPG__OP_ALLREDUCE:
     case DLPG__OP_REDUCE:
       *bytes = c->count * E;
-      return *bytes <= DLPG__SHM_SMALL_BYTES && *bytes <= sh->slot_bytes;
+      return *bytes <= DLPG__SHM_SMALL_BYTES && *bytes * N <= DLPG__SHM_SMALL_READ &&
+             *bytes <= sh->slot_bytes;
     case DLPG__OP_BROADCAST:
       *bytes = sh->rank == c->root ? c->count : 0;
       return c->count <= sh->slot_bytes;
