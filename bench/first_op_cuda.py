@@ -219,8 +219,8 @@ def main():
                 print(p.stdout[-2000:], p.stderr[-2000:])
     if a.out:
         with open(a.out, "w") as f:
-            f.write("Command: `python3 bench/first_op_cuda.py --runs %d --modes %s`\n\n%s\n"
-                    % (a.runs, a.modes, table))
+            f.write("Command: `python3 bench/first_op_cuda.py --runs %d --modes %s --nccl-modes %s`"
+                    "\n\n%s\n" % (a.runs, a.modes, a.nccl_modes, table))
 
 
 if __name__ == "__main__":
