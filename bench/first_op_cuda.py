@@ -3,7 +3,7 @@ NCCL's own library load + ncclGetUniqueId + ncclCommInitRank + first ncclAllRedu
 size 1, each run in its own process, the variants alternating so that the machine's drift
 hits all alike.
 
-    python3 bench/first_op_cuda.py --runs 5 [--modes split,nonblocking,blocking]
+    python3 bench/first_op_cuda.py --runs 5 [--modes default,split,nonblocking,blocking]
         [--nccl-modes blocking,nonblocking] [--out F.md]
 
 Every child first creates the CUDA context and a 1-float tensor with torch (not timed:
@@ -11,8 +11,9 @@ both sides need it), then times (NCCL's side from its dlopen of libnccl, which d
 CUDA op also does through its module), on the host clock, from the first communication call to
 the end of a cudaStreamSynchronize after the first allreduce ("first op"), then the median
 of 20 further allreduces ("next op"). dlpg's variants are DLPG_NCCL_COMM_MODE values: split
-(the default: a non-blocking init polled against the group's deadline, then a blocking
-ncclCommSplit child for the operations), nonblocking and blocking. The store (dlpg's
+(a non-blocking init polled against the group's deadline, then a blocking ncclCommSplit
+child for the operations), nonblocking and blocking, or default (the variable unset: split,
+except that a communicator of one NCCL rank, as here, is created blocking). The store (dlpg's
 tcp:// server, in the process) is opened before the clock starts, as NCCL's unique id is
 assumed already exchanged. Prints a Markdown table of medians and the ratio to NCCL.
 """
@@ -146,11 +147,15 @@ def _run_child(variant, **env):
     """One child process for variant (with env added): (the process, its JSON result or
     None)."""
     env = dict(os.environ, **env)
-    # dlpg:MODE[+VAR=VALUE...] sets DLPG_NCCL_COMM_MODE and the named variables;
+    # dlpg:MODE[+VAR=VALUE...] sets DLPG_NCCL_COMM_MODE (unless MODE is default) and the
+    # named variables;
     # nccl:nonblocking is NCCL's own non-blocking init (NCCL_COMM_BLOCKING=0), polled.
     if variant.startswith("dlpg:"):
         mode, *extra = variant.split(":", 1)[1].split("+")
-        env["DLPG_NCCL_COMM_MODE"] = mode
+        if mode == "default":
+            env.pop("DLPG_NCCL_COMM_MODE", None)
+        else:
+            env["DLPG_NCCL_COMM_MODE"] = mode
         env.update(kv.split("=", 1) for kv in extra)
     elif variant == "nccl:nonblocking":
         env["NCCL_COMM_BLOCKING"] = "0"
@@ -163,8 +168,8 @@ def _run_child(variant, **env):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--modes", default="split,nonblocking,blocking",
-                    help="dlpg variants: DLPG_NCCL_COMM_MODE values, each optionally followed "
+    ap.add_argument("--modes", default="default,split,nonblocking,blocking",
+                    help="dlpg variants: default or DLPG_NCCL_COMM_MODE values, each optionally followed "
                          "by +VAR=VALUE settings (split+NCCL_RUNTIME_CONNECT=1)")
     ap.add_argument("--nccl-modes", default="blocking",
                     help="NCCL variants: blocking (ncclCommInitRank) and/or nonblocking "

@@ -449,7 +449,7 @@ dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__be_op_t *const *ops, in
           for (int d = 0; d < c->ndev; d++) c->devs[d] = ops[i]->in[d].device_id;
           dlpg__entry_members(c, ops[i]);
           c->state = DLPG__COMM_CREATING;
-          c->mode = (int)dlpg__nccl_mode();
+          c->mode = (int)dlpg__nccl_mode(c->nranks);
           atomic_init(&c->refs, 1); /* the cache's */
           pthread_mutex_init(&c->issue_mu, NULL);
           c->next = st->comms;

@@ -12,7 +12,7 @@
 const dlpg__be_param_t dlpg__nccl_params[DLPG__NCCL_NPARAMS] = {
     [DLPG__NCCL_PARAM_COMM_MODE] = {"DLPG_NCCL_COMM_MODE", NULL, DLPG__BE_PARAM_CACHED,
         "split (default): non-blocking init (deadline-polled), ops on a blocking ncclCommSplit "
-        "child; nonblocking: ops on the non-blocking communicator (~70 us more per op); "
+        "child (a communicator of one NCCL rank, which has no peer to wait for: blocking); nonblocking: ops on the non-blocking communicator (~70 us more per op); "
         "blocking: blocking init, no deadline inside NCCL"},
     [DLPG__NCCL_PARAM_BLOCKING_INIT] = {"DLPG_NCCL_BLOCKING_INIT", "0", DLPG__BE_PARAM_CACHED,
         "deprecated: 1 means DLPG_NCCL_COMM_MODE=blocking when that is unset"},
@@ -21,12 +21,14 @@ const dlpg__be_param_t dlpg__nccl_params[DLPG__NCCL_NPARAMS] = {
         "inside the deadline-polled creation"},
 };
 
-dlpg__nccl_mode_t dlpg__nccl_mode(void) {
+dlpg__nccl_mode_t dlpg__nccl_mode(int nranks) {
   const char *m = dlpg__nccl_param_str(&dlpg__nccl_params[DLPG__NCCL_PARAM_COMM_MODE]);
   if (!m) {
     long blocking = 0;
     dlpg__nccl_param_long(&dlpg__nccl_params[DLPG__NCCL_PARAM_BLOCKING_INIT], &blocking);
-    return blocking ? DLPG__MODE_BLOCKING : DLPG__MODE_SPLIT;
+    /* The split buys a deadline on waiting for peers; one NCCL rank has none to wait for,
+     * and the parent's creation with its eager connections costs ~40 ms (first-op bench). */
+    return blocking || nranks == 1 ? DLPG__MODE_BLOCKING : DLPG__MODE_SPLIT;
   }
   if (strcmp(m, "split") == 0) return DLPG__MODE_SPLIT;
   if (strcmp(m, "nonblocking") == 0) return DLPG__MODE_NONBLOCKING;

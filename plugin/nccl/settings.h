@@ -24,8 +24,9 @@ typedef enum dlpg__nccl_mode {
   DLPG__MODE_BLOCKING = 2     /* blocking init and ops (no deadline inside NCCL's init) */
 } dlpg__nccl_mode_t;
 
-/* The mode of DLPG_NCCL_COMM_MODE (DLPG_NCCL_BLOCKING_INIT=1 when unset: blocking). */
-dlpg__nccl_mode_t dlpg__nccl_mode(void);
+/* The mode of DLPG_NCCL_COMM_MODE for a communicator of nranks NCCL ranks. When it is unset:
+ * blocking if DLPG_NCCL_BLOCKING_INIT=1 or nranks == 1 (no peer to wait for), else split. */
+dlpg__nccl_mode_t dlpg__nccl_mode(int nranks);
 
 /* Whether NCCL connects collectives lazily: NCCL_RUNTIME_CONNECT not 0. Sets it to 0 first
  * when unset (once, before NCCL's first communicator). */
