@@ -2,10 +2,12 @@
 processes joined by jax.distributed), side by side, at 8 B and 256 MiB.
 
     python3 bench/jax_allreduce.py [--out FILE.md] [--configs cuda1,cpu2,cpu4,cuda2]
+        [--sizes 8,16777216] [--impls dlpg-fast,jax]
 
 Configurations (each one job of WORLD processes, one device each):
   cuda1  world size 1 on the GPU           cudaN  N processes, one GPU each (N GPUs needed)
-  cpuN   N processes on JAX's CPU platform (dlpg: Gloo; JAX: its gloo CPU collectives)
+  cpuN   N processes on JAX's CPU platform (dlpg: its default CPU backend, shared memory on
+         one host; JAX: its gloo CPU collectives)
 Time per call: the jitted function is dispatched 20 times (fewer at large sizes) and the
 last result waited for; the median over batches, on rank 0, after warm-up. Bandwidth is
 the algorithm bandwidth (bytes / time); bus bandwidth is 2(N-1)/N of it. Rows "in-jit"
@@ -18,7 +20,7 @@ the jitted body carries no effect, one in a loop the ordered effect), dlpg-order
 ordered=None existed), dlpg-fast (ordered=False: no effect, JAX's C++ dispatch path),
 dlpg-effect (no ordering effect but an unordered one, small sizes only: what any effect
 costs per dispatch), jax. Last, the ratio of each dlpg variant's time per call to psum's
-at 8 B, per configuration.
+at 8 B and of its bandwidth to psum's at every size from 1 MiB, per configuration.
 """
 
 import argparse
@@ -223,6 +225,7 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
     ap.add_argument("--configs", default="")
+    ap.add_argument("--impls", default=",".join(IMPLS), help="comma-separated, of " + ", ".join(IMPLS))
     ap.add_argument("--loop", type=int, default=50, help="calls per jitted loop (0: none)")
     ap.add_argument("--out", default="")
     ap.add_argument("--timeout", type=int, default=200)
@@ -237,12 +240,13 @@ def main():
              "|---|---|---|---|---|---|"]
     failures = []
     at8 = {}  # (config, impl): time per call at 8 B (us), for the ratios to psum
+    bw = {}  # (config, impl, bytes): algbw (GB/s) from 1 MiB on
     for c in configs:
         platform, world = ("cuda", int(c[4:])) if c.startswith("cuda") else ("cpu", int(c[3:]))
         if platform == "cuda" and world > ngpu:
             lines.append("| %s | - | - | not run: %d GPU(s) here | | |" % (c, ngpu))
             continue
-        for impl in IMPLS:
+        for impl in [i for i in IMPLS if i in a.impls.split(",")]:
             sizes = [n for n in a.sizes if n <= 1 << 20] if impl == "dlpg-effect" else a.sizes
             rows, errs = run_config(impl, platform, world, sizes, a.timeout,
                                     0 if impl == "dlpg-effect" else a.loop)
@@ -254,12 +258,18 @@ def main():
                     c, r["impl"], size, r["us"], r["algbw_gbs"], bus))
                 if r["bytes"] == 8:
                     at8[(c, r["impl"])] = r["us"]
+                elif r["bytes"] >= 1 << 20:
+                    bw[(c, r["impl"], r["bytes"])] = r["algbw_gbs"]
             print("\n".join(lines[-len(rows):]) if rows else "%s %s: no result" % (c, impl),
                   flush=True)
     lines += ["", "| config | impl | time/call at 8 B vs psum's |", "|---|---|---|"]
     for (c, impl), us in sorted(at8.items()):
         if impl.startswith("dlpg") and "in-jit" not in impl and (c, "jax") in at8:
             lines.append("| %s | %s | %.2fx |" % (c, impl, us / at8[(c, "jax")]))
+    lines += ["", "| config | impl | size | bandwidth vs psum's |", "|---|---|---|---|"]
+    for (c, impl, nb), g in sorted(bw.items()):
+        if impl.startswith("dlpg") and (c, "jax", nb) in bw:
+            lines.append("| %s | %s | %d MiB | %.2fx |" % (c, impl, nb >> 20, g / bw[(c, "jax", nb)]))
     table = "\n".join(lines)
     print(table)
     for f in failures:

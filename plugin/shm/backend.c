@@ -7,6 +7,7 @@
  * the engine (shm.h) does the work and names ranks, operations and causes in its messages,
  * which reach core as the operation's status (failure propagation, flight recorder). */
 #include <dlpack/dlpack.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,6 +46,8 @@ static dlpg_status_t dlpg__shm_be_state_create(const dlpg__be_group_t *g, void *
   long spin = dlpg__shm_setting(DLPG__SHM_PARAM(SPIN), -1);
   cfg.spin = spin >= 0 && spin < 0x7fffffffL ? (int)spin : -1;
   cfg.abort_flag = g->aborted; /* an abort of the group ends the creation too */
+  long stream = dlpg__shm_setting(DLPG__SHM_PARAM(STREAM_BYTES), -1);
+  cfg.stream_bytes = stream == 0 ? SIZE_MAX : stream > 0 ? (size_t)stream : 0;
   long eager = 0;
   if (dlpg__param_get(DLPG__SHM_PARAM(EAGER_BYTES)) &&
       dlpg__param_get_long(DLPG__SHM_PARAM(EAGER_BYTES), &eager))

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "shm/copy_out.h"
 #include "shm/reduce.h"
 #include "shm/seg.h"
 
@@ -46,6 +47,8 @@ static dlpg_status_t dlpg__shm_start_reduce(dlpg__shm_t *sh, const char *fn, dlp
 static dlpg_status_t dlpg__shm_reduce_large(dlpg__shm_t *sh, const dlpg__shm_reducer_t *rd,
                                             const uint8_t *in, uint8_t *out, size_t count, int who) {
   size_t per = sh->slot_bytes / rd->elem, E = rd->elem, N = (size_t)sh->size, r = (size_t)sh->rank;
+  /* In place, the output's lines were just read into the cache: ordinary stores then. */
+  int stream = (out + count * E <= in || in + count * E <= out) && dlpg__shm_stream_out(sh, count * E);
   for (size_t off = 0; off < count; off += per) {
     size_t n = count - off < per ? count - off : per;
     size_t lo = n * r / N, hi = n * (r + 1) / N;
@@ -69,9 +72,11 @@ static dlpg_status_t dlpg__shm_reduce_large(dlpg__shm_t *sh, const dlpg__shm_red
     DLPG_CHECK(dlpg__shm_step_wait_all(sh));
     for (size_t q = 0; q < N; q++) {
       size_t qlo = n * q / N, qhi = n * (q + 1) / N;
-      memcpy(out + (off + qlo) * E, dlpg__shm_cur_slot(sh, (int)q) + qlo * E, (qhi - qlo) * E);
+      dlpg__shm_copy_out(out + (off + qlo) * E, dlpg__shm_cur_slot(sh, (int)q) + qlo * E,
+                         (qhi - qlo) * E, stream);
     }
   }
+  dlpg__shm_copy_out_done(stream);
   return DLPG_OK;
 }
 

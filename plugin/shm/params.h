@@ -22,6 +22,8 @@ extern "C" {
     "bytes of each chunk slot of a pair's segment (send/recv; larger messages are pipelined through 4 of them)") \
   X(P2P_STAGE_BYTES, "DLPG_SHM_P2P_STAGE_BYTES", "67108864", DLPG__PARAM_CACHED,             \
     "most bytes of small messages a rank holds per peer before their receives are posted (the sender then waits)") \
+  X(STREAM_BYTES, "DLPG_SHM_STREAM_BYTES", "8388608", DLPG__PARAM_CACHED,                  \
+    "output bytes from which an out-of-place allreduce or reduce writes its output with streaming (non-temporal) stores, past the caches (0: never)") \
   X(EAGER_BYTES, "DLPG_SHM_EAGER_BYTES", "65536", DLPG__PARAM_CACHED,                        \
     "most bytes a rank posts on the caller's thread when it issues an asynchronous collective (larger ones go to the group's worker thread; 0: all do)")
 

@@ -99,6 +99,7 @@ struct dlpg__shm {
   uint8_t *slots;            /* rank r, slot b: slots + (2r + b) * slot_bytes */
   uint8_t *p2p;              /* pair (s,d), slot b: p2p + ((s*size + d)*2 + b) * p2p_slot_bytes */
   size_t slot_bytes, p2p_slot_bytes;
+  size_t stream_bytes; /* output bytes from which copies into the output stream (copy_out.c) */
   double timeout_s;
   int spin;
   _Atomic int aborted;       /* set by dlpg__shm_abort from any thread */

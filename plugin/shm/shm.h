@@ -49,9 +49,15 @@ typedef struct dlpg__shm_config {
   /* Most bytes a rank writes into its slot when dlpg__shm_start posts a collective; 0: the
    * default (DLPG__SHM_DEFAULT_EAGER_BYTES); < 0: dlpg__shm_start never posts. */
   long eager_bytes;
+  /* Output bytes of an operation from which its copies into the output use streaming
+   * stores (copy_out.c); 0: DLPG__SHM_DEFAULT_STREAM_BYTES; SIZE_MAX: never. */
+  size_t stream_bytes;
 } dlpg__shm_config_t;
 
 #define DLPG__SHM_DEFAULT_EAGER_BYTES (64L << 10)
+/* 2-core CI machine (32 MiB L3), 2 ranks: out-of-place allreduce 1.35-1.5x faster with
+ * streaming stores from 16 MiB up, no gain at 4 MiB (bench/results/shm-stream-2core.md). */
+#define DLPG__SHM_DEFAULT_STREAM_BYTES ((size_t)8 << 20)
 
 #define DLPG__SHM_DEFAULT_SLOT_BYTES ((size_t)1 << 20)
 #define DLPG__SHM_DEFAULT_P2P_SLOT_BYTES ((size_t)256 << 10)

@@ -10,6 +10,7 @@
 #include "test_shm_util.h"
 
 #include <cmath>
+#include <cstring>
 
 using namespace shmtest;
 
@@ -348,6 +349,49 @@ TEST(ShmOps, LargeAllreduceDefaultSlot) {
         << dlpg_last_error();
     ASSERT_EQ(Check(DLPG__DT_FLOAT32, DLPG_SUM, in, out.data(), cnt), "");
     ExpectSameBits(k, "large", out);
+  });
+  ExpectAllPass(codes);
+}
+
+// The copies into the output with streaming stores (forced from 1 byte on): outputs that
+// start off a 16-byte boundary and end inside one, out of place (streamed) and in place
+// (not), allreduce and reduce, against the reference and bitwise across ranks (broadcasts
+// between them, which copy as usual).
+TEST(ShmOps, StreamedOutputs) {
+  Opts o;
+  o.name = "stream";
+  o.slot = 8192;
+  o.stream = 1;
+  auto codes = RunRanks(3, o, [](Rank &k) {
+    for (size_t cnt : {size_t(40001), size_t(70000)}) {
+      std::vector<std::vector<uint8_t>> in;
+      for (int q = 0; q < k.size; q++) in.push_back(Input(DLPG__DT_FLOAT32, DLPG_SUM, cnt + 5, q, cnt));
+      for (size_t skew : {size_t(0), size_t(4), size_t(12)}) {
+        std::vector<uint8_t> buf(cnt * 4 + 32, 0xee);
+        uint8_t *out = buf.data() + skew;
+        ASSERT_EQ(dlpg__shm_allreduce(k.sh, in[k.rank].data(), out, cnt, DLPG__DT_FLOAT32, DLPG_SUM), DLPG_OK)
+            << dlpg_last_error();
+        ASSERT_EQ(Check(DLPG__DT_FLOAT32, DLPG_SUM, in, out, cnt), "") << "skew " << skew;
+        for (size_t i = 0; i < skew; i++) ASSERT_EQ(buf[i], 0xee) << "byte before the output";
+        for (size_t i = skew + cnt * 4; i < buf.size(); i++) ASSERT_EQ(buf[i], 0xee) << "byte after the output";
+        ExpectSameBits(k, "st/" + std::to_string(cnt) + "/" + std::to_string(skew),
+                       std::vector<uint8_t>(out, out + cnt * 4));
+        std::vector<uint8_t> red(cnt * 4 + 16, 0);
+        ASSERT_EQ(dlpg__shm_reduce(k.sh, in[k.rank].data(), red.data() + skew, cnt, DLPG__DT_FLOAT32, DLPG_SUM, 1),
+                  DLPG_OK) << dlpg_last_error();
+        if (k.rank == 1) {
+          ASSERT_EQ(memcmp(red.data() + skew, out, cnt * 4), 0) << "reduce to rank 1";
+        }
+        std::vector<uint8_t> bc(cnt * 4 + 16, 0), want = Bytes(cnt + skew, 2, cnt * 4);
+        if (k.rank == 2) memcpy(bc.data() + skew, want.data(), want.size());
+        ASSERT_EQ(dlpg__shm_broadcast(k.sh, bc.data() + skew, cnt * 4, 2), DLPG_OK) << dlpg_last_error();
+        ASSERT_EQ(memcmp(bc.data() + skew, want.data(), want.size()), 0) << "broadcast skew " << skew;
+      }
+      std::vector<uint8_t> inplace = in[k.rank];
+      ASSERT_EQ(dlpg__shm_allreduce(k.sh, inplace.data(), inplace.data(), cnt, DLPG__DT_FLOAT32, DLPG_SUM), DLPG_OK)
+          << dlpg_last_error();
+      ASSERT_EQ(Check(DLPG__DT_FLOAT32, DLPG_SUM, in, inplace.data(), cnt), "") << "in place";
+    }
   });
   ExpectAllPass(codes);
 }

@@ -1,0 +1,59 @@
+/* Copies into the output of a large out-of-place allreduce or reduce. Those lines are in
+ * no cache yet: an ordinary store first reads each line from memory (read for ownership),
+ * then writes it back; a streaming (non-temporal) store writes the line alone. On the 2-core
+ * CI machine a 2-rank out-of-place allreduce of 16-256 MiB took 1.4-1.5x as long with
+ * ordinary stores (bench/results/shm-stream-2core.md). Below DLPG_SHM_STREAM_BYTES the
+ * output may still be in cache and stays there; an in-place output was just read, so it is
+ * in cache and never streams. A broadcast's receivers gained at some sizes and lost at
+ * others in the same runs: they copy as before. */
+#include "shm/copy_out.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__SSE2__)
+#include <emmintrin.h>
+#define DLPG__SHM_HAVE_STREAM 1
+#endif
+
+int dlpg__shm_stream_out(const dlpg__shm_t *sh, size_t total_bytes) {
+#ifdef DLPG__SHM_HAVE_STREAM
+  return total_bytes >= sh->stream_bytes;
+#else
+  (void)sh, (void)total_bytes;
+  return 0;
+#endif
+}
+
+void dlpg__shm_copy_out(void *dst, const void *src, size_t n, int stream) {
+#ifdef DLPG__SHM_HAVE_STREAM
+  if (stream && n >= 256) {
+    uint8_t *d = dst;
+    const uint8_t *s = src;
+    size_t head = (size_t)(-(uintptr_t)d & 15u);
+    memcpy(d, s, head);
+    d += head, s += head, n -= head;
+    for (; n >= 64; d += 64, s += 64, n -= 64) {
+      __m128i a = _mm_loadu_si128((const __m128i *)s), b = _mm_loadu_si128((const __m128i *)(s + 16));
+      __m128i c = _mm_loadu_si128((const __m128i *)(s + 32)), e = _mm_loadu_si128((const __m128i *)(s + 48));
+      _mm_stream_si128((__m128i *)d, a);
+      _mm_stream_si128((__m128i *)(d + 16), b);
+      _mm_stream_si128((__m128i *)(d + 32), c);
+      _mm_stream_si128((__m128i *)(d + 48), e);
+    }
+    memcpy(d, s, n);
+    return;
+  }
+#endif
+  (void)stream;
+  memcpy(dst, src, n);
+}
+
+void dlpg__shm_copy_out_done(int stream) {
+#ifdef DLPG__SHM_HAVE_STREAM
+  /* Streaming stores are weakly ordered: fence them before the operation reports done. */
+  if (stream) _mm_sfence();
+#else
+  (void)stream;
+#endif
+}

@@ -1,0 +1,17 @@
+/* Copies into an operation's output (copy_out.c): streaming stores for large outputs. */
+#ifndef DLPG_SHM_COPY_OUT_H_
+#define DLPG_SHM_COPY_OUT_H_
+
+#include <stddef.h>
+
+#include "shm/seg.h"
+
+/* Whether an operation writing total_bytes of output streams them: from sh->stream_bytes
+ * on, where the CPU has streaming stores. */
+int dlpg__shm_stream_out(const dlpg__shm_t *sh, size_t total_bytes);
+/* memcpy(dst, src, n), with streaming stores when stream is set. */
+void dlpg__shm_copy_out(void *dst, const void *src, size_t n, int stream);
+/* After an operation's last dlpg__shm_copy_out with stream set, before it completes. */
+void dlpg__shm_copy_out_done(int stream);
+
+#endif
