@@ -12,7 +12,8 @@
 const dlpg__be_param_t dlpg__nccl_params[DLPG__NCCL_NPARAMS] = {
     [DLPG__NCCL_PARAM_COMM_MODE] = {"DLPG_NCCL_COMM_MODE", NULL, DLPG__BE_PARAM_CACHED,
         "split (default): non-blocking init (deadline-polled), ops on a blocking ncclCommSplit "
-        "child (a communicator of one NCCL rank, which has no peer to wait for: blocking); nonblocking: ops on the non-blocking communicator (~70 us more per op); "
+        "child (unset: a communicator of one NCCL rank, with no peer to wait for, is blocking); "
+        "nonblocking: ops on the non-blocking communicator (~70 us more per op); "
         "blocking: blocking init, no deadline inside NCCL"},
     [DLPG__NCCL_PARAM_BLOCKING_INIT] = {"DLPG_NCCL_BLOCKING_INIT", "0", DLPG__BE_PARAM_CACHED,
         "deprecated: 1 means DLPG_NCCL_COMM_MODE=blocking when that is unset"},
