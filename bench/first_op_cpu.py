@@ -1,7 +1,8 @@
 """The first CPU allreduce of a fresh job: N processes on this host, each timing, on the
-host clock, from dlpg.Group() (the store is open already) to the end of its first allreduce
+host clock, from dlpg.Group() to the end of its first allreduce
 of one float32 (group creation + the backend's lazy setup + the op), then the median of 20
-further allreduces. One job per variant and rank count, the variants alternating, each job
+further allreduces. Every rank has imported dlpg and opened the store before the driver
+releases them all at once (process start-up is not counted). One job per variant and rank count, the variants alternating, each job
 its own processes; the slowest rank's figure counts (an op ends when its last rank does).
 
     python3 bench/first_op_cpu.py --ranks 2,8 --runs 5 [--backends shm,gloo]
@@ -21,11 +22,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python_shim"))
 
 
-def _rank(url, rank, world, q):
+def _rank(url, rank, world, q, ready, go):
     import numpy as np
     import dlpg
     store = dlpg.Store(url, 60)
     x = np.ones(1, dtype=np.float32)
+    ready.put(rank)
+    go.wait(60)
     t0 = time.perf_counter()
     g = dlpg.Group(store, rank, world, timeout=60, name="first-op-cpu")
     t1 = time.perf_counter()
@@ -49,12 +52,16 @@ def _job(backend, world):
     import dlpg
     os.environ["DLPG_CPU_BACKEND"] = backend
     ctx = mp.get_context("spawn")
-    q = ctx.Queue()
+    q, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
     with dlpg.Store("tcp://127.0.0.1:0?serve=1", 60) as server:
         url = "tcp://127.0.0.1:%d" % server.port
-        procs = [ctx.Process(target=_rank, args=(url, r, world, q)) for r in range(world)]
+        procs = [ctx.Process(target=_rank, args=(url, r, world, q, ready, go))
+                 for r in range(world)]
         for p in procs:
             p.start()
+        for _ in procs:
+            ready.get(timeout=120)
+        go.set()
         res = dict(q.get(timeout=120) for _ in procs)
         for p in procs:
             p.join(30)
