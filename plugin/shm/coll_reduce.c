@@ -11,6 +11,7 @@
  *     1/size of the copy in, which at 2 ranks is half of it.
  *   reduce_scatter (one step per chunk): each rank writes its piece of every block, then
  *     reduces the pieces of block r from all slots into its output. */
+#include <stdint.h>
 #include <string.h>
 
 #include "base/status.h"
@@ -47,8 +48,10 @@ static dlpg_status_t dlpg__shm_start_reduce(dlpg__shm_t *sh, const char *fn, dlp
 static dlpg_status_t dlpg__shm_reduce_large(dlpg__shm_t *sh, const dlpg__shm_reducer_t *rd,
                                             const uint8_t *in, uint8_t *out, size_t count, int who) {
   size_t per = sh->slot_bytes / rd->elem, E = rd->elem, N = (size_t)sh->size, r = (size_t)sh->rank;
-  /* In place, the output's lines were just read into the cache: ordinary stores then. */
-  int stream = (out + count * E <= in || in + count * E <= out) && dlpg__shm_stream_out(sh, count * E);
+  /* In place, the output's lines were just read into the cache: ordinary stores then. A
+   * rank that is not the root of a reduce has no output (NULL). */
+  uintptr_t o = (uintptr_t)out, i = (uintptr_t)in, len = count * E;
+  int stream = out && (o + len <= i || i + len <= o) && dlpg__shm_stream_out(sh, len);
   for (size_t off = 0; off < count; off += per) {
     size_t n = count - off < per ? count - off : per;
     size_t lo = n * r / N, hi = n * (r + 1) / N;
