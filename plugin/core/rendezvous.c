@@ -10,8 +10,8 @@
  *                then writes <base>/g<N>/go = "ok" (or "!message") for all.
  *   every rank:  adds 1 to <base>/g<N>/claim/<r>: 2 means two processes claim rank r.
  * A stale hello gets an answer nobody reads; a stale welcome has a nonce nobody waits on.
- * What stays on the store per base: the counter, <base>/last (the last generation started,
- * for naming a second process of one rank) and each rank's latest hello (a reader may be
+ * What stays on the store per base: the counter, <base>/last (the last generation started
+ * and its world size, for naming a second process of one rank or a rank beyond that size) and each rank's latest hello (a reader may be
  * between a hello's counter and its value, so hellos are overwritten, never deleted). */
 #include "core/rendezvous.h"
 
@@ -141,11 +141,16 @@ static long long rdv_generation(dlpg_store_t *s, const char *base) {
   return (long long)gen;
 }
 
-/* The last generation rank 0 started (<base>/last, one key per base), or -1. */
-static long long rdv_last_started(dlpg_store_t *s, const char *base) {
-  char key[RDV_KEY_MAX], buf[32];
+/* The last generation rank 0 started (<base>/last = "<gen> <size>", one key per base), or
+ * -1; its world size into *size (0 when not recorded). */
+static long long rdv_last_started(dlpg_store_t *s, const char *base, int *size) {
+  char key[RDV_KEY_MAX], buf[48];
+  long long gen = -1;
+  *size = 0;
   snprintf(key, sizeof key, "%s/last", base);
-  return dlpg__rdv_try_get(s, key, buf, sizeof buf) == 1 ? strtoll(buf, NULL, 10) : -1;
+  if (dlpg__rdv_try_get(s, key, buf, sizeof buf) == 1 && sscanf(buf, "%lld %d", &gen, size) < 1)
+    gen = -1;
+  return gen;
 }
 
 /* Rank r != 0: ask this job's rank 0 for the generation. */
@@ -166,10 +171,19 @@ static dlpg_status_t rdv_join(dlpg_store_t *s, const char *base, const char *wha
   int r = rdv_poll_get(s, welcome_key, deadline, aborted, what, buf, sizeof buf, rdv_send_hello,
                        &h, &st);
   if (r < 0) return st;
+  int last_size = 0;
+  const long long last = r == 0 ? rdv_last_started(s, base, &last_size) : -1;
+  /* Rank 0 started a smaller group while this rank waited (it finished before this rank's
+   * hello arrived, so never answered it). */
+  if (r == 0 && !h.other && last >= gen_at_start && last_size > 0 && rank >= last_size)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "%s: rank %d claims world size %d but rank 0 has world size %d in the "
+                       "group it started on this store while this rank waited %.3g s (no rank "
+                       "%d; or, if this job's rank 0 never came, an earlier job did)",
+                       what, rank, size, last_size, timeout_s, rank);
   /* Rank 0 took a generation while this rank waited but never answered it: it admitted
    * another process as this rank (whose hello overwrote this one's). */
-  if (r == 0 && (h.other || rdv_generation(s, base) > gen_at_start ||
-                 rdv_last_started(s, base) >= gen_at_start))
+  if (r == 0 && (h.other || rdv_generation(s, base) > gen_at_start || last >= gen_at_start))
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
                        "%s: rank %d of %d: rank 0 started the group without this process "
                        "within %.3g s: another process claims rank %d (or, if this job's rank "
@@ -331,9 +345,9 @@ static dlpg_status_t rdv_lead(dlpg_store_t *s, const char *base, const char *sco
   dlpg__rdv_post(s, go_key, verdict);
   if (st == DLPG_OK) {
     /* For a process of a rank already admitted that asks later (rdv_join's message). */
-    char key[RDV_KEY_MAX], g[32];
+    char key[RDV_KEY_MAX], g[48];
     snprintf(key, sizeof key, "%s/last", base);
-    snprintf(g, sizeof g, "%lld", gen);
+    snprintf(g, sizeof g, "%lld %d", gen, size);
     dlpg__rdv_post(s, key, g);
   }
 out:
