@@ -21,6 +21,12 @@ ordered=None existed), dlpg-fast (ordered=False: no effect, JAX's C++ dispatch p
 dlpg-effect (no ordering effect but an unordered one, small sizes only: what any effect
 costs per dispatch), jax. Last, the ratio of each dlpg variant's time per call to psum's
 at 8 B and of its bandwidth to psum's at every size from 1 MiB, per configuration.
+
+--probe: instead, at each size, the jitted allreduce and a jitted `x + 1` of the same array
+timed three ways, each call waited for: alone (the previous result freed first), kept (the
+previous result still alive), and two dispatched before one wait; with the minor page faults
+of rank 0's process per call (getrusage), to tell an output in fresh pages from the
+collective's own cost. Run it again under GLIBC_TUNABLES to try another allocator setting.
 """
 
 import argparse
@@ -60,8 +66,10 @@ def _batches(nbytes, platform):
     return (5, 5) if platform == "cuda" else (2, 3)
 
 
-def worker(a):
-    """One process of one configuration; rank 0 prints one JSON line per size."""
+def setup(a):
+    """This process's part of configuration a: (fn, looped, make, first, done), where fn is
+    the jitted allreduce, looped LOOP dependent calls in one jitted function, make(n) this
+    rank's input of n float32, first(y) the first element of y here, done() the teardown."""
     if a.platform == "cuda" and a.world > 1:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(a.rank)
     os.environ["JAX_PLATFORMS"] = a.platform
@@ -102,6 +110,10 @@ def worker(a):
 
         def first(y):
             return np.asarray(y.addressable_shards[0].data)[:1]
+
+        def done():
+            if a.world > 1:
+                jax.distributed.shutdown()
     else:
         import dlpg.jax as dj
         # The driver serves the store (port 0, read back); every rank is its client.
@@ -128,6 +140,61 @@ def worker(a):
         def first(y):
             return np.asarray(y[:1])
 
+        done = dj.finalize
+    return fn, looped, make, first, done
+
+
+def _minor_faults():
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def probe(a, fn, make):
+    """--probe at each size: fn and a jitted x + 1, alone / kept / two then wait."""
+    import jax
+    add = jax.jit(lambda v: v + 1.0)
+    for nbytes in a.sizes:
+        x = make(max(1, nbytes // 4))
+        for op, f in (("allreduce", fn), ("x + 1", add)):
+            for _ in range(3):
+                jax.block_until_ready(f(x))
+            res = {}
+            for mode in ("alone", "kept", "two then wait"):
+                times, faults = [], []
+                # kept: the previous call's result stays referenced while the next runs.
+                alive = [jax.block_until_ready(f(x))] if mode == "kept" else []
+                for _ in range(7 if mode != "two then wait" else 5):
+                    f0, t0 = _minor_faults(), time.perf_counter()
+                    if mode == "two then wait":
+                        y1 = f(x)
+                        y = f(x)
+                        jax.block_until_ready(y)
+                        jax.block_until_ready(y1)
+                        calls = 2
+                    else:
+                        y = jax.block_until_ready(f(x))
+                        calls = 1
+                    times.append((time.perf_counter() - t0) / calls)
+                    faults.append((_minor_faults() - f0) / calls)
+                    alive = [y] if mode == "kept" else []
+                    y = y1 = None
+                alive.clear()
+                res[mode] = (statistics.median(times), statistics.median(faults))
+            if a.rank == 0:
+                for mode, (t, flt) in res.items():
+                    print(json.dumps({"impl": a.impl, "platform": a.platform, "world": a.world,
+                                      "bytes": nbytes, "op": op, "mode": mode, "us": t * 1e6,
+                                      "faults": flt}), flush=True)
+
+
+def worker(a):
+    """One process of one configuration; rank 0 prints one JSON line per size (--probe: per
+    size, operation and mode)."""
+    import jax
+    fn, looped, make, first, done = setup(a)
+    if a.probe:
+        probe(a, fn, make)
+        return done()
     want = a.world * (a.world + 1) / 2
     for nbytes in a.sizes:
         n = max(1, nbytes // 4)
@@ -161,27 +228,24 @@ def worker(a):
                 print(json.dumps({"impl": a.impl + tag, "platform": a.platform, "world": a.world,
                                   "bytes": nbytes, "us": t * 1e6, "algbw_gbs": nbytes / t / 1e9}),
                       flush=True)
-    if a.impl.startswith("dlpg"):
-        dj.finalize()
-    elif a.world > 1:
-        jax.distributed.shutdown()
+    done()
 
 
-def run_config(impl, platform, world, sizes, timeout, loop):
+def run_config(impl, platform, world, sizes, timeout, loop, probe=False):
     if impl.startswith("dlpg"):
         # A dlpg store served here on a port the kernel picks; the ranks connect to it.
         sys.path.insert(0, os.path.join(REPO, "python_shim"))
         import dlpg
         with dlpg.Store("tcp://127.0.0.1:0?serve=1", float(timeout)) as store:
-            return _run_ranks(impl, platform, world, sizes, timeout, loop, store.port)
+            return _run_ranks(impl, platform, world, sizes, timeout, loop, store.port, probe)
     for _ in range(8):
-        rows, errs = _run_ranks(impl, platform, world, sizes, timeout, loop, _random_port())
+        rows, errs = _run_ranks(impl, platform, world, sizes, timeout, loop, _random_port(), probe)
         if not _port_was_taken(errs):
             break
     return rows, errs
 
 
-def _run_ranks(impl, platform, world, sizes, timeout, loop, port):
+def _run_ranks(impl, platform, world, sizes, timeout, loop, port, probe):
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
                NVSHMEM_DISABLE_NVLS="1")
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(REPO, "python_shim"),
@@ -189,7 +253,8 @@ def _run_ranks(impl, platform, world, sizes, timeout, loop, port):
     procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker",
                                "--impl", impl, "--platform", platform, "--world", str(world),
                                "--rank", str(r), "--port", str(port),
-                               "--sizes", ",".join(map(str, sizes)), "--loop", str(loop)],
+                               "--sizes", ",".join(map(str, sizes)), "--loop", str(loop)]
+                              + (["--probe"] if probe else []),
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for r in range(world)]
     rows, errs = [], []
@@ -215,6 +280,35 @@ def gpu_count():
         return 0
 
 
+def _configs(a):
+    return a.configs.split(",") if a.configs else ["cpu2"]
+
+
+def probe_main(a):
+    lines = ["| config | impl | op | size | mode | time/call (ms) | minor page faults/call |",
+             "|---|---|---|---|---|---|---|"]
+    failures = []
+    for c in _configs(a):
+        platform, world = ("cuda", int(c[4:])) if c.startswith("cuda") else ("cpu", int(c[3:]))
+        for impl in [i for i in IMPLS if i in a.impls.split(",")]:
+            rows, errs = run_config(impl, platform, world, a.sizes, a.timeout, 0, probe=True)
+            failures += ["%s %s: %s" % (c, impl, e) for e in errs]
+            for r in rows:
+                size = "%d B" % r["bytes"] if r["bytes"] < 1 << 20 else "%d MiB" % (r["bytes"] >> 20)
+                lines.append("| %s | %s | %s | %s | %s | %.2f | %.0f |" % (
+                    c, impl, r["op"], size, r["mode"], r["us"] / 1e3, r["faults"]))
+            print("\n".join(lines[-len(rows):]) if rows else "%s %s: no result" % (c, impl),
+                  flush=True)
+    table = "\n".join(lines)
+    print(table)
+    for f in failures:
+        print("FAILED:", f)
+    if a.out:
+        with open(a.out, "w") as fh:
+            fh.write(table + "\n" + "".join("\nFAILED: %s\n" % f for f in failures))
+    return 1 if failures else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--worker", action="store_true")
@@ -229,10 +323,14 @@ def main():
     ap.add_argument("--loop", type=int, default=50, help="calls per jitted loop (0: none)")
     ap.add_argument("--out", default="")
     ap.add_argument("--timeout", type=int, default=200)
+    ap.add_argument("--probe", action="store_true",
+                    help="alone / kept / two then wait, with page faults (see the top)")
     a = ap.parse_args()
     a.sizes = [int(s) for s in a.sizes.split(",")]
     if a.worker:
         return worker(a)
+    if a.probe:
+        return probe_main(a)
     ngpu = gpu_count()
     configs = a.configs.split(",") if a.configs else (
         (["cuda1"] if ngpu >= 1 else []) + (["cuda2"] if ngpu >= 2 else []) + ["cpu2", "cpu4"])

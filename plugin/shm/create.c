@@ -100,6 +100,14 @@ static int dlpg__shm_default_spin(int size) {
   return 4000;
 }
 
+/* Ranks that outnumber the CPUs wait for each other's turn on a CPU: a waiter that yields
+ * hands its CPU to a runnable peer at once, where one that sleeps on the futex waits to be
+ * woken (tens of microseconds in a VM) nearly every step. */
+static double dlpg__shm_default_yield_s(int size) {
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  return ncpu > 0 && size > ncpu ? (double)DLPG__SHM_DEFAULT_YIELD_US * 1e-6 : 0;
+}
+
 /* A store read that waits until deadline in slices, so an abort of the creation ends it. */
 static dlpg_status_t dlpg__shm_store_wait(dlpg__shm_t *sh, dlpg_store_t *store, const char *key,
                                           double deadline, void *buf, size_t cap, size_t *len) {
@@ -316,6 +324,9 @@ dlpg_status_t dlpg__shm_create(dlpg_store_t *store, const char *name, int rank, 
   sh->slot_bytes = slot;
   sh->p2p_slot_bytes = p2p;
   sh->spin = cfg && cfg->spin >= 0 ? cfg->spin : dlpg__shm_default_spin(size);
+  sh->yield_s = cfg && cfg->yield_us < 0   ? 0
+                : cfg && cfg->yield_us > 0 ? (double)cfg->yield_us * 1e-6
+                                           : dlpg__shm_default_yield_s(size);
   sh->sent = calloc((size_t)size, sizeof *sh->sent);
   sh->recvd = calloc((size_t)size, sizeof *sh->recvd);
   double deadline = dlpg__now() + sh->timeout_s;

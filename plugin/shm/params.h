@@ -18,6 +18,8 @@ extern "C" {
     "bytes of each of a rank's two shared-memory slots (larger operations are pipelined through them)") \
   X(SPIN, "DLPG_SHM_SPIN", NULL, DLPG__PARAM_CACHED,                                         \
     "pause iterations a waiting rank spins before it sleeps on a futex (default 4000; 400 when more than 2 ranks fill over half the CPUs; 64 when ranks outnumber CPUs)") \
+  X(YIELD_US, "DLPG_SHM_YIELD_US", NULL, DLPG__PARAM_CACHED,                                \
+    "microseconds a waiting rank yields its CPU (sched_yield) after its spin, before it sleeps on a futex: a peer that waits for a CPU gets it at once (default 1000 when ranks outnumber CPUs, else 0)") \
   X(P2P_SLOT_BYTES, "DLPG_SHM_P2P_SLOT_BYTES", "262144", DLPG__PARAM_CACHED,                 \
     "bytes of each chunk slot of a pair's segment (send/recv; larger messages are pipelined through 4 of them)") \
   X(P2P_STAGE_BYTES, "DLPG_SHM_P2P_STAGE_BYTES", "67108864", DLPG__PARAM_CACHED,             \

@@ -102,6 +102,7 @@ struct dlpg__shm {
   size_t stream_bytes; /* output bytes from which copies into the output stream (copy_out.c) */
   double timeout_s;
   int spin;
+  double yield_s; /* after the spin, seconds of sched_yield before a futex sleep */
   _Atomic int aborted;       /* set by dlpg__shm_abort from any thread */
   const int *create_abort;   /* the creation's abort flag (config), or NULL */
   /* The caller's thread only: */

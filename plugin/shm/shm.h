@@ -52,9 +52,17 @@ typedef struct dlpg__shm_config {
   /* Output bytes of an operation from which its copies into the output use streaming
    * stores (copy_out.c); 0: DLPG__SHM_DEFAULT_STREAM_BYTES; SIZE_MAX: never. */
   size_t stream_bytes;
+  /* Microseconds a waiter yields its CPU (sched_yield) after the spin, before it sleeps; 0:
+   * the default (DLPG__SHM_DEFAULT_YIELD_US when there are more ranks than CPUs, else none);
+   * < 0: none. */
+  long yield_us;
 } dlpg__shm_config_t;
 
 #define DLPG__SHM_DEFAULT_EAGER_BYTES (64L << 10)
+/* 2-core CI machine, 4 and 8 ranks, allreduce and broadcast up to 4 KiB: 11-72 us per call
+ * with 200-1000 us of yielding against 57-130 us with none (a futex sleep and wake-up
+ * nearly every step); 1000 was the best at 8 ranks (bench/results/shm-yield-2core.md). */
+#define DLPG__SHM_DEFAULT_YIELD_US 1000L
 /* 2-core CI machine (32 MiB L3), 2 ranks: out-of-place allreduce 1.35-1.5x faster with
  * streaming stores from 16 MiB up, no gain at 4 MiB (bench/results/shm-stream-2core.md). */
 #define DLPG__SHM_DEFAULT_STREAM_BYTES ((size_t)8 << 20)

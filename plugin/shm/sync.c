@@ -1,5 +1,7 @@
 /* Waiting and waking between the ranks of the segment. A waiter spins a bounded number of
- * pause iterations (cheap when the peer is running on another core), then sleeps on the
+ * pause iterations (cheap when the peer is running on another core), then, where ranks
+ * outnumber the CPUs, yields its CPU for a bounded time (the peer it waits for may be
+ * waiting for that CPU), then sleeps on the
  * counter itself with a shared futex (FUTEX_WAIT without the private flag: the word lives
  * in a mapping of several processes) in slices of at most 100 ms. Between slices it checks
  * what can end the wait without the peer's help: this rank's abort flag, the peer's state
@@ -9,6 +11,7 @@
 #include <limits.h>
 #include <math.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -210,6 +213,19 @@ dlpg_status_t dlpg__shm_wait_until(dlpg__shm_t *sh, _Atomic uint32_t *word,
     if (dlpg__shm_ge(atomic_load_explicit(word, memory_order_acquire), target)) return DLPG_OK;
     dlpg__shm_pause();
   }
+  if (sh->yield_s > 0 && until > 0) {
+    /* At most one sleep's slice, and never past the deadline or the caller's bound: the
+     * slow path below checks the peer's life and says why a wait ended. */
+    double end = dlpg__now() + (sh->yield_s < DLPG__SHM_SLICE_S ? sh->yield_s : DLPG__SHM_SLICE_S);
+    if (end > until) end = until;
+    if (end > sh->deadline) end = sh->deadline;
+    while (!dlpg__shm_ge(atomic_load_explicit(word, memory_order_acquire), target)) {
+      if (atomic_load(&sh->aborted) || dlpg__now() >= end) goto sleep;
+      sched_yield();
+    }
+    return DLPG_OK;
+  }
+sleep:
   for (;;) {
     uint32_t v = atomic_load(word);
     if (dlpg__shm_ge(v, target)) return DLPG_OK;

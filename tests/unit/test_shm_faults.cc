@@ -2,13 +2,16 @@
 // network namespace makes every rank fail with DLPG_ERR_UNSUPPORTED, the fallback signal),
 // re-creation under the same name, nothing in /dev/shm, kill -9 of a rank mid-operation
 // (survivors fail naming it within timeout + 1 s), SIGSTOP (a timeout naming the stopped
-// rank), abort from another thread, a peer that leaves, and mismatched collectives.
+// rank), abort from another thread, a peer that leaves, mismatched collectives, and waiters
+// that yield their CPU ending at the deadline.
 #include "test_shm_util.h"
 
 #include <sched.h>
 #include <sys/stat.h>
 
 #include <atomic>
+#include <random>
+#include <thread>
 
 using namespace shmtest;
 
@@ -37,14 +40,14 @@ TEST(ShmLife, NothingInDevShmAndSameNameAgain) {
     // First a group of 2 under the same name (rank 2 is not in it): the group of 3 after it
     // must not meet that one's keys.
     if (k.rank < 2) {
-      dlpg__shm_config_t cfg{4096, 0, 20, -1, nullptr, 0, 0};
+      dlpg__shm_config_t cfg{4096, 0, 20, -1, nullptr, 0, 0, 0};
       dlpg__shm_t *sh = nullptr;
       ASSERT_EQ(dlpg__shm_create(k.store, "again", k.rank, 2, &cfg, &sh), DLPG_OK) << dlpg_last_error();
       ASSERT_EQ(dlpg__shm_barrier(sh), DLPG_OK) << dlpg_last_error();
       dlpg__shm_destroy(sh);
     }
     for (int round = 0; round < 3; round++) {
-      dlpg__shm_config_t cfg{4096, 0, 20, -1, nullptr, 0, 0};
+      dlpg__shm_config_t cfg{4096, 0, 20, -1, nullptr, 0, 0, 0};
       dlpg__shm_t *sh = nullptr;
       ASSERT_EQ(dlpg__shm_create(k.store, "again", k.rank, k.size, &cfg, &sh), DLPG_OK) << dlpg_last_error();
       EXPECT_TRUE(DevShmDlpg().empty()) << "a segment has a name in /dev/shm";
@@ -77,7 +80,7 @@ TEST(ShmLife, OtherNetworkNamespaceIsUnsupportedEverywhere) {
     if (k.rank == 1) {
       ASSERT_EQ(unshare(CLONE_NEWNET), 0);
     }
-    dlpg__shm_config_t cfg{0, 0, 10, -1, nullptr, 0, 0};
+    dlpg__shm_config_t cfg{0, 0, 10, -1, nullptr, 0, 0, 0};
     dlpg__shm_t *sh = nullptr;
     double t0 = Now();
     EXPECT_EQ(dlpg__shm_create(k.store, "netns", k.rank, k.size, &cfg, &sh), DLPG_ERR_UNSUPPORTED)
@@ -198,6 +201,42 @@ TEST(ShmFaults, AbortFromAnotherThread) {
     EXPECT_LT(took, 1.5);
     EXPECT_EQ(dlpg__shm_barrier(k.sh), DLPG_ERR_ABORTED);
     dlpg_store_set(k.store, "abort/done", "1", 1);
+  });
+  ExpectAllPass(codes);
+}
+
+// Waiters that yield their CPU (forced here for far longer than the timeout; by default only
+// where ranks outnumber the CPUs) get the same sums and still end at the deadline, naming
+// the rank that did not come.
+TEST(ShmFaults, YieldingWaitersStillEndOnTime) {
+  Opts o;
+  o.timeout = 2;
+  o.yield_us = 10 * 1000 * 1000;
+  o.name = "yield";
+  auto codes = RunRanks(3, o, [](Rank &k) {
+    std::mt19937 gen(1234);
+    std::uniform_int_distribution<int32_t> d(-1000, 1000);
+    for (int round = 0; round < 200; round++) {
+      std::vector<std::vector<int32_t>> all(3, std::vector<int32_t>(1 + round % 37));
+      for (auto &v : all)
+        for (auto &x : v) x = d(gen);
+      std::vector<int32_t> out(all[0].size());
+      ASSERT_EQ(dlpg__shm_allreduce(k.sh, all[k.rank].data(), out.data(), out.size(),
+                                    DLPG__DT_INT32, DLPG_SUM), DLPG_OK) << dlpg_last_error();
+      for (size_t i = 0; i < out.size(); i++)
+        ASSERT_EQ(out[i], all[0][i] + all[1][i] + all[2][i]) << "round " << round << " element " << i;
+    }
+    if (k.rank == 2) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(Scaled(4.0)));
+      return;  // never comes to the next one
+    }
+    int32_t v = 1, out;
+    double t0 = Now();
+    EXPECT_EQ(dlpg__shm_allreduce(k.sh, &v, &out, 1, DLPG__DT_INT32, DLPG_SUM), DLPG_ERR_TIMEOUT);
+    double took = Now() - t0;
+    EXPECT_TRUE(Has(dlpg_last_error(), "rank 2 (pid ")) << dlpg_last_error();
+    EXPECT_GE(took, 1.9);
+    EXPECT_LT(took, 2.0 + 1.0);
   });
   ExpectAllPass(codes);
 }

@@ -53,6 +53,7 @@ struct Store {
 
 struct Opts {
   size_t slot = 0, p2p_slot = 0, stream = 0;
+  long yield_us = 0;  // 0: the engine's default; < 0: never yield
   double timeout = Scaled(20);
   double deadline = Scaled(40);   // the parent kills ranks still running after this
   std::string name = "shmtest";
@@ -76,7 +77,7 @@ inline std::vector<int> RunRanks(int size, const Opts &o, const std::function<vo
         _exit(3);
       }
       if (o.create) {
-        dlpg__shm_config_t cfg{o.slot, o.p2p_slot, o.timeout, -1, nullptr, 0, o.stream};
+        dlpg__shm_config_t cfg{o.slot, o.p2p_slot, o.timeout, -1, nullptr, 0, o.stream, o.yield_us};
         dlpg_status_t s = dlpg__shm_create(rk.store, o.name.c_str(), r, size, &cfg, &rk.sh);
         if (s != DLPG_OK) {
           fprintf(stderr, "rank %d: create: %s: %s\n", r, dlpg_status_name(s), dlpg_last_error());
