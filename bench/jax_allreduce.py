@@ -280,6 +280,18 @@ def gpu_count():
         return 0
 
 
+def _finish(lines, failures, out):
+    """Print the table and the failures, write them to out (if set); the exit status."""
+    table = "\n".join(lines)
+    print(table)
+    for f in failures:
+        print("FAILED:", f)
+    if out:
+        with open(out, "w") as fh:
+            fh.write(table + "\n" + "".join("\nFAILED: %s\n" % f for f in failures))
+    return 1 if failures else 0
+
+
 def _configs(a):
     return a.configs.split(",") if a.configs else ["cpu2"]
 
@@ -299,14 +311,7 @@ def probe_main(a):
                     c, impl, r["op"], size, r["mode"], r["us"] / 1e3, r["faults"]))
             print("\n".join(lines[-len(rows):]) if rows else "%s %s: no result" % (c, impl),
                   flush=True)
-    table = "\n".join(lines)
-    print(table)
-    for f in failures:
-        print("FAILED:", f)
-    if a.out:
-        with open(a.out, "w") as fh:
-            fh.write(table + "\n" + "".join("\nFAILED: %s\n" % f for f in failures))
-    return 1 if failures else 0
+    return _finish(lines, failures, a.out)
 
 
 def main():
@@ -368,14 +373,7 @@ def main():
     for (c, impl, nb), g in sorted(bw.items()):
         if impl.startswith("dlpg") and (c, "jax", nb) in bw:
             lines.append("| %s | %s | %d MiB | %.2fx |" % (c, impl, nb >> 20, g / bw[(c, "jax", nb)]))
-    table = "\n".join(lines)
-    print(table)
-    for f in failures:
-        print("FAILED:", f)
-    if a.out:
-        with open(a.out, "w") as fh:
-            fh.write(table + "\n" + "".join("\nFAILED: %s\n" % f for f in failures))
-    return 1 if failures else 0
+    return _finish(lines, failures, a.out)
 
 
 if __name__ == "__main__":
