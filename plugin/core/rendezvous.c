@@ -11,8 +11,9 @@
  *   every rank:  adds 1 to <base>/g<N>/claim/<r>: 2 means two processes claim rank r.
  * A stale hello gets an answer nobody reads; a stale welcome has a nonce nobody waits on.
  * What stays on the store per base: the counter, <base>/last (the last generation started
- * and its world size, for naming a second process of one rank or a rank beyond that size) and each rank's latest hello (a reader may be
- * between a hello's counter and its value, so hellos are overwritten, never deleted). */
+ * and its world size, for naming a second process of one rank or a rank beyond that size)
+ * and each rank's latest hello (a reader may be between a hello's counter and its value, so
+ * hellos are overwritten, never deleted). */
 #include "core/rendezvous.h"
 
 #include <errno.h>
