@@ -221,29 +221,21 @@ static dlpg_status_t dlpg__shm_serve(dlpg__shm_t *sh, dlpg_store_t *store, const
  * here (another host as far as the engine is concerned). */
 static dlpg_status_t dlpg__shm_join(dlpg__shm_t *sh, const char *sock, const uint8_t token[16],
                                     uint64_t nonce, double deadline) {
-  int c = dlpg__shm_sock_connect(sock);
-  if (c < 0)
-    return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                       "rank %d cannot reach rank 0's socket (%s): not on rank 0's host or network namespace",
-                       sh->rank, strerror(errno));
   dlpg__shm_hello_t hello = {sh->rank, (int32_t)getpid(), {0}};
   memcpy(hello.token, token, 16);
-  uint8_t ok = 0;
-  int fd = -1;
-  if (dlpg__shm_sock_send(c, &hello, sizeof hello, -1) != 0 ||
-      dlpg__shm_sock_recv(c, &ok, 1, &fd, deadline) != 0) {
-    int e = errno;
-    close(c);
-    if (fd >= 0) close(fd);
-    return dlpg__error(e == ETIMEDOUT ? DLPG_ERR_TIMEOUT : DLPG_ERR_UNSUPPORTED,
-                       "rank %d got no segment from rank 0: %s", sh->rank, strerror(e));
-  }
-  close(c);
-  if (ok != 1 || fd < 0) {
-    if (fd >= 0) close(fd);
-    return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                       "rank %d is in another pid namespace than rank 0 (its pid differs as rank 0 sees it)",
-                       sh->rank);
+  int fd = -1, why = 0;
+  switch (dlpg__shm_sock_fetch(sock, &hello, sizeof hello, deadline, &fd, &why)) {
+    case DLPG__SHM_FETCH_UNREACHABLE:
+      return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                         "rank %d cannot reach rank 0's socket (%s): not on rank 0's host or network namespace",
+                         sh->rank, strerror(errno));
+    case DLPG__SHM_FETCH_FAILED:
+      return dlpg__error(why == ETIMEDOUT ? DLPG_ERR_TIMEOUT : DLPG_ERR_UNSUPPORTED,
+                         "rank %d got no segment from rank 0: %s", sh->rank, strerror(why));
+    case DLPG__SHM_FETCH_REFUSED:
+      return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                         "rank %d is in another pid namespace than rank 0 (its pid differs as rank 0 sees it)",
+                         sh->rank);
   }
   dlpg__shm_header_t h = {0};
   void *p = MAP_FAILED;

@@ -117,3 +117,26 @@ int dlpg__shm_sock_recv(int fd, void *buf, size_t len, int *got_fd, double deadl
   }
   return 0;
 }
+
+int dlpg__shm_sock_fetch(const char *name, const void *hello, size_t len, double deadline, int *fd,
+                         int *err) {
+  *fd = -1;
+  *err = 0;
+  int c = dlpg__shm_sock_connect(name);
+  if (c < 0) return DLPG__SHM_FETCH_UNREACHABLE;
+  uint8_t ok = 0;
+  if (dlpg__shm_sock_send(c, hello, len, -1) != 0 || dlpg__shm_sock_recv(c, &ok, 1, fd, deadline) != 0) {
+    *err = errno;
+    close(c);
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+    return DLPG__SHM_FETCH_FAILED;
+  }
+  close(c);
+  if (ok != 1 || *fd < 0) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+    return DLPG__SHM_FETCH_REFUSED;
+  }
+  return 0;
+}

@@ -163,27 +163,19 @@ static dlpg_status_t dlpg__pair_serve_fd(dlpg__shm_pair_t *p, dlpg_store_t *stor
 /* Higher rank: fetch and map the segment; UNSUPPORTED when it cannot. */
 static dlpg_status_t dlpg__pair_join(dlpg__shm_pair_t *p, const char *sock, const uint8_t token[16],
                                      uint64_t nonce, double deadline) {
-  int c = dlpg__shm_sock_connect(sock);
-  if (c < 0)
-    return dlpg__error(DLPG_ERR_UNSUPPORTED, "rank %d cannot reach rank %d's socket (%s): not "
-                       "on its host or network namespace", p->me, p->peer, strerror(errno));
   dlpg__pair_hello_t hello = {p->me, (int32_t)getpid(), {0}};
   memcpy(hello.token, token, 16);
-  uint8_t ok = 0;
-  int fd = -1;
-  if (dlpg__shm_sock_send(c, &hello, sizeof hello, -1) != 0 ||
-      dlpg__shm_sock_recv(c, &ok, 1, &fd, deadline) != 0) {
-    int e = errno;
-    close(c);
-    if (fd >= 0) close(fd);
-    return dlpg__error(e == ETIMEDOUT ? DLPG_ERR_TIMEOUT : DLPG_ERR_UNSUPPORTED,
-                       "rank %d got no pair segment from rank %d: %s", p->me, p->peer, strerror(e));
-  }
-  close(c);
-  if (ok != 1 || fd < 0) {
-    if (fd >= 0) close(fd);
-    return dlpg__error(DLPG_ERR_UNSUPPORTED, "rank %d is in another pid namespace than rank %d",
-                       p->me, p->peer);
+  int fd = -1, why = 0;
+  switch (dlpg__shm_sock_fetch(sock, &hello, sizeof hello, deadline, &fd, &why)) {
+    case DLPG__SHM_FETCH_UNREACHABLE:
+      return dlpg__error(DLPG_ERR_UNSUPPORTED, "rank %d cannot reach rank %d's socket (%s): not "
+                         "on its host or network namespace", p->me, p->peer, strerror(errno));
+    case DLPG__SHM_FETCH_FAILED:
+      return dlpg__error(why == ETIMEDOUT ? DLPG_ERR_TIMEOUT : DLPG_ERR_UNSUPPORTED,
+                         "rank %d got no pair segment from rank %d: %s", p->me, p->peer, strerror(why));
+    case DLPG__SHM_FETCH_REFUSED:
+      return dlpg__error(DLPG_ERR_UNSUPPORTED, "rank %d is in another pid namespace than rank %d",
+                         p->me, p->peer);
   }
   dlpg__pair_header_t h = {0};
   void *m = MAP_FAILED;
