@@ -3,10 +3,10 @@
  * outnumber the CPUs, yields its CPU for a bounded time (the peer it waits for may be
  * waiting for that CPU), then sleeps on the counter itself with a shared futex (FUTEX_WAIT
  * without the private flag: the word lives in a mapping of several processes) in slices of
- * at most 100 ms. Between slices it checks
- * what can end the wait without the peer's help: this rank's abort flag, the peer's state
- * in the segment, the peer's life (its pid), and the operation's deadline. A waker issues
- * FUTEX_WAKE only when a waiter announced itself, so the fast path is one store. */
+ * at most 100 ms. Between slices it checks what can end the wait without the peer's help:
+ * this rank's abort flag, the peer's state in the segment, the peer's life (its pid), and
+ * the operation's deadline. A waker issues FUTEX_WAKE only when a waiter announced itself,
+ * so the fast path is one store. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
