@@ -292,15 +292,11 @@ def _finish(lines, failures, out):
     return 1 if failures else 0
 
 
-def _configs(a):
-    return a.configs.split(",") if a.configs else ["cpu2"]
-
-
 def probe_main(a):
     lines = ["| config | impl | op | size | mode | time/call (ms) | minor page faults/call |",
              "|---|---|---|---|---|---|---|"]
     failures = []
-    for c in _configs(a):
+    for c in a.configs.split(",") if a.configs else ["cpu2"]:
         platform, world = ("cuda", int(c[4:])) if c.startswith("cuda") else ("cpu", int(c[3:]))
         for impl in [i for i in IMPLS if i in a.impls.split(",")]:
             rows, errs = run_config(impl, platform, world, a.sizes, a.timeout, 0, probe=True)

@@ -149,8 +149,8 @@ static long long rdv_last_started(dlpg_store_t *s, const char *base, int *size) 
   long long gen = -1;
   *size = 0;
   snprintf(key, sizeof key, "%s/last", base);
-  if (dlpg__rdv_try_get(s, key, buf, sizeof buf) == 1 && sscanf(buf, "%lld %d", &gen, size) < 1)
-    gen = -1;
+  /* An unreadable value leaves gen at -1 (sscanf assigns nothing then). */
+  if (dlpg__rdv_try_get(s, key, buf, sizeof buf) == 1) sscanf(buf, "%lld %d", &gen, size);
   return gen;
 }
 

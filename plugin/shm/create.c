@@ -228,7 +228,7 @@ static dlpg_status_t dlpg__shm_join(dlpg__shm_t *sh, const char *sock, const uin
     case DLPG__SHM_FETCH_UNREACHABLE:
       return dlpg__error(DLPG_ERR_UNSUPPORTED,
                          "rank %d cannot reach rank 0's socket (%s): not on rank 0's host or network namespace",
-                         sh->rank, strerror(errno));
+                         sh->rank, strerror(why));
     case DLPG__SHM_FETCH_FAILED:
       return dlpg__error(why == ETIMEDOUT ? DLPG_ERR_TIMEOUT : DLPG_ERR_UNSUPPORTED,
                          "rank %d got no segment from rank 0: %s", sh->rank, strerror(why));

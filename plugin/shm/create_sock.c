@@ -123,7 +123,10 @@ int dlpg__shm_sock_fetch(const char *name, const void *hello, size_t len, double
   *fd = -1;
   *err = 0;
   int c = dlpg__shm_sock_connect(name);
-  if (c < 0) return DLPG__SHM_FETCH_UNREACHABLE;
+  if (c < 0) {
+    *err = errno;
+    return DLPG__SHM_FETCH_UNREACHABLE;
+  }
   uint8_t ok = 0;
   if (dlpg__shm_sock_send(c, hello, len, -1) != 0 || dlpg__shm_sock_recv(c, &ok, 1, fd, deadline) != 0) {
     *err = errno;

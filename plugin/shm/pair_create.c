@@ -169,7 +169,7 @@ static dlpg_status_t dlpg__pair_join(dlpg__shm_pair_t *p, const char *sock, cons
   switch (dlpg__shm_sock_fetch(sock, &hello, sizeof hello, deadline, &fd, &why)) {
     case DLPG__SHM_FETCH_UNREACHABLE:
       return dlpg__error(DLPG_ERR_UNSUPPORTED, "rank %d cannot reach rank %d's socket (%s): not "
-                         "on its host or network namespace", p->me, p->peer, strerror(errno));
+                         "on its host or network namespace", p->me, p->peer, strerror(why));
     case DLPG__SHM_FETCH_FAILED:
       return dlpg__error(why == ETIMEDOUT ? DLPG_ERR_TIMEOUT : DLPG_ERR_UNSUPPORTED,
                          "rank %d got no pair segment from rank %d: %s", p->me, p->peer, strerror(why));

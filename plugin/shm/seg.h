@@ -235,7 +235,7 @@ int dlpg__shm_sock_send(int fd, const void *buf, size_t len, int pass_fd);
 int dlpg__shm_sock_recv(int fd, void *buf, size_t len, int *got_fd, double deadline);
 /* A joiner's exchange: connect to name, send hello, receive a one-byte answer with the
  * segment's fd by deadline. 0: *fd is the segment; DLPG__SHM_FETCH_UNREACHABLE: no such
- * socket here (errno set); DLPG__SHM_FETCH_FAILED: the exchange failed (the errno in *err);
+ * socket here; DLPG__SHM_FETCH_FAILED: the exchange failed (for both, the errno in *err);
  * DLPG__SHM_FETCH_REFUSED: the owner answered no (it sees another pid than this one). */
 enum { DLPG__SHM_FETCH_UNREACHABLE = 1, DLPG__SHM_FETCH_FAILED = 2, DLPG__SHM_FETCH_REFUSED = 3 };
 int dlpg__shm_sock_fetch(const char *name, const void *hello, size_t len, double deadline, int *fd,

@@ -219,13 +219,10 @@ dlpg_status_t dlpg__shm_wait_until(dlpg__shm_t *sh, _Atomic uint32_t *word,
     double end = dlpg__now() + (sh->yield_s < DLPG__SHM_SLICE_S ? sh->yield_s : DLPG__SHM_SLICE_S);
     if (end > until) end = until;
     if (end > sh->deadline) end = sh->deadline;
-    while (!dlpg__shm_ge(atomic_load_explicit(word, memory_order_acquire), target)) {
-      if (atomic_load(&sh->aborted) || dlpg__now() >= end) goto sleep;
+    while (!dlpg__shm_ge(atomic_load_explicit(word, memory_order_acquire), target) &&
+           !atomic_load(&sh->aborted) && dlpg__now() < end)
       sched_yield();
-    }
-    return DLPG_OK;
   }
-sleep:
   for (;;) {
     uint32_t v = atomic_load(word);
     if (dlpg__shm_ge(v, target)) return DLPG_OK;
