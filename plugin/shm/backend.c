@@ -47,6 +47,8 @@ static dlpg_status_t dlpg__shm_be_state_create(const dlpg__be_group_t *g, void *
   cfg.spin = spin >= 0 && spin < 0x7fffffffL ? (int)spin : -1;
   long yield = dlpg__shm_setting(DLPG__SHM_PARAM(YIELD_US), -1);
   cfg.yield_us = yield == 0 ? -1 : yield > 0 ? yield : 0;
+  long threads = dlpg__shm_setting(DLPG__SHM_PARAM(THREADS), 0);
+  cfg.threads = threads > 0 && threads <= 256 ? (int)threads : 0;
   cfg.abort_flag = g->aborted; /* an abort of the group ends the creation too */
   long stream = dlpg__shm_setting(DLPG__SHM_PARAM(STREAM_BYTES), -1);
   cfg.stream_bytes = stream == 0 ? SIZE_MAX : stream > 0 ? (size_t)stream : 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "shm/copy_out.h"
 #include "shm/seg.h"
 
 static size_t dlpg__shm_min(size_t a, size_t b) { return a < b ? a : b; }
@@ -24,11 +25,11 @@ dlpg_status_t dlpg__shm_broadcast(dlpg__shm_t *sh, void *buf, size_t nbytes, int
   do {
     size_t n = dlpg__shm_min(nbytes - off, sh->slot_bytes);
     DLPG_CHECK(dlpg__shm_step_begin(sh));
-    if (sh->rank == root && n) memcpy(dlpg__shm_cur_slot(sh, root), p + off, n);
+    if (sh->rank == root) dlpg__shm_copy_many(sh, &(dlpg__shm_copy_t){dlpg__shm_cur_slot(sh, root), p + off, n}, 1, 0);
     DLPG_CHECK(dlpg__shm_step_post(sh));
     if (sh->rank != root) {
       DLPG_CHECK(dlpg__shm_step_wait(sh, root));
-      if (n) memcpy(p + off, dlpg__shm_cur_slot(sh, root), n);
+      dlpg__shm_copy_many(sh, &(dlpg__shm_copy_t){p + off, dlpg__shm_cur_slot(sh, root), n}, 1, 0);
     }
     off += n;
   } while (off < nbytes);
@@ -49,11 +50,12 @@ dlpg_status_t dlpg__shm_allgather(dlpg__shm_t *sh, const void *in, void *out, si
   do {
     size_t n = dlpg__shm_min(nbytes - off, sh->slot_bytes);
     DLPG_CHECK(dlpg__shm_step_begin(sh));
-    if (n) memcpy(dlpg__shm_cur_slot(sh, sh->rank), src + off, n);
+    dlpg__shm_copy_many(sh, &(dlpg__shm_copy_t){dlpg__shm_cur_slot(sh, sh->rank), src + off, n}, 1, 0);
     DLPG_CHECK(dlpg__shm_step_post(sh));
     DLPG_CHECK(dlpg__shm_step_wait_all(sh));
-    for (int q = 0; n && q < sh->size; q++)
-      memcpy(dst + (size_t)q * nbytes + off, dlpg__shm_cur_slot(sh, q), n);
+    for (int q = 0; q < sh->size; q++)
+      sh->copies[q] = (dlpg__shm_copy_t){dst + (size_t)q * nbytes + off, dlpg__shm_cur_slot(sh, q), n};
+    dlpg__shm_copy_many(sh, sh->copies, (size_t)sh->size, 0);
     off += n;
   } while (off < nbytes);
   return DLPG_OK;
@@ -77,11 +79,14 @@ dlpg_status_t dlpg__shm_alltoall(dlpg__shm_t *sh, const void *in, void *out, siz
     size_t n = dlpg__shm_min(nbytes - off, sub);
     DLPG_CHECK(dlpg__shm_step_begin(sh));
     uint8_t *mine = dlpg__shm_cur_slot(sh, sh->rank);
-    for (size_t j = 0; n && j < N; j++) memcpy(mine + j * sub, src + j * nbytes + off, n);
+    for (size_t j = 0; j < N; j++)
+      sh->copies[j] = (dlpg__shm_copy_t){mine + j * sub, src + j * nbytes + off, n};
+    dlpg__shm_copy_many(sh, sh->copies, N, 0);
     DLPG_CHECK(dlpg__shm_step_post(sh));
     DLPG_CHECK(dlpg__shm_step_wait_all(sh));
-    for (size_t q = 0; n && q < N; q++)
-      memcpy(dst + q * nbytes + off, dlpg__shm_cur_slot(sh, (int)q) + r * sub, n);
+    for (size_t q = 0; q < N; q++)
+      sh->copies[q] = (dlpg__shm_copy_t){dst + q * nbytes + off, dlpg__shm_cur_slot(sh, (int)q) + r * sub, n};
+    dlpg__shm_copy_many(sh, sh->copies, N, 0);
     off += n;
   } while (off < nbytes);
   return DLPG_OK;

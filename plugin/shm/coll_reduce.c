@@ -57,8 +57,10 @@ static dlpg_status_t dlpg__shm_reduce_large(dlpg__shm_t *sh, const dlpg__shm_red
     size_t lo = n * r / N, hi = n * (r + 1) / N;
     DLPG_CHECK(dlpg__shm_step_begin(sh));
     uint8_t *mine = dlpg__shm_cur_slot(sh, sh->rank);
-    memcpy(mine, in + off * E, lo * E);
-    memcpy(mine + hi * E, in + (off + hi) * E, (n - hi) * E);
+    dlpg__shm_copy_t *cp = sh->copies;
+    cp[0] = (dlpg__shm_copy_t){mine, in + off * E, lo * E};
+    cp[1] = (dlpg__shm_copy_t){mine + hi * E, in + (off + hi) * E, (n - hi) * E};
+    dlpg__shm_copy_many(sh, cp, 2, 0);
     DLPG_CHECK(dlpg__shm_step_post(sh));
     DLPG_CHECK(dlpg__shm_step_wait_all(sh));
     /* The result goes into this rank's slot of the next step, which every rank may
@@ -68,18 +70,18 @@ static dlpg_status_t dlpg__shm_reduce_large(dlpg__shm_t *sh, const dlpg__shm_red
     DLPG_CHECK(dlpg__shm_step_begin(sh));
     uint8_t *dst = dlpg__shm_cur_slot(sh, sh->rank) + lo * E;
     sh->cur = reading;
-    dlpg__shm_reduce_from(sh, rd, dst, lo * E, hi - lo, in + (off + lo) * E);
+    dlpg__shm_reduce_many(sh, rd, dst, lo * E, hi - lo, in + (off + lo) * E);
     sh->cur = reading + 1;
     DLPG_CHECK(dlpg__shm_step_post(sh));
     if (who >= 0 && who != sh->rank) continue;
     DLPG_CHECK(dlpg__shm_step_wait_all(sh));
     for (size_t q = 0; q < N; q++) {
       size_t qlo = n * q / N, qhi = n * (q + 1) / N;
-      dlpg__shm_copy_out(out + (off + qlo) * E, dlpg__shm_cur_slot(sh, (int)q) + qlo * E,
-                         (qhi - qlo) * E, stream);
+      cp[q] = (dlpg__shm_copy_t){out + (off + qlo) * E, dlpg__shm_cur_slot(sh, (int)q) + qlo * E,
+                                 (qhi - qlo) * E};
     }
+    dlpg__shm_copy_many(sh, cp, N, stream);
   }
-  dlpg__shm_copy_out_done(stream);
   return DLPG_OK;
 }
 
@@ -142,10 +144,12 @@ dlpg_status_t dlpg__shm_reduce_scatter(dlpg__shm_t *sh, const void *in, void *ou
     size_t n = count - off < per ? count - off : per;
     DLPG_CHECK(dlpg__shm_step_begin(sh));
     uint8_t *mine = dlpg__shm_cur_slot(sh, sh->rank);
-    for (size_t j = 0; n && j < N; j++) memcpy(mine + j * sub, src + (j * count + off) * E, n * E);
+    for (size_t j = 0; j < N; j++)
+      sh->copies[j] = (dlpg__shm_copy_t){mine + j * sub, src + (j * count + off) * E, n * E};
+    dlpg__shm_copy_many(sh, sh->copies, N, 0);
     DLPG_CHECK(dlpg__shm_step_post(sh));
     DLPG_CHECK(dlpg__shm_step_wait_all(sh));
-    dlpg__shm_reduce_slots(sh, &rd, (uint8_t *)out + off * E, (size_t)sh->rank * sub, n);
+    dlpg__shm_reduce_many(sh, &rd, (uint8_t *)out + off * E, (size_t)sh->rank * sub, n, NULL);
     off += n;
   } while (off < count);
   return DLPG_OK;

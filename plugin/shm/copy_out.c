@@ -8,6 +8,8 @@
  * others in the same runs: they copy as before. */
 #include "shm/copy_out.h"
 
+#include "shm/team.h"
+
 #include <stdint.h>
 #include <string.h>
 
@@ -56,4 +58,29 @@ void dlpg__shm_copy_out_done(int stream) {
 #else
   (void)stream;
 #endif
+}
+
+typedef struct dlpg__shm_copy_job {
+  const dlpg__shm_copy_t *cp;
+  size_t count;
+  int stream;
+} dlpg__shm_copy_job_t;
+
+/* Bytes [lo, hi) of the copies laid end to end. */
+static void dlpg__shm_copy_part(void *arg, size_t lo, size_t hi) {
+  const dlpg__shm_copy_job_t *j = arg;
+  size_t at = 0;
+  for (size_t i = 0; i < j->count && at < hi; at += j->cp[i++].len) {
+    size_t a = lo > at ? lo - at : 0, b = hi - at < j->cp[i].len ? hi - at : j->cp[i].len;
+    if (a < b) dlpg__shm_copy_out(j->cp[i].dst + a, j->cp[i].src + a, b - a, j->stream);
+  }
+  dlpg__shm_copy_out_done(j->stream); /* on the thread that stored */
+}
+
+void dlpg__shm_copy_many(dlpg__shm_t *sh, const dlpg__shm_copy_t *cp, size_t count, int stream) {
+  dlpg__shm_copy_job_t j = {cp, count, stream};
+  size_t total = 0;
+  for (size_t i = 0; i < count; i++) total += cp[i].len;
+  dlpg__shm_team_run(dlpg__shm_helpers(sh), dlpg__shm_copy_part, &j, total,
+                     DLPG__SHM_PART_BYTES);
 }

@@ -14,4 +14,8 @@ void dlpg__shm_copy_out(void *dst, const void *src, size_t n, int stream);
 /* After an operation's last dlpg__shm_copy_out with stream set, before it completes. */
 void dlpg__shm_copy_out_done(int stream);
 
+/* The copies cp[0..count), as dlpg__shm_copy_out with stream, fenced when streamed; split
+ * between the rank's helper threads when it has them (team.h) and they are large enough. */
+void dlpg__shm_copy_many(dlpg__shm_t *sh, const dlpg__shm_copy_t *cp, size_t count, int stream);
+
 #endif

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,8 +93,7 @@ static int dlpg__shm_create_aborted(const dlpg__shm_t *sh) {
  * us per small allreduce with 4000 pauses (bench/results/cpu-compare-16core.md; shorter
  * runs in shm-spin-16core.md). Long spins where the ranks fill at most half the cores (or
  * are two), short ones up to one rank per core, very short ones beyond. */
-static int dlpg__shm_default_spin(int size) {
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+static int dlpg__shm_default_spin(int size, long ncpu) {
   if (ncpu <= 0) return 4000;
   if (size > ncpu) return 64;
   if (size > 2 && 2L * size > ncpu) return 400;
@@ -103,9 +103,23 @@ static int dlpg__shm_default_spin(int size) {
 /* Ranks that outnumber the CPUs wait for each other's turn on a CPU: a waiter that yields
  * hands its CPU to a runnable peer at once, where one that sleeps on the futex waits to be
  * woken (tens of microseconds in a VM) nearly every step. */
-static double dlpg__shm_default_yield_s(int size) {
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+static double dlpg__shm_default_yield_s(int size, long ncpu) {
   return ncpu > 0 && size > ncpu ? (double)DLPG__SHM_DEFAULT_YIELD_US * 1e-6 : 0;
+}
+
+/* The CPUs left over per rank, up to DLPG__SHM_DEFAULT_THREADS_MAX: a rank pinned to one
+ * CPU, or ranks that fill the CPUs, work alone. */
+static int dlpg__shm_default_threads(int size, long ncpu) {
+  long t = ncpu > 0 ? ncpu / size : 1;
+  return t < 1 ? 1 : t > DLPG__SHM_DEFAULT_THREADS_MAX ? DLPG__SHM_DEFAULT_THREADS_MAX : (int)t;
+}
+
+/* The CPUs this process may run on (its affinity mask: a launcher's binding or a
+ * container's cpuset), else the online ones. */
+static long dlpg__shm_cpus(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return sysconf(_SC_NPROCESSORS_ONLN);
 }
 
 /* A store read that waits until deadline in slices, so an abort of the creation ends it. */
@@ -315,17 +329,20 @@ dlpg_status_t dlpg__shm_create(dlpg_store_t *store, const char *name, int rank, 
   p2p = dlpg__shm_align(p2p < 256 ? 256 : p2p);
   sh->slot_bytes = slot;
   sh->p2p_slot_bytes = p2p;
-  sh->spin = cfg && cfg->spin >= 0 ? cfg->spin : dlpg__shm_default_spin(size);
+  long ncpu = dlpg__shm_cpus();
+  sh->spin = cfg && cfg->spin >= 0 ? cfg->spin : dlpg__shm_default_spin(size, ncpu);
   sh->yield_s = cfg && cfg->yield_us < 0   ? 0
                 : cfg && cfg->yield_us > 0 ? (double)cfg->yield_us * 1e-6
-                                           : dlpg__shm_default_yield_s(size);
+                                           : dlpg__shm_default_yield_s(size, ncpu);
+  sh->threads = cfg && cfg->threads > 0 ? cfg->threads : dlpg__shm_default_threads(size, ncpu);
   sh->sent = calloc((size_t)size, sizeof *sh->sent);
   sh->recvd = calloc((size_t)size, sizeof *sh->recvd);
+  sh->copies = calloc((size_t)size + 2, sizeof *sh->copies);
   double deadline = dlpg__now() + sh->timeout_s;
   char prefix[DLPG__SHM_KEY_MAX], key[DLPG__SHM_KEY_MAX + 32], sock[100];
   dlpg_status_t st = DLPG_OK, mine = DLPG_OK;
   int lfd = -1, memfd = -1;
-  if (!sh->sent || !sh->recvd) {
+  if (!sh->sent || !sh->recvd || !sh->copies) {
     st = dlpg__error(DLPG_ERR_SYSTEM, "dlpg__shm_create: out of memory");
     goto fail;
   }
@@ -399,6 +416,7 @@ fail:
   if (lfd >= 0) close(lfd);
   if (memfd >= 0) close(memfd);
   if (sh->base) munmap(sh->base, sh->map_bytes);
+  free(sh->copies);
   free(sh->sent);
   free(sh->recvd);
   free(sh);

@@ -4,7 +4,10 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
+#include "base/log.h"
+#include "shm/params.h"
 #include "shm/seg.h"
+#include "shm/team.h"
 
 void dlpg__shm_abort(dlpg__shm_t *sh) {
   if (!sh) return;
@@ -22,10 +25,26 @@ void dlpg__shm_destroy(dlpg__shm_t *sh) {
   int32_t alive = DLPG__SHM_ALIVE;
   atomic_compare_exchange_strong(&sh->ctl[sh->rank].state, &alive, DLPG__SHM_LEFT);
   dlpg__shm_wake_all(sh);
+  dlpg__shm_team_free(sh->team);
   munmap(sh->base, sh->map_bytes);
+  free(sh->copies);
   free(sh->sent);
   free(sh->recvd);
   free(sh);
+}
+
+struct dlpg__shm_team *dlpg__shm_helpers(dlpg__shm_t *sh) {
+  if (!sh->team_tried && sh->threads > 1) {
+    sh->team_tried = 1;
+    sh->team = dlpg__shm_team_new(sh->threads);
+    if (sh->team)
+      DLPG_INFO(SHM, sh->rank, "shm: %d threads copy and reduce this rank's large collectives",
+                sh->threads);
+    else
+      DLPG_INFO(SHM, sh->rank, "shm: could not start %d helper threads; this rank works alone",
+                sh->threads - 1);
+  }
+  return sh->team;
 }
 
 void dlpg__shm_set_timeout(dlpg__shm_t *sh, double timeout_s) {

@@ -84,6 +84,16 @@ typedef struct dlpg__shm_header {
   uint64_t off_ctl, off_chan, off_slots, off_p2p;
 } dlpg__shm_header_t;
 
+/* One of several copies a collective does together (copy_out.h). */
+typedef struct dlpg__shm_copy {
+  uint8_t *dst;
+  const uint8_t *src;
+  size_t len;
+} dlpg__shm_copy_t;
+
+/* Bytes of the smallest part a helper thread takes of a copy or reduction (team.h). */
+#define DLPG__SHM_PART_BYTES ((size_t)64 << 10)
+
 typedef enum dlpg__shm_kind {
   DLPG__SHM_ALLREDUCE = 1, DLPG__SHM_REDUCE, DLPG__SHM_BROADCAST, DLPG__SHM_ALLGATHER,
   DLPG__SHM_REDUCE_SCATTER, DLPG__SHM_ALLTOALL, DLPG__SHM_BARRIER
@@ -131,6 +141,12 @@ struct dlpg__shm {
   dlpg__shm_call_t pend;
   double pend_deadline;
   long eager_bytes;          /* most bytes dlpg__shm_start posts; < 0: it never does */
+  /* Threads that copy and reduce large collectives, the caller's included (team.h); the
+   * team is started at the first collective that can use it. */
+  int threads;
+  struct dlpg__shm_team *team;
+  int team_tried;
+  dlpg__shm_copy_t *copies;  /* [size + 2]: scratch for dlpg__shm_copy_many */
 };
 
 /* Addresses of the parts. */
@@ -144,8 +160,22 @@ static inline uint8_t *dlpg__shm_p2p_slot(const dlpg__shm_t *sh, int s, int d, u
 static inline dlpg__shm_chan_t *dlpg__shm_chan(const dlpg__shm_t *sh, int s, int d) {
   return &sh->chan[(size_t)s * (size_t)sh->size + (size_t)d];
 }
+/* One spin of a waiting loop: tells the core (and its hyperthread sibling) that this
+ * thread only waits. */
+static inline void dlpg__shm_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
 /* a >= b for counters that wrap around. */
 static inline int dlpg__shm_ge(uint32_t a, uint32_t b) { return (int32_t)(a - b) >= 0; }
+
+/* handle.c: the team of helper threads, started on first use; NULL when this rank works
+ * alone (one thread configured, or the helpers could not be started). */
+struct dlpg__shm_team *dlpg__shm_helpers(dlpg__shm_t *sh);
 
 /* sync.c: waiting and waking. */
 /* "allreduce", ... for a dlpg__shm_kind_t. */
@@ -217,6 +247,9 @@ void dlpg__shm_reduce_slots(dlpg__shm_t *sh, const struct dlpg__shm_reducer *rd,
                             size_t off, size_t n);
 /* The same with own (not NULL) read in place of this rank's slot. */
 void dlpg__shm_reduce_from(dlpg__shm_t *sh, const struct dlpg__shm_reducer *rd, void *dst,
+                           size_t off, size_t n, const void *own);
+/* dlpg__shm_reduce_from split between the rank's helper threads (team.h). */
+void dlpg__shm_reduce_many(dlpg__shm_t *sh, const struct dlpg__shm_reducer *rd, void *dst,
                            size_t off, size_t n, const void *own);
 
 /* eager.c: a collective of one step, as its two halves (shm.h's start and finish). 1 when

@@ -56,6 +56,10 @@ typedef struct dlpg__shm_config {
    * the default (DLPG__SHM_DEFAULT_YIELD_US when there are more ranks than CPUs, else none);
    * < 0: none. */
   long yield_us;
+  /* Threads each rank copies and reduces its large collectives with, its own included
+   * (team.h); 0: the default (the CPUs this process may run on per rank, at most
+   * DLPG__SHM_DEFAULT_THREADS_MAX); 1: none. */
+  int threads;
 } dlpg__shm_config_t;
 
 #define DLPG__SHM_DEFAULT_EAGER_BYTES (64L << 10)
@@ -66,6 +70,9 @@ typedef struct dlpg__shm_config {
 /* 2-core CI machine (32 MiB L3), 2 ranks: out-of-place allreduce 1.35-1.5x faster with
  * streaming stores from 16 MiB up, no gain at 4 MiB (bench/results/shm-stream-2core.md). */
 #define DLPG__SHM_DEFAULT_STREAM_BYTES ((size_t)8 << 20)
+
+/* Helper threads per rank: more than this gained no bandwidth on the 16-core host. */
+#define DLPG__SHM_DEFAULT_THREADS_MAX 4
 
 #define DLPG__SHM_DEFAULT_SLOT_BYTES ((size_t)1 << 20)
 #define DLPG__SHM_DEFAULT_P2P_SLOT_BYTES ((size_t)256 << 10)

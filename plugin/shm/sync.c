@@ -25,14 +25,6 @@
 
 #define DLPG__SHM_SLICE_S 0.1
 
-static inline void dlpg__shm_pause(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
-
 static void dlpg__shm_futex_wait(_Atomic uint32_t *word, uint32_t val, double s) {
   struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
   /* EAGAIN (the word changed), EINTR and ETIMEDOUT all mean: look again. */

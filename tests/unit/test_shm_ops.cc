@@ -176,21 +176,6 @@ bool Supported(dlpg__dtype_t dt, dlpg_reduce_op_t op) {
   return true;
 }
 
-// Publish a hash of this rank's result and compare with rank 0's.
-void ExpectSameBits(Rank &k, const std::string &key, const std::vector<uint8_t> &v) {
-  uint64_t h = 1469598103934665603ull;
-  for (uint8_t b : v) h = (h ^ b) * 1099511628211ull;
-  std::string mine = std::to_string(h), k0 = key + "/0";
-  if (k.rank == 0) {
-    ASSERT_EQ(dlpg_store_set(k.store, k0.c_str(), mine.data(), mine.size()), DLPG_OK);
-    return;
-  }
-  char buf[64];
-  size_t len = 0;
-  ASSERT_EQ(dlpg_store_get(k.store, k0.c_str(), 20, buf, sizeof buf, &len), DLPG_OK);
-  EXPECT_EQ(std::string(buf, len), mine) << key << ": rank " << k.rank << " differs from rank 0";
-}
-
 TEST(ShmRules, SupportMatrixIsGloos) {
   for (dlpg__dtype_t dt : kDtypes)
     for (dlpg_reduce_op_t op : kOps)

@@ -54,6 +54,7 @@ struct Store {
 struct Opts {
   size_t slot = 0, p2p_slot = 0, stream = 0;
   long yield_us = 0;  // 0: the engine's default; < 0: never yield
+  int threads = 0;    // 0: the engine's default; 1: no helper threads
   double timeout = Scaled(20);
   double deadline = Scaled(40);   // the parent kills ranks still running after this
   std::string name = "shmtest";
@@ -77,7 +78,7 @@ inline std::vector<int> RunRanks(int size, const Opts &o, const std::function<vo
         _exit(3);
       }
       if (o.create) {
-        dlpg__shm_config_t cfg{o.slot, o.p2p_slot, o.timeout, -1, nullptr, 0, o.stream, o.yield_us};
+        dlpg__shm_config_t cfg{o.slot, o.p2p_slot, o.timeout, -1, nullptr, 0, o.stream, o.yield_us, o.threads};
         dlpg_status_t s = dlpg__shm_create(rk.store, o.name.c_str(), r, size, &cfg, &rk.sh);
         if (s != DLPG_OK) {
           fprintf(stderr, "rank %d: create: %s: %s\n", r, dlpg_status_name(s), dlpg_last_error());
@@ -130,6 +131,21 @@ inline std::vector<uint8_t> Bytes(uint64_t seed, int rank, size_t n) {
   std::vector<uint8_t> v(n);
   for (size_t i = 0; i < n; i++) v[i] = static_cast<uint8_t>(g() >> 17);
   return v;
+}
+
+// Publish a hash of this rank's result and compare with rank 0's.
+inline void ExpectSameBits(Rank &k, const std::string &key, const std::vector<uint8_t> &v) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint8_t b : v) h = (h ^ b) * 1099511628211ull;
+  std::string mine = std::to_string(h), k0 = key + "/0";
+  if (k.rank == 0) {
+    ASSERT_EQ(dlpg_store_set(k.store, k0.c_str(), mine.data(), mine.size()), DLPG_OK);
+    return;
+  }
+  char buf[64];
+  size_t len = 0;
+  ASSERT_EQ(dlpg_store_get(k.store, k0.c_str(), 20, buf, sizeof buf, &len), DLPG_OK);
+  EXPECT_EQ(std::string(buf, len), mine) << key << ": rank " << k.rank << " differs from rank 0";
 }
 
 // Entries of /dev/shm whose name mentions dlpg (there must never be any).

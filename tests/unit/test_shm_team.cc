@@ -1,0 +1,196 @@
+// The helper threads of a rank (plugin/shm/team.h) and the collectives that use them: every
+// unit of a job is done exactly once, by whichever thread claims it, job after job (a
+// helper still finishing one job must take nothing of the next); a forked child, which has
+// no helpers, still finishes its jobs alone; and the large collectives split between
+// helpers match the references exactly (the inputs are small multiples of a power of two,
+// so float sums are exact too) and bitwise across ranks. 3 ranks of 3 threads each run on
+// the 2-core CI machine, so helpers are often descheduled mid-part there.
+#include "test_shm_util.h"
+
+#include <atomic>
+#include <cstring>
+
+extern "C" {
+#include "shm/team.h"
+}
+
+using namespace shmtest;
+
+namespace {
+
+struct Count {
+  std::vector<std::atomic<int>> hits;
+  std::atomic<int> calls{0};
+  explicit Count(size_t n) : hits(n) {}
+};
+
+void CountPart(void *arg, size_t lo, size_t hi) {
+  auto *c = static_cast<Count *>(arg);
+  c->calls++;
+  for (size_t i = lo; i < hi; i++) c->hits[i]++;
+}
+
+// Every unit of every job exactly once, for jobs of many sizes back to back.
+void ExpectEachOnce(dlpg__shm_team_t *t, int jobs) {
+  for (int j = 0; j < jobs; j++) {
+    size_t n = 1 + static_cast<size_t>(j) * 7919 % 20011, grain = 1 + j % 97;
+    Count c(n);
+    dlpg__shm_team_run(t, CountPart, &c, n, grain);
+    for (size_t i = 0; i < n; i++) ASSERT_EQ(c.hits[i].load(), 1) << "job " << j << " unit " << i;
+    size_t parts = (n + grain - 1) / grain;
+    ASSERT_LE(static_cast<size_t>(c.calls.load()), parts) << "job " << j;
+  }
+}
+
+TEST(ShmTeam, EveryUnitOnceJobAfterJob) {
+  EXPECT_EQ(dlpg__shm_team_new(1), nullptr);
+  EXPECT_EQ(dlpg__shm_team_threads(nullptr), 1);
+  ExpectEachOnce(nullptr, 50);  // no team: the caller alone
+  dlpg__shm_team_t *t = dlpg__shm_team_new(4);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(dlpg__shm_team_threads(t), 4);
+  ExpectEachOnce(t, 3000);
+  // After the helpers went to sleep: they wake for the next job.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ExpectEachOnce(t, 20);
+  Count none(1);
+  dlpg__shm_team_run(t, CountPart, &none, 0, 1);
+  EXPECT_EQ(none.calls.load(), 0) << "a job of no units ran";
+  dlpg__shm_team_free(t);
+  dlpg__shm_team_free(nullptr);
+}
+
+TEST(ShmTeam, ForkedChildFinishesAlone) {
+  dlpg__shm_team_t *t = dlpg__shm_team_new(3);
+  ASSERT_NE(t, nullptr);
+  ExpectEachOnce(t, 10);
+  pid_t p = fork();
+  if (p == 0) {
+    ExpectEachOnce(t, 10);  // the helpers are not in the child: its jobs must still end
+    _exit(::testing::Test::HasFailure() ? 1 : 0);
+  }
+  int status = 0;
+  double end = Now() + Scaled(30);
+  while (waitpid(p, &status, WNOHANG) == 0 && Now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (Now() >= end) {
+    kill(p, SIGKILL);
+    waitpid(p, &status, 0);
+    ADD_FAILURE() << "the forked child did not finish its jobs";
+  } else {
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  dlpg__shm_team_free(t);
+}
+
+std::vector<uint8_t> Ints(uint64_t seed, int rank, size_t count) {
+  std::vector<uint8_t> raw = Bytes(seed, rank, count * 4), v(count * 4);
+  for (size_t i = 0; i < count; i++) {
+    int32_t x = static_cast<int32_t>(raw[i * 4] | raw[i * 4 + 1] << 8) - 32768;
+    memcpy(&v[i * 4], &x, 4);
+  }
+  return v;
+}
+
+std::vector<uint8_t> Floats(uint64_t seed, int rank, size_t count) {
+  std::vector<uint8_t> raw = Bytes(seed, rank, count), v(count * 4);
+  for (size_t i = 0; i < count; i++) {
+    float f = (static_cast<int>(raw[i]) - 128) / 64.0f;
+    memcpy(&v[i * 4], &f, 4);
+  }
+  return v;
+}
+
+// Element i of the int32 sum (or the float32 sum, exact for these inputs) over the ranks.
+template <class T>
+T SumAt(const std::vector<std::vector<uint8_t>> &in, size_t i) {
+  T s = 0;
+  for (const auto &v : in) {
+    T x;
+    memcpy(&x, &v[i * 4], 4);
+    s = static_cast<T>(s + x);
+  }
+  return s;
+}
+
+template <class T>
+void ExpectSums(const std::vector<std::vector<uint8_t>> &in, const uint8_t *got, size_t count,
+                const std::string &what, T scale = 1) {
+  for (size_t i = 0; i < count; i++) {
+    T g;
+    memcpy(&g, got + i * 4, 4);
+    ASSERT_EQ(g, SumAt<T>(in, i) / scale) << what << " element " << i;
+  }
+}
+
+// Every large collective with helper threads forced on, slots of 512 KiB (so chunks split
+// into several 64 KiB parts), counts that end mid-chunk.
+TEST(ShmTeam, LargeCollectivesWithHelpers) {
+  Opts o;
+  o.name = "team";
+  o.slot = 512 << 10;
+  o.threads = 3;
+  o.deadline = Scaled(120);
+  auto codes = RunRanks(3, o, [](Rank &k) {
+    for (size_t cnt : {size_t(70001), size_t(3 * 131072 + 17)}) {
+      std::string c = std::to_string(cnt);
+      std::vector<std::vector<uint8_t>> fi, ii;
+      for (int q = 0; q < k.size; q++) fi.push_back(Floats(cnt, q, cnt)), ii.push_back(Ints(cnt + 1, q, cnt));
+      std::vector<uint8_t> out(cnt * 4, 0xee);
+      ASSERT_EQ(dlpg__shm_allreduce(k.sh, fi[k.rank].data(), out.data(), cnt, DLPG__DT_FLOAT32, DLPG_SUM), DLPG_OK)
+          << dlpg_last_error();
+      ExpectSums<float>(fi, out.data(), cnt, "allreduce float32 " + c);
+      ExpectSameBits(k, "tf/" + c, out);
+      ASSERT_EQ(dlpg__shm_allreduce(k.sh, ii[k.rank].data(), out.data(), cnt, DLPG__DT_INT32, DLPG_SUM), DLPG_OK)
+          << dlpg_last_error();
+      ExpectSums<int32_t>(ii, out.data(), cnt, "allreduce int32 " + c);
+      std::vector<uint8_t> io = fi[k.rank];
+      ASSERT_EQ(dlpg__shm_allreduce(k.sh, io.data(), io.data(), cnt, DLPG__DT_FLOAT32, DLPG_AVG), DLPG_OK)
+          << dlpg_last_error();
+      for (size_t i = 0; i < cnt; i++) {
+        float g;
+        memcpy(&g, &io[i * 4], 4);
+        ASSERT_EQ(g, SumAt<float>(fi, i) / 3.0f) << "avg in place element " << i;
+      }
+      std::vector<uint8_t> red(cnt * 4, 0);
+      ASSERT_EQ(dlpg__shm_reduce(k.sh, ii[k.rank].data(), k.rank == 1 ? red.data() : nullptr, cnt,
+                                 DLPG__DT_INT32, DLPG_SUM, 1), DLPG_OK) << dlpg_last_error();
+      if (k.rank == 1) ExpectSums<int32_t>(ii, red.data(), cnt, "reduce to rank 1 " + c);
+      // reduce_scatter: rank q's input is size blocks of cnt / 3.
+      size_t per = cnt / 3;
+      std::vector<std::vector<uint8_t>> rs_in, block;
+      for (int q = 0; q < k.size; q++) rs_in.push_back(Ints(cnt + 2, q, per * 3));
+      for (int q = 0; q < k.size; q++)
+        block.emplace_back(rs_in[q].begin() + k.rank * per * 4, rs_in[q].begin() + (k.rank + 1) * per * 4);
+      std::vector<uint8_t> rs(per * 4);
+      ASSERT_EQ(dlpg__shm_reduce_scatter(k.sh, rs_in[k.rank].data(), rs.data(), per, DLPG__DT_INT32, DLPG_SUM),
+                DLPG_OK) << dlpg_last_error();
+      ExpectSums<int32_t>(block, rs.data(), per, "reduce_scatter " + c);
+      // The byte movers.
+      size_t nb = cnt * 4;
+      std::vector<uint8_t> want = Bytes(cnt + 3, 2, nb), buf = k.rank == 2 ? want : std::vector<uint8_t>(nb, 0);
+      ASSERT_EQ(dlpg__shm_broadcast(k.sh, buf.data(), nb, 2), DLPG_OK) << dlpg_last_error();
+      ASSERT_EQ(buf, want) << "broadcast " << c;
+      std::vector<uint8_t> all, ag(nb * k.size, 0);
+      for (int q = 0; q < k.size; q++) {
+        auto b = Bytes(cnt + 4, q, nb);
+        all.insert(all.end(), b.begin(), b.end());
+      }
+      ASSERT_EQ(dlpg__shm_allgather(k.sh, Bytes(cnt + 4, k.rank, nb).data(), ag.data(), nb), DLPG_OK)
+          << dlpg_last_error();
+      ASSERT_EQ(ag, all) << "allgather " << c;
+      std::vector<uint8_t> a2a_in, a2a_want, a2a_out(nb * k.size, 0);
+      for (int j = 0; j < k.size; j++) {
+        auto b = Bytes(cnt * 31 + j, k.rank, nb);
+        a2a_in.insert(a2a_in.end(), b.begin(), b.end());
+        auto w = Bytes(cnt * 31 + k.rank, j, nb);
+        a2a_want.insert(a2a_want.end(), w.begin(), w.end());
+      }
+      ASSERT_EQ(dlpg__shm_alltoall(k.sh, a2a_in.data(), a2a_out.data(), nb), DLPG_OK) << dlpg_last_error();
+      ASSERT_EQ(a2a_out, a2a_want) << "alltoall " << c;
+    }
+  });
+  ExpectAllPass(codes);
+}
+
+}  // namespace
