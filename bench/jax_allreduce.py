@@ -190,8 +190,8 @@ def probe(a, fn, make):
 def worker(a):
     """One process of one configuration; rank 0 prints one JSON line per size (--probe: per
     size, operation and mode)."""
+    fn, looped, make, first, done = setup(a)  # sets JAX_PLATFORMS: jax is imported after it
     import jax
-    fn, looped, make, first, done = setup(a)
     if a.probe:
         probe(a, fn, make)
         return done()

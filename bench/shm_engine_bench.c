@@ -34,7 +34,7 @@ static int dlpg__iters(size_t bytes, double scale) {
 static int dlpg__rank(const char *url, int rank, int size, double scale, int fd) {
   dlpg_store_t *st = NULL;
   dlpg__shm_t *sh = NULL;
-  dlpg__shm_config_t cfg = {0, 0, 60, -1, NULL, 0, 0, 0};
+  dlpg__shm_config_t cfg = {.timeout_s = 60, .spin = -1};
   if (dlpg_store_open(url, 30, &st) != DLPG_OK ||
       dlpg__shm_create(st, "bench", rank, size, &cfg, &sh) != DLPG_OK) {
     fprintf(stderr, "rank %d: %s\n", rank, dlpg_last_error());

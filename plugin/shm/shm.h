@@ -71,8 +71,11 @@ typedef struct dlpg__shm_config {
  * streaming stores from 16 MiB up, no gain at 4 MiB (bench/results/shm-stream-2core.md). */
 #define DLPG__SHM_DEFAULT_STREAM_BYTES ((size_t)8 << 20)
 
-/* Helper threads per rank: more than this gained no bandwidth on the 16-core host. */
-#define DLPG__SHM_DEFAULT_THREADS_MAX 4
+/* Helper threads per rank, the rank's own included, at most. 16-core host, 2 ranks,
+ * allreduce 1-256 MiB: 2 threads 1.5-1.8x as fast as one, 4 2.3-2.9x, 8 3.5-4.7x (4 ranks:
+ * 4 threads 2.0-2.2x; bench/results/shm-threads-16core.md); what more than 8 gives where
+ * more CPUs are free is unmeasured. */
+#define DLPG__SHM_DEFAULT_THREADS_MAX 8
 
 #define DLPG__SHM_DEFAULT_SLOT_BYTES ((size_t)1 << 20)
 #define DLPG__SHM_DEFAULT_P2P_SLOT_BYTES ((size_t)256 << 10)

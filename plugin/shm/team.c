@@ -16,11 +16,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "shm/seg.h"
 
-/* Pauses a helper watches for the next job before it sleeps: the next chunk of a large
- * collective comes after the ranks' step synchronisation, microseconds later. */
-#define DLPG__TEAM_SPIN 20000
+/* Seconds a helper watches for the next job before it sleeps: the next chunk of a large
+ * collective comes after the ranks' step synchronisation, microseconds later; after the
+ * collective's last one the CPU goes back to the application at once. */
+#define DLPG__TEAM_SPIN_S 50e-6
 #define DLPG__TEAM_PARTS_PER_THREAD 2
 #define DLPG__TEAM_MAX_PARTS 0xffffu
 
@@ -75,10 +77,10 @@ static void *dlpg__team_helper(void *p) {
   uint32_t seen = 0;
   for (;;) {
     uint32_t g;
-    int spins = 0;
-    while ((g = atomic_load(&t->gen)) == seen) {
+    double since = dlpg__now();
+    for (unsigned spins = 1; (g = atomic_load(&t->gen)) == seen; spins++) {
       if (atomic_load(&t->stop)) return NULL;
-      if (spins++ < DLPG__TEAM_SPIN) {
+      if (spins % 32 != 0 || dlpg__now() - since < DLPG__TEAM_SPIN_S) {
         dlpg__shm_pause();
         continue;
       }
