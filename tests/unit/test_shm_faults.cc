@@ -40,14 +40,16 @@ TEST(ShmLife, NothingInDevShmAndSameNameAgain) {
     // First a group of 2 under the same name (rank 2 is not in it): the group of 3 after it
     // must not meet that one's keys.
     if (k.rank < 2) {
-      dlpg__shm_config_t cfg{4096, 0, 20, -1, nullptr, 0, 0, 0, 0};
+      dlpg__shm_config_t cfg{};
+      cfg.slot_bytes = 4096, cfg.timeout_s = 20, cfg.spin = -1;
       dlpg__shm_t *sh = nullptr;
       ASSERT_EQ(dlpg__shm_create(k.store, "again", k.rank, 2, &cfg, &sh), DLPG_OK) << dlpg_last_error();
       ASSERT_EQ(dlpg__shm_barrier(sh), DLPG_OK) << dlpg_last_error();
       dlpg__shm_destroy(sh);
     }
     for (int round = 0; round < 3; round++) {
-      dlpg__shm_config_t cfg{4096, 0, 20, -1, nullptr, 0, 0, 0, 0};
+      dlpg__shm_config_t cfg{};
+      cfg.slot_bytes = 4096, cfg.timeout_s = 20, cfg.spin = -1;
       dlpg__shm_t *sh = nullptr;
       ASSERT_EQ(dlpg__shm_create(k.store, "again", k.rank, k.size, &cfg, &sh), DLPG_OK) << dlpg_last_error();
       EXPECT_TRUE(DevShmDlpg().empty()) << "a segment has a name in /dev/shm";
@@ -80,7 +82,8 @@ TEST(ShmLife, OtherNetworkNamespaceIsUnsupportedEverywhere) {
     if (k.rank == 1) {
       ASSERT_EQ(unshare(CLONE_NEWNET), 0);
     }
-    dlpg__shm_config_t cfg{0, 0, 10, -1, nullptr, 0, 0, 0, 0};
+    dlpg__shm_config_t cfg{};
+    cfg.timeout_s = 10, cfg.spin = -1;
     dlpg__shm_t *sh = nullptr;
     double t0 = Now();
     EXPECT_EQ(dlpg__shm_create(k.store, "netns", k.rank, k.size, &cfg, &sh), DLPG_ERR_UNSUPPORTED)

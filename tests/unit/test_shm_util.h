@@ -55,6 +55,7 @@ struct Opts {
   size_t slot = 0, p2p_slot = 0, stream = 0;
   long yield_us = 0;  // 0: the engine's default; < 0: never yield
   int threads = 0;    // 0: the engine's default; 1: no helper threads
+  size_t huge = 0;    // 0: the engine's default; SIZE_MAX: never advise huge pages
   double timeout = Scaled(20);
   double deadline = Scaled(40);   // the parent kills ranks still running after this
   std::string name = "shmtest";
@@ -78,7 +79,10 @@ inline std::vector<int> RunRanks(int size, const Opts &o, const std::function<vo
         _exit(3);
       }
       if (o.create) {
-        dlpg__shm_config_t cfg{o.slot, o.p2p_slot, o.timeout, -1, nullptr, 0, o.stream, o.yield_us, o.threads};
+        dlpg__shm_config_t cfg{};
+        cfg.slot_bytes = o.slot, cfg.p2p_slot_bytes = o.p2p_slot, cfg.timeout_s = o.timeout;
+        cfg.spin = -1, cfg.stream_bytes = o.stream, cfg.yield_us = o.yield_us;
+        cfg.threads = o.threads, cfg.huge_bytes = o.huge;
         dlpg_status_t s = dlpg__shm_create(rk.store, o.name.c_str(), r, size, &cfg, &rk.sh);
         if (s != DLPG_OK) {
           fprintf(stderr, "rank %d: create: %s: %s\n", r, dlpg_status_name(s), dlpg_last_error());
