@@ -36,7 +36,9 @@ for t in test_cuda test_collectives test_p2p test_errors test_group test_abi_c d
   cmake --build "$build" -j"$jobs" --target "$t" >/dev/null 2>&1 || echo "gpu-bundle: target $t did not build (skipped)"
 done
 cmake --build "$build" -j"$jobs" --target dlpg-bench >/dev/null 2>&1 || echo "gpu-bundle: dlpg-bench did not build (skipped)"
-cmake --build "$build" -j"$jobs" --target cross-core-read >/dev/null 2>&1 || echo "gpu-bundle: cross-core-read did not build (skipped)"
+for t in cross-core-read fresh-pages; do
+  cmake --build "$build" -j"$jobs" --target "$t" >/dev/null 2>&1 || echo "gpu-bundle: $t did not build (skipped)"
+done
 # The MPI column of bench/cpu-compare.py (only where CMake found MPI).
 cmake --build "$build" -j"$jobs" --target mpi_bench >/dev/null 2>&1 || echo "gpu-bundle: mpi_bench did not build (skipped)"
 
@@ -48,7 +50,7 @@ if ldd "$build/libdlpg.so" | grep -qE "libcudart|libnccl"; then
   echo "gpu-bundle: $build/libdlpg.so links CUDA or NCCL; it must not" >&2
   exit 1
 fi
-for f in "$build"/tests/test_* "$build"/tools/dlpg-store "$build"/tools/dlpg-info "$build"/bench/dlpg-bench "$build"/bench/cross-core-read \
+for f in "$build"/tests/test_* "$build"/tools/dlpg-store "$build"/tools/dlpg-info "$build"/bench/dlpg-bench "$build"/bench/cross-core-read "$build"/bench/fresh-pages \
          "$build"/bench/mpi_bench; do
   [ -f "$f" ] && [ -x "$f" ] && cp "$f" .gpu/bin/
 done

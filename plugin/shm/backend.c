@@ -52,8 +52,6 @@ static dlpg_status_t dlpg__shm_be_state_create(const dlpg__be_group_t *g, void *
   cfg.abort_flag = g->aborted; /* an abort of the group ends the creation too */
   long stream = dlpg__shm_setting(DLPG__SHM_PARAM(STREAM_BYTES), -1);
   cfg.stream_bytes = stream == 0 ? SIZE_MAX : stream > 0 ? (size_t)stream : 0;
-  long huge = dlpg__shm_setting(DLPG__SHM_PARAM(HUGE_BYTES), -1);
-  cfg.huge_bytes = huge == 0 ? SIZE_MAX : huge > 0 ? (size_t)huge : 0;
   long eager = 0;
   if (dlpg__param_get(DLPG__SHM_PARAM(EAGER_BYTES)) &&
       dlpg__param_get_long(DLPG__SHM_PARAM(EAGER_BYTES), &eager))

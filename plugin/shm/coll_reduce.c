@@ -53,7 +53,6 @@ static dlpg_status_t dlpg__shm_reduce_large(dlpg__shm_t *sh, const dlpg__shm_red
   size_t len = count * E;
   int apart = out && dlpg__shm_disjoint(out, len, in, len);
   int stream = apart && dlpg__shm_stream_out(sh, len);
-  if (apart) dlpg__shm_advise_out(sh, out, len);
   for (size_t off = 0; off < count; off += per) {
     size_t n = count - off < per ? count - off : per;
     size_t lo = n * r / N, hi = n * (r + 1) / N;
@@ -141,7 +140,6 @@ dlpg_status_t dlpg__shm_reduce_scatter(dlpg__shm_t *sh, const void *in, void *ou
   /* Each block's piece gets a whole number of lines of the slot. */
   size_t sub = (sh->slot_bytes / N) & ~(size_t)(DLPG__SHM_LINE - 1), per = sub / E;
   const uint8_t *src = in;
-  if (dlpg__shm_disjoint(out, count * E, in, count * E * N)) dlpg__shm_advise_out(sh, out, count * E);
   size_t off = 0;
   do {
     size_t n = count - off < per ? count - off : per;

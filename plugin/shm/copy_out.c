@@ -12,7 +12,6 @@
 
 #include <stdint.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #if defined(__x86_64__) || defined(__SSE2__)
 #include <emmintrin.h>
@@ -25,16 +24,6 @@ int dlpg__shm_stream_out(const dlpg__shm_t *sh, size_t total_bytes) {
 #else
   (void)sh, (void)total_bytes;
   return 0;
-#endif
-}
-
-void dlpg__shm_advise_out(const dlpg__shm_t *sh, void *out, size_t len) {
-#ifdef MADV_HUGEPAGE
-  const uintptr_t huge = (uintptr_t)2 << 20;
-  uintptr_t lo = ((uintptr_t)out + huge - 1) & ~(huge - 1), hi = ((uintptr_t)out + len) & ~(huge - 1);
-  if (out && len >= sh->huge_bytes && hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-#else
-  (void)sh, (void)out, (void)len;
 #endif
 }
 

@@ -15,12 +15,6 @@ static inline int dlpg__shm_disjoint(const void *a, size_t alen, const void *b, 
   uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
   return x + alen <= y || y + blen <= x;
 }
-/* Before a collective writes len bytes of output it did not read (out of place, or a
- * receiver's buffer), from sh->huge_bytes on: ask for transparent huge pages for the
- * output's whole 2 MiB blocks. A result in memory never touched (a fresh malloc of a large
- * block, each new result of XLA's CPU client) then faults in 2 MiB at a time instead of
- * 4 KiB; touched pages stay as they are. A hint: its failure changes nothing. */
-void dlpg__shm_advise_out(const dlpg__shm_t *sh, void *out, size_t len);
 /* memcpy(dst, src, n), with streaming stores when stream is set. */
 void dlpg__shm_copy_out(void *dst, const void *src, size_t n, int stream);
 /* After an operation's last dlpg__shm_copy_out with stream set, before it completes. */

@@ -322,7 +322,6 @@ dlpg_status_t dlpg__shm_create(dlpg_store_t *store, const char *name, int rank, 
   sh->create_abort = cfg ? cfg->abort_flag : NULL;
   sh->eager_bytes = !cfg || cfg->eager_bytes == 0 ? DLPG__SHM_DEFAULT_EAGER_BYTES : cfg->eager_bytes;
   sh->stream_bytes = cfg && cfg->stream_bytes ? cfg->stream_bytes : DLPG__SHM_DEFAULT_STREAM_BYTES;
-  sh->huge_bytes = cfg && cfg->huge_bytes ? cfg->huge_bytes : DLPG__SHM_DEFAULT_HUGE_BYTES;
   size_t slot = cfg && cfg->slot_bytes ? cfg->slot_bytes : DLPG__SHM_DEFAULT_SLOT_BYTES;
   size_t p2p = cfg && cfg->p2p_slot_bytes ? cfg->p2p_slot_bytes : DLPG__SHM_DEFAULT_P2P_SLOT_BYTES;
   /* Whole lines, and room for each rank's share of a chunk (size sub-slices). */

@@ -28,8 +28,6 @@ extern "C" {
     "most bytes of small messages a rank holds per peer before their receives are posted (the sender then waits)") \
   X(STREAM_BYTES, "DLPG_SHM_STREAM_BYTES", "8388608", DLPG__PARAM_CACHED,                  \
     "output bytes from which an out-of-place allreduce or reduce writes its output with streaming (non-temporal) stores, past the caches (0: never)") \
-  X(HUGE_BYTES, "DLPG_SHM_HUGE_BYTES", "8388608", DLPG__PARAM_CACHED,                      \
-    "output bytes from which a collective asks for transparent huge pages for its output (madvise MADV_HUGEPAGE), so an output in fresh memory faults in 2 MiB at a time (0: never)") \
   X(EAGER_BYTES, "DLPG_SHM_EAGER_BYTES", "65536", DLPG__PARAM_CACHED,                        \
     "most bytes a rank posts on the caller's thread when it issues an asynchronous collective (larger ones go to the group's worker thread; 0: all do)")
 

@@ -110,7 +110,6 @@ struct dlpg__shm {
   uint8_t *p2p;              /* pair (s,d), slot b: p2p + ((s*size + d)*2 + b) * p2p_slot_bytes */
   size_t slot_bytes, p2p_slot_bytes;
   size_t stream_bytes; /* output bytes from which copies into the output stream (copy_out.c) */
-  size_t huge_bytes;   /* output bytes from which the output is advised huge pages (copy_out.c) */
   double timeout_s;
   int spin;
   double yield_s; /* after the spin, seconds of sched_yield before a futex sleep */

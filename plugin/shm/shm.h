@@ -60,9 +60,6 @@ typedef struct dlpg__shm_config {
    * (team.h); 0: the default (the CPUs this process may run on per rank, at most
    * DLPG__SHM_DEFAULT_THREADS_MAX); 1: none. */
   int threads;
-  /* Output bytes from which a collective asks the kernel for transparent huge pages for its
-   * output (copy_out.c); 0: DLPG__SHM_DEFAULT_HUGE_BYTES; SIZE_MAX: never. */
-  size_t huge_bytes;
 } dlpg__shm_config_t;
 
 #define DLPG__SHM_DEFAULT_EAGER_BYTES (64L << 10)
@@ -73,9 +70,6 @@ typedef struct dlpg__shm_config {
 /* 2-core CI machine (32 MiB L3), 2 ranks: out-of-place allreduce 1.35-1.5x faster with
  * streaming stores from 16 MiB up, no gain at 4 MiB (bench/results/shm-stream-2core.md). */
 #define DLPG__SHM_DEFAULT_STREAM_BYTES ((size_t)8 << 20)
-/* 2-core CI machine: a 16 MiB copy into a fresh mapping 8.8 ms with 4 KiB faults, 2.0 ms
- * after MADV_HUGEPAGE, 1.2 ms into touched memory (bench/fresh_pages.c). */
-#define DLPG__SHM_DEFAULT_HUGE_BYTES ((size_t)8 << 20)
 
 /* Helper threads per rank, the rank's own included, at most. 16-core host, 2 ranks,
  * allreduce 1-256 MiB: 2 threads 1.5-1.8x as fast as one, 4 2.3-2.9x, 8 3.5-4.7x (4 ranks:

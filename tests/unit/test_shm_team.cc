@@ -4,16 +4,11 @@
 // no helpers, still finishes its jobs alone; and the large collectives split between
 // helpers match the references exactly (the inputs are small multiples of a power of two,
 // so float sums are exact too) and bitwise across ranks. 3 ranks of 3 threads each run on
-// the 2-core CI machine, so helpers are often descheduled mid-part there. Large outputs the
-// collective did not read are advised huge pages (the mapping's "hg" flag in smaps).
+// the 2-core CI machine, so helpers are often descheduled mid-part there.
 #include "test_shm_util.h"
-
-#include <sys/mman.h>
 
 #include <atomic>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 extern "C" {
 #include "shm/team.h"
@@ -196,77 +191,6 @@ TEST(ShmTeam, LargeCollectivesWithHelpers) {
     }
   });
   ExpectAllPass(codes);
-}
-
-// The VmFlags of the mapping that holds p, from /proc/self/smaps ("" if none).
-std::string VmFlags(const void *p) {
-  std::ifstream f("/proc/self/smaps");
-  std::string line;
-  bool in = false;
-  auto a = reinterpret_cast<uintptr_t>(p);
-  while (std::getline(f, line)) {
-    unsigned long lo = 0, hi = 0;
-    if (sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
-      in = lo <= a && a < hi;
-    } else if (in && line.rfind("VmFlags:", 0) == 0) {
-      return line;
-    }
-  }
-  return "";
-}
-
-bool Advised(const void *out) {
-  uintptr_t huge = uintptr_t(2) << 20, a = (reinterpret_cast<uintptr_t>(out) + huge - 1) & ~(huge - 1);
-  return VmFlags(reinterpret_cast<const void *>(a)).find(" hg") != std::string::npos;
-}
-
-// Out-of-place allreduce, allgather and a broadcast's receivers advise their outputs from
-// the threshold on; an in-place allreduce, a smaller output and the setting "never" do not.
-void HugeOutputs(size_t huge, bool want) {
-  Opts o;
-  o.name = "huge" + std::to_string(want);
-  o.huge = huge;
-  auto codes = RunRanks(2, o, [want](Rank &k) {
-    const size_t cnt = 3u << 20, nb = cnt * 4, map = nb * 2 + (4u << 20);
-    auto fresh = [&]() {
-      void *m = mmap(nullptr, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      EXPECT_NE(m, MAP_FAILED);
-      return static_cast<uint8_t *>(m);
-    };
-    std::vector<std::vector<uint8_t>> in;
-    for (int q = 0; q < k.size; q++) in.push_back(Floats(77, q, cnt));
-    uint8_t *out = fresh();
-    ASSERT_EQ(dlpg__shm_allreduce(k.sh, in[k.rank].data(), out, cnt, DLPG__DT_FLOAT32, DLPG_SUM), DLPG_OK)
-        << dlpg_last_error();
-    ExpectSums<float>(in, out, cnt, "allreduce into fresh pages");
-    EXPECT_EQ(Advised(out), want) << VmFlags(out);
-    uint8_t *io = fresh();
-    memcpy(io, in[k.rank].data(), nb);
-    ASSERT_EQ(dlpg__shm_allreduce(k.sh, io, io, cnt, DLPG__DT_FLOAT32, DLPG_SUM), DLPG_OK) << dlpg_last_error();
-    EXPECT_FALSE(Advised(io)) << "in place: " << VmFlags(io);
-    uint8_t *small = fresh();
-    ASSERT_EQ(dlpg__shm_allreduce(k.sh, in[k.rank].data(), small, (1u << 20) / 4, DLPG__DT_FLOAT32, DLPG_SUM),
-              DLPG_OK) << dlpg_last_error();
-    EXPECT_FALSE(Advised(small)) << "1 MiB output: " << VmFlags(small);
-    uint8_t *ag = fresh();
-    ASSERT_EQ(dlpg__shm_allgather(k.sh, in[k.rank].data(), ag, nb), DLPG_OK) << dlpg_last_error();
-    for (int q = 0; q < k.size; q++) ASSERT_EQ(memcmp(ag + q * nb, in[q].data(), nb), 0) << "allgather block " << q;
-    EXPECT_EQ(Advised(ag), want) << VmFlags(ag);
-    uint8_t *bc = fresh();
-    if (k.rank == 0) memcpy(bc, in[0].data(), nb);
-    ASSERT_EQ(dlpg__shm_broadcast(k.sh, bc, nb, 0), DLPG_OK) << dlpg_last_error();
-    ASSERT_EQ(memcmp(bc, in[0].data(), nb), 0) << "broadcast";
-    EXPECT_EQ(Advised(bc), want && k.rank != 0) << "broadcast, rank " << k.rank << ": " << VmFlags(bc);
-    for (uint8_t *m : {out, io, small, ag, bc}) munmap(m, map);
-  });
-  ExpectAllPass(codes);
-}
-
-TEST(ShmTeam, FreshOutputsAskForHugePages) {
-  if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0)
-    GTEST_SKIP() << "this kernel has no transparent huge pages";
-  HugeOutputs(0, true);
-  HugeOutputs(SIZE_MAX, false);
 }
 
 }  // namespace

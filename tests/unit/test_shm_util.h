@@ -55,7 +55,6 @@ struct Opts {
   size_t slot = 0, p2p_slot = 0, stream = 0;
   long yield_us = 0;  // 0: the engine's default; < 0: never yield
   int threads = 0;    // 0: the engine's default; 1: no helper threads
-  size_t huge = 0;    // 0: the engine's default; SIZE_MAX: never advise huge pages
   double timeout = Scaled(20);
   double deadline = Scaled(40);   // the parent kills ranks still running after this
   std::string name = "shmtest";
@@ -82,7 +81,7 @@ inline std::vector<int> RunRanks(int size, const Opts &o, const std::function<vo
         dlpg__shm_config_t cfg{};
         cfg.slot_bytes = o.slot, cfg.p2p_slot_bytes = o.p2p_slot, cfg.timeout_s = o.timeout;
         cfg.spin = -1, cfg.stream_bytes = o.stream, cfg.yield_us = o.yield_us;
-        cfg.threads = o.threads, cfg.huge_bytes = o.huge;
+        cfg.threads = o.threads;
         dlpg_status_t s = dlpg__shm_create(rk.store, o.name.c_str(), r, size, &cfg, &rk.sh);
         if (s != DLPG_OK) {
           fprintf(stderr, "rank %d: create: %s: %s\n", r, dlpg_status_name(s), dlpg_last_error());
