@@ -21,7 +21,7 @@ extern "C" {
   X(YIELD_US, "DLPG_SHM_YIELD_US", NULL, DLPG__PARAM_CACHED,                                \
     "microseconds a waiting rank yields its CPU (sched_yield) after its spin, before it sleeps on a futex: a peer that waits for a CPU gets it at once (default 1000 when ranks outnumber CPUs, else 0)") \
   X(THREADS, "DLPG_SHM_THREADS", NULL, DLPG__PARAM_CACHED,                                 \
-    "threads each rank copies and reduces collectives larger than 64 KiB with, its own included (default: the CPUs the process may run on divided by the ranks, at most 8; 1: none)") \
+    "threads each rank splits the copies and reductions of its pipelined collectives (reductions above 64 KiB, others above a slot) between, its own included (default: the CPUs the process may run on divided by the ranks, at most 8; 1: none)") \
   X(P2P_SLOT_BYTES, "DLPG_SHM_P2P_SLOT_BYTES", "262144", DLPG__PARAM_CACHED,                 \
     "bytes of each chunk slot of a pair's segment (send/recv; larger messages are pipelined through 4 of them)") \
   X(P2P_STAGE_BYTES, "DLPG_SHM_P2P_STAGE_BYTES", "67108864", DLPG__PARAM_CACHED,             \

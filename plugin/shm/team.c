@@ -28,6 +28,7 @@
 
 struct dlpg__shm_team {
   int threads, helpers;
+  pid_t pid; /* the process the helpers run in: a forked child has none to stop or join */
   pthread_t *tid;
   _Atomic uint32_t gen; /* the last job's number: what sleeping helpers wait on (futex) */
   _Atomic uint32_t sleepers;
@@ -101,6 +102,7 @@ dlpg__shm_team_t *dlpg__shm_team_new(int threads) {
   dlpg__shm_team_t *t = calloc(1, sizeof *t);
   if (!t) return NULL;
   t->threads = threads;
+  t->pid = getpid();
   t->tid = calloc((size_t)threads - 1, sizeof *t->tid);
   if (!t->tid) {
     free(t);
@@ -123,6 +125,11 @@ dlpg__shm_team_t *dlpg__shm_team_new(int threads) {
 
 void dlpg__shm_team_free(dlpg__shm_team_t *t) {
   if (!t) return;
+  if (getpid() != t->pid) {
+    free(t->tid);
+    free(t);
+    return;
+  }
   atomic_store(&t->stop, 1);
   atomic_fetch_add(&t->gen, 1);
   dlpg__team_futex_wake(&t->gen);

@@ -23,7 +23,7 @@ typedef void (*dlpg__shm_part_fn)(void *arg, size_t lo, size_t hi);
 /* A team of `threads` threads in all: the caller and threads - 1 helpers. NULL when
  * threads <= 1 or a helper could not be started (the caller then works alone). */
 dlpg__shm_team_t *dlpg__shm_team_new(int threads);
-/* Stop and join the helpers. NULL ok. */
+/* Stop and join the helpers (in a forked child, which has none: only free). NULL ok. */
 void dlpg__shm_team_free(dlpg__shm_team_t *t);
 /* Threads in the team (1 for NULL). */
 int dlpg__shm_team_threads(const dlpg__shm_team_t *t);
