@@ -21,6 +21,7 @@ dlpg_status_t dlpg__shm_broadcast(dlpg__shm_t *sh, void *buf, size_t nbytes, int
   if (dlpg__shm_one_step(sh, &c, &bytes)) return dlpg__shm_run_one(sh, &c);
   DLPG_CHECK(dlpg__shm_coll_start(sh, DLPG__SHM_BROADCAST, nbytes, 0, 0, root));
   uint8_t *p = buf;
+  if (sh->rank != root) dlpg__shm_prefault_out(sh, buf, nbytes);
   size_t off = 0;
   do {
     size_t n = dlpg__shm_min(nbytes - off, sh->slot_bytes);
@@ -44,6 +45,7 @@ dlpg_status_t dlpg__shm_allgather(dlpg__shm_t *sh, const void *in, void *out, si
   size_t bytes = 0;
   if (dlpg__shm_one_step(sh, &c, &bytes)) return dlpg__shm_run_one(sh, &c);
   DLPG_CHECK(dlpg__shm_coll_start(sh, DLPG__SHM_ALLGATHER, nbytes, 0, 0, 0));
+  dlpg__shm_prefault_out(sh, out, nbytes * (size_t)sh->size);
   const uint8_t *src = in;
   uint8_t *dst = out;
   size_t off = 0;
@@ -74,6 +76,7 @@ dlpg_status_t dlpg__shm_alltoall(dlpg__shm_t *sh, const void *in, void *out, siz
   size_t sub = (sh->slot_bytes / N) & ~(size_t)(DLPG__SHM_LINE - 1);
   const uint8_t *src = in;
   uint8_t *dst = out;
+  if (dst != src) dlpg__shm_prefault_out(sh, out, nbytes * N);
   size_t off = 0;
   do {
     size_t n = dlpg__shm_min(nbytes - off, sub);

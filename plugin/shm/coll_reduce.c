@@ -53,6 +53,7 @@ static dlpg_status_t dlpg__shm_reduce_large(dlpg__shm_t *sh, const dlpg__shm_red
   size_t len = count * E;
   int apart = out && dlpg__shm_disjoint(out, len, in, len);
   int stream = apart && dlpg__shm_stream_out(sh, len);
+  if (apart) dlpg__shm_prefault_out(sh, out, len);
   for (size_t off = 0; off < count; off += per) {
     size_t n = count - off < per ? count - off : per;
     size_t lo = n * r / N, hi = n * (r + 1) / N;

@@ -12,6 +12,8 @@
 
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__SSE2__)
 #include <emmintrin.h>
@@ -83,4 +85,31 @@ void dlpg__shm_copy_many(dlpg__shm_t *sh, const dlpg__shm_copy_t *cp, size_t cou
   for (size_t i = 0; i < count; i++) total += cp[i].len;
   dlpg__shm_team_run(dlpg__shm_helpers(sh), dlpg__shm_copy_part, &j, total,
                      DLPG__SHM_PART_BYTES);
+}
+
+#define DLPG__SHM_PREFAULT_STRETCH ((size_t)2 << 20)
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels refuse it (EINVAL), which is harmless */
+#endif
+
+/* Bytes [lo, hi) of the output at arg, 2 MiB at a time, widened to whole pages. A stretch
+ * whose middle page is in memory is left alone: an output used before is in memory
+ * throughout, while a fresh one may have its first page touched by the allocator (malloc's
+ * header before the block) and nothing else. */
+static void dlpg__shm_prefault_part(void *arg, size_t lo, size_t hi) {
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), base = (uintptr_t)arg;
+  for (size_t s = lo; s < hi; s += DLPG__SHM_PREFAULT_STRETCH) {
+    size_t e = hi - s < DLPG__SHM_PREFAULT_STRETCH ? hi : s + DLPG__SHM_PREFAULT_STRETCH;
+    uintptr_t a = (base + s) & ~(page - 1), b = (base + e + page - 1) & ~(page - 1);
+    unsigned char in_core = 0;
+    void *mid = (void *)((base + s + (e - s) / 2) & ~(page - 1));
+    if (mincore(mid, (size_t)page, &in_core) == 0 && (in_core & 1)) continue;
+    madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+  }
+}
+
+void dlpg__shm_prefault_out(dlpg__shm_t *sh, void *out, size_t len) {
+  if (!out || len < sh->stream_bytes) return;
+  dlpg__shm_team_run(dlpg__shm_helpers(sh), dlpg__shm_prefault_part, out, len,
+                     DLPG__SHM_PREFAULT_STRETCH);
 }

@@ -4,8 +4,12 @@
 // no helpers, still finishes its jobs alone; and the large collectives split between
 // helpers match the references exactly (the inputs are small multiples of a power of two,
 // so float sums are exact too) and bitwise across ranks. 3 ranks of 3 threads each run on
-// the 2-core CI machine, so helpers are often descheduled mid-part there.
+// the 2-core CI machine, so helpers are often descheduled mid-part there. Outputs in pages
+// never touched are faulted in before the copies: that must leave every byte around the
+// output as it was (the faulting covers whole pages, and the output starts mid-page).
 #include "test_shm_util.h"
+
+#include <sys/mman.h>
 
 #include <atomic>
 #include <cstring>
@@ -193,5 +197,67 @@ TEST(ShmTeam, LargeCollectivesWithHelpers) {
   });
   ExpectAllPass(codes);
 }
+
+// Collectives into fresh mappings, the output 100 bytes into its first page and ending
+// mid-page, every byte around it a sentinel; prefaulting forced from 1 byte on, with
+// helpers and without.
+void FreshOutputs(int threads) {
+  Opts o;
+  o.name = "fresh" + std::to_string(threads);
+  o.slot = 256 << 10;
+  o.stream = 1;
+  o.threads = threads;
+  auto codes = RunRanks(3, o, [](Rank &k) {
+    const size_t cnt = 300001, nb = cnt * 4, pad = 100;
+    struct Fresh {
+      uint8_t *map;
+      size_t len;
+      uint8_t *out;
+    };
+    auto fresh = [&](size_t bytes) {
+      size_t len = (pad + bytes + 4095) / 4096 * 4096 + 4096;
+      void *m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      EXPECT_NE(m, MAP_FAILED);
+      auto *p = static_cast<uint8_t *>(m);
+      memset(p, 0x5a, pad);  // the head of the first page
+      size_t end = pad + bytes, tail = (end + 4095) / 4096 * 4096;
+      memset(p + end, 0x77, tail - end);  // the rest of the last page; the pages between stay untouched
+      return Fresh{p, len, p + pad};
+    };
+    auto check_around = [&](const Fresh &f, size_t bytes, const std::string &what) {
+      for (size_t i = 0; i < pad; i++) ASSERT_EQ(f.map[i], 0x5a) << what << ": byte " << i << " before the output";
+      size_t end = pad + bytes, tail = (end + 4095) / 4096 * 4096;
+      for (size_t i = end; i < f.len; i++)
+        ASSERT_EQ(f.map[i], i < tail ? 0x77 : 0) << what << ": byte " << i - end << " after the output";
+      munmap(f.map, f.len);
+    };
+    std::vector<std::vector<uint8_t>> in;
+    for (int q = 0; q < k.size; q++) in.push_back(Floats(cnt + 9, q, cnt));
+    Fresh ar = fresh(nb);
+    ASSERT_EQ(dlpg__shm_allreduce(k.sh, in[k.rank].data(), ar.out, cnt, DLPG__DT_FLOAT32, DLPG_SUM), DLPG_OK)
+        << dlpg_last_error();
+    ExpectSums<float>(in, ar.out, cnt, "allreduce into fresh pages");
+    check_around(ar, nb, "allreduce");
+    Fresh ag = fresh(nb * k.size);
+    ASSERT_EQ(dlpg__shm_allgather(k.sh, in[k.rank].data(), ag.out, nb), DLPG_OK) << dlpg_last_error();
+    for (int q = 0; q < k.size; q++) ASSERT_EQ(memcmp(ag.out + q * nb, in[q].data(), nb), 0) << "allgather block " << q;
+    check_around(ag, nb * k.size, "allgather");
+    Fresh bc = fresh(nb);
+    if (k.rank == 1) memcpy(bc.out, in[1].data(), nb);
+    ASSERT_EQ(dlpg__shm_broadcast(k.sh, bc.out, nb, 1), DLPG_OK) << dlpg_last_error();
+    ASSERT_EQ(memcmp(bc.out, in[1].data(), nb), 0) << "broadcast";
+    check_around(bc, nb, "broadcast");
+    std::vector<uint8_t> a2a_in;
+    for (int j = 0; j < k.size; j++) a2a_in.insert(a2a_in.end(), in[k.rank].begin(), in[k.rank].end());
+    Fresh a2a = fresh(nb * k.size);
+    ASSERT_EQ(dlpg__shm_alltoall(k.sh, a2a_in.data(), a2a.out, nb), DLPG_OK) << dlpg_last_error();
+    for (int q = 0; q < k.size; q++) ASSERT_EQ(memcmp(a2a.out + q * nb, in[q].data(), nb), 0) << "alltoall block " << q;
+    check_around(a2a, nb * k.size, "alltoall");
+  });
+  ExpectAllPass(codes);
+}
+
+TEST(ShmTeam, FreshOutputsAlone) { FreshOutputs(1); }
+TEST(ShmTeam, FreshOutputsWithHelpers) { FreshOutputs(3); }
 
 }  // namespace
