@@ -1,4 +1,5 @@
-/* Copies into an operation's output (copy_out.c): streaming stores for large outputs. */
+/* Copies into an operation's output (copy_out.c): streaming stores for large outputs, fresh
+ * outputs faulted in first, copies split between the rank's helper threads. */
 #ifndef DLPG_SHM_COPY_OUT_H_
 #define DLPG_SHM_COPY_OUT_H_
 
@@ -25,9 +26,9 @@ void dlpg__shm_copy_out_done(int stream);
  * whose middle page is not in memory, by the rank's threads at once, each a stretch of its
  * own (MADV_POPULATE_WRITE). An output in pages never touched (each new result of JAX's CPU
  * client, a fresh malloc of a large block) otherwise takes a fault per 4 KiB page in the
- * middle of the copies, by threads that contend for the same page tables: 2-core CI
- * machine, 2 ranks, 16 MiB into fresh pages 13.6 ms before, 8.5 ms with it, the same 3.0 ms
- * into reused memory (bench/fresh_output.py). A hint: its failure changes nothing. */
+ * middle of the copies: 2-core CI machine, 2 ranks, 16 MiB into fresh pages 13.8 ms before,
+ * 8.6-8.8 ms with it, 3.0-3.5 ms into reused memory either way
+ * (bench/results/fresh-output-2core.md). A hint: its failure changes nothing. */
 void dlpg__shm_prefault_out(dlpg__shm_t *sh, void *out, size_t len);
 /* The copies cp[0..count), as dlpg__shm_copy_out with stream, fenced when streamed; split
  * between the rank's helper threads when it has them (team.h) and they are large enough. */
