@@ -249,26 +249,17 @@ void Moves(int size, double deadline) {
         ASSERT_EQ(dlpg__shm_broadcast(k.sh, buf.data(), nb, root), DLPG_OK) << dlpg_last_error();
         ASSERT_EQ(buf, want) << "broadcast root " << root << " bytes " << nb;
       }
-      std::vector<uint8_t> all, mine = Bytes(seed, k.rank, nb);
-      for (int q = 0; q < k.size; q++) {
-        auto b = Bytes(seed, q, nb);
-        all.insert(all.end(), b.begin(), b.end());
-      }
+      std::vector<uint8_t> all = AllRanksBytes(seed, k.size, nb), mine = Bytes(seed, k.rank, nb);
       std::vector<uint8_t> out(nb * k.size, 0);
       ASSERT_EQ(dlpg__shm_allgather(k.sh, mine.data(), out.data(), nb), DLPG_OK) << dlpg_last_error();
       ASSERT_EQ(out, all) << "allgather " << nb;
       // alltoall: block j of rank q's input is Bytes(seed*31 + j, q).
-      std::vector<uint8_t> a2a_in, a2a_want, a2a_out(nb * k.size, 0);
-      for (int j = 0; j < k.size; j++) {
-        auto b = Bytes(seed * 31 + j, k.rank, nb);
-        a2a_in.insert(a2a_in.end(), b.begin(), b.end());
-        auto w = Bytes(seed * 31 + k.rank, j, nb);
-        a2a_want.insert(a2a_want.end(), w.begin(), w.end());
-      }
-      ASSERT_EQ(dlpg__shm_alltoall(k.sh, a2a_in.data(), a2a_out.data(), nb), DLPG_OK) << dlpg_last_error();
-      ASSERT_EQ(a2a_out, a2a_want) << "alltoall " << nb;
-      ASSERT_EQ(dlpg__shm_alltoall(k.sh, a2a_in.data(), a2a_in.data(), nb), DLPG_OK) << dlpg_last_error();
-      ASSERT_EQ(a2a_in, a2a_want) << "alltoall in place " << nb;
+      AlltoallCase a2a(seed * 31, k.rank, k.size, nb);
+      std::vector<uint8_t> a2a_out(nb * k.size, 0);
+      ASSERT_EQ(dlpg__shm_alltoall(k.sh, a2a.in.data(), a2a_out.data(), nb), DLPG_OK) << dlpg_last_error();
+      ASSERT_EQ(a2a_out, a2a.want) << "alltoall " << nb;
+      ASSERT_EQ(dlpg__shm_alltoall(k.sh, a2a.in.data(), a2a.in.data(), nb), DLPG_OK) << dlpg_last_error();
+      ASSERT_EQ(a2a.in, a2a.want) << "alltoall in place " << nb;
       ASSERT_EQ(dlpg__shm_barrier(k.sh), DLPG_OK) << dlpg_last_error();
       // A ring of pair transfers: even ranks send first, odd ones receive first.
       int next = (k.rank + 1) % k.size, prev = (k.rank + k.size - 1) % k.size;

@@ -176,23 +176,14 @@ TEST(ShmTeam, LargeCollectivesWithHelpers) {
       std::vector<uint8_t> want = Bytes(cnt + 3, 2, nb), buf = k.rank == 2 ? want : std::vector<uint8_t>(nb, 0);
       ASSERT_EQ(dlpg__shm_broadcast(k.sh, buf.data(), nb, 2), DLPG_OK) << dlpg_last_error();
       ASSERT_EQ(buf, want) << "broadcast " << c;
-      std::vector<uint8_t> all, ag(nb * k.size, 0);
-      for (int q = 0; q < k.size; q++) {
-        auto b = Bytes(cnt + 4, q, nb);
-        all.insert(all.end(), b.begin(), b.end());
-      }
+      std::vector<uint8_t> all = AllRanksBytes(cnt + 4, k.size, nb), ag(nb * k.size, 0);
       ASSERT_EQ(dlpg__shm_allgather(k.sh, Bytes(cnt + 4, k.rank, nb).data(), ag.data(), nb), DLPG_OK)
           << dlpg_last_error();
       ASSERT_EQ(ag, all) << "allgather " << c;
-      std::vector<uint8_t> a2a_in, a2a_want, a2a_out(nb * k.size, 0);
-      for (int j = 0; j < k.size; j++) {
-        auto b = Bytes(cnt * 31 + j, k.rank, nb);
-        a2a_in.insert(a2a_in.end(), b.begin(), b.end());
-        auto w = Bytes(cnt * 31 + k.rank, j, nb);
-        a2a_want.insert(a2a_want.end(), w.begin(), w.end());
-      }
-      ASSERT_EQ(dlpg__shm_alltoall(k.sh, a2a_in.data(), a2a_out.data(), nb), DLPG_OK) << dlpg_last_error();
-      ASSERT_EQ(a2a_out, a2a_want) << "alltoall " << c;
+      AlltoallCase a2a(cnt * 31, k.rank, k.size, nb);
+      std::vector<uint8_t> a2a_out(nb * k.size, 0);
+      ASSERT_EQ(dlpg__shm_alltoall(k.sh, a2a.in.data(), a2a_out.data(), nb), DLPG_OK) << dlpg_last_error();
+      ASSERT_EQ(a2a_out, a2a.want) << "alltoall " << c;
     }
   });
   ExpectAllPass(codes);

@@ -136,6 +136,30 @@ inline std::vector<uint8_t> Bytes(uint64_t seed, int rank, size_t n) {
   return v;
 }
 
+// Every rank's Bytes(seed, q, n) end to end: what an allgather of them gives.
+inline std::vector<uint8_t> AllRanksBytes(uint64_t seed, int size, size_t n) {
+  std::vector<uint8_t> all;
+  for (int q = 0; q < size; q++) {
+    auto b = Bytes(seed, q, n);
+    all.insert(all.end(), b.begin(), b.end());
+  }
+  return all;
+}
+
+// An alltoall of n-byte blocks where block j of rank q's input is Bytes(seed + j, q): this
+// rank's input and the output it must get.
+struct AlltoallCase {
+  std::vector<uint8_t> in, want;
+  AlltoallCase(uint64_t seed, int rank, int size, size_t n) {
+    for (int j = 0; j < size; j++) {
+      auto b = Bytes(seed + j, rank, n);
+      in.insert(in.end(), b.begin(), b.end());
+      auto w = Bytes(seed + rank, j, n);
+      want.insert(want.end(), w.begin(), w.end());
+    }
+  }
+};
+
 // Publish a hash of this rank's result and compare with rank 0's.
 inline void ExpectSameBits(Rank &k, const std::string &key, const std::vector<uint8_t> &v) {
   uint64_t h = 1469598103934665603ull;
