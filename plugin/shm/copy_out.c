@@ -29,7 +29,8 @@ int dlpg__shm_stream_out(const dlpg__shm_t *sh, size_t total_bytes) {
 #endif
 }
 
-void dlpg__shm_copy_out(void *dst, const void *src, size_t n, int stream) {
+/* memcpy(dst, src, n), with streaming stores when stream is set. */
+static void dlpg__shm_copy_out(void *dst, const void *src, size_t n, int stream) {
 #ifdef DLPG__SHM_HAVE_STREAM
   if (stream && n >= 256) {
     uint8_t *d = dst;
@@ -53,7 +54,8 @@ void dlpg__shm_copy_out(void *dst, const void *src, size_t n, int stream) {
   memcpy(dst, src, n);
 }
 
-void dlpg__shm_copy_out_done(int stream) {
+/* After the last dlpg__shm_copy_out of a thread with stream set. */
+static void dlpg__shm_copy_out_done(int stream) {
 #ifdef DLPG__SHM_HAVE_STREAM
   /* Streaming stores are weakly ordered: fence them before the operation reports done. */
   if (stream) _mm_sfence();

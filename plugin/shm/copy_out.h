@@ -16,11 +16,6 @@ static inline int dlpg__shm_disjoint(const void *a, size_t alen, const void *b, 
   uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
   return x + alen <= y || y + blen <= x;
 }
-/* memcpy(dst, src, n), with streaming stores when stream is set. */
-void dlpg__shm_copy_out(void *dst, const void *src, size_t n, int stream);
-/* After an operation's last dlpg__shm_copy_out with stream set, before it completes. */
-void dlpg__shm_copy_out_done(int stream);
-
 /* Before the first copy into len bytes of output this rank did not read, from
  * sh->stream_bytes on: fault in, writable and unchanged, the pages of every 2 MiB stretch
  * whose middle page is not in memory, by the rank's threads at once, each a stretch of its
