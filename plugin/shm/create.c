@@ -401,6 +401,7 @@ agree:
   if (mine == DLPG_OK) {
     sh->ctl[rank].pid = (int32_t)getpid();
     sh->ctl[rank].starttime = dlpg__shm_pid_starttime(getpid());
+    atomic_store_explicit(&sh->ctl[rank].cpu, -1, memory_order_relaxed);
   }
   /* A rank that cannot join still answers, so the others fail with its reason, not at
    * their deadline. */

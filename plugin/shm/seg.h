@@ -58,6 +58,10 @@ typedef struct dlpg__shm_rankctl {
    * descriptor a slower rank is still comparing. */
   dlpg__shm_desc_t desc[2];
   char reason[256]; /* the message of this rank's failure, written before state */
+  /* The CPU this rank last spun on (-1: not yet): a waiter that finds the peer it waits for
+   * on its own CPU yields it (sync.c). A line of its own, so writing it does not disturb
+   * peers polling seq. */
+  _Alignas(DLPG__SHM_LINE) _Atomic int32_t cpu;
 } dlpg__shm_rankctl_t;
 
 /* Ordered pair src -> dst: sent is written by src only, done by dst only (own lines). */
@@ -113,6 +117,7 @@ struct dlpg__shm {
   double timeout_s;
   int spin;
   double yield_s; /* after the spin, seconds of sched_yield before a futex sleep */
+  double moved_at; /* when this rank last left a CPU it shared with a peer (sync.c) */
   _Atomic int aborted;       /* set by dlpg__shm_abort from any thread */
   const int *create_abort;   /* the creation's abort flag (config), or NULL */
   /* The caller's thread only: */

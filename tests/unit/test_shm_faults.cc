@@ -3,7 +3,7 @@
 // re-creation under the same name, nothing in /dev/shm, kill -9 of a rank mid-operation
 // (survivors fail naming it within timeout + 1 s), SIGSTOP (a timeout naming the stopped
 // rank), abort from another thread, a peer that leaves, mismatched collectives, and waiters
-// that yield their CPU ending at the deadline.
+// that yield their CPU ending at the deadline; two ranks started on one CPU are parted.
 #include "test_shm_util.h"
 
 #include <sched.h>
@@ -292,3 +292,53 @@ TEST(ShmFaults, MismatchedCollectivesAreNamedAndRecoverable) {
 }
 
 }  // namespace
+
+// Two ranks that start on one CPU of a mask of several (as the scheduler sometimes places
+// them) are parted by the waiter, which moves itself off the CPU it shares with the rank it
+// waits for: within the first 100 allreduces they are seen on different CPUs, every sum is
+// right, and each rank's affinity mask is the one it had.
+TEST(ShmWaits, RanksOnOneCpuPartAndKeepTheirMasks) {
+  cpu_set_t mask;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
+  if (CPU_COUNT(&mask) < 2) GTEST_SKIP() << "one CPU in this process's affinity mask";
+  Opts o;
+  o.yield_us = -1;  // never yield: the ranks do not outnumber the CPUs
+  o.name = "onecpu";
+  o.create = false;
+  auto codes = RunRanks(2, o, [&](Rank &k) {
+    int first = 0;
+    while (!CPU_ISSET(first, &mask)) first++;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    // On `first` alone, then the whole mask again: the kernel leaves the thread where it is.
+    ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+    ASSERT_EQ(sched_setaffinity(0, sizeof mask, &mask), 0);
+    dlpg__shm_config_t cfg{};
+    cfg.timeout_s = o.timeout, cfg.spin = -1, cfg.yield_us = -1;
+    ASSERT_EQ(dlpg__shm_create(k.store, o.name.c_str(), k.rank, 2, &cfg, &k.sh), DLPG_OK)
+        << dlpg_last_error();
+    std::string cpus;
+    for (int i = 0; i < 100; i++) {
+      int32_t v = 1000 * k.rank + i, out = 0;
+      ASSERT_EQ(dlpg__shm_allreduce(k.sh, &v, &out, 1, DLPG__DT_INT32, DLPG_SUM), DLPG_OK)
+          << dlpg_last_error();
+      ASSERT_EQ(out, 1000 + 2 * i) << "allreduce " << i;
+      cpus += static_cast<char>('A' + sched_getcpu() % 26);
+    }
+    cpu_set_t now;
+    ASSERT_EQ(sched_getaffinity(0, sizeof now, &now), 0);
+    EXPECT_TRUE(CPU_EQUAL(&now, &mask)) << "rank " << k.rank << "'s affinity mask changed";
+    std::string key = "onecpu/" + std::to_string(k.rank);
+    ASSERT_EQ(dlpg_store_set(k.store, key.c_str(), cpus.data(), cpus.size()), DLPG_OK);
+    char peer[128];
+    size_t len = 0;
+    std::string pk = "onecpu/" + std::to_string(1 - k.rank);
+    ASSERT_EQ(dlpg_store_get(k.store, pk.c_str(), 20, peer, sizeof peer, &len), DLPG_OK);
+    bool parted = false;
+    for (size_t i = 0; i < len && i < cpus.size(); i++) parted |= peer[i] != cpus[i];
+    EXPECT_TRUE(parted) << "rank " << k.rank << " on CPUs " << cpus << ", its peer on "
+                        << std::string(peer, len);
+  });
+  ExpectAllPass(codes);
+}
