@@ -59,8 +59,8 @@ typedef struct dlpg__shm_rankctl {
   dlpg__shm_desc_t desc[2];
   char reason[256]; /* the message of this rank's failure, written before state */
   /* The CPU this rank last spun on (-1: not yet): a waiter that finds the peer it waits for
-   * on its own CPU yields it (sync.c). A line of its own, so writing it does not disturb
-   * peers polling seq. */
+   * on its own CPU moves off it or yields it (sync.c). A line of its own, so writing it does
+   * not disturb peers polling seq. */
   _Alignas(DLPG__SHM_LINE) _Atomic int32_t cpu;
 } dlpg__shm_rankctl_t;
 

@@ -186,10 +186,8 @@ dlpg_status_t dlpg__shm_peer_failed(dlpg__shm_t *sh, int q) {
 #define DLPG__SHM_CPU_LOOK 63
 
 /* Whether peer last spun on the CPU this rank spins on now (*cpu: this rank's, looked up
- * and published on the first call of a wait). Two ranks that the scheduler put on one CPU
- * otherwise take turns at whole spins: the one running spins while the one it waits for
- * waits for the CPU. Seen on the 2-core CI machine, 2 ranks: in about 4 starts of 10, the
- * first few hundred 8-byte collectives took 55 us each (one spin) instead of 0.8. */
+ * and published at the first look of a wait). The peer's value may be stale, if it moved
+ * since without spinning: then this rank moves or yields once for nothing. */
 static int dlpg__shm_peer_here(dlpg__shm_t *sh, int peer, int *cpu) {
   if (*cpu < 0) {
     *cpu = sched_getcpu();
@@ -214,15 +212,13 @@ static int dlpg__shm_leave_cpu(int cpu) {
   return 1;
 }
 
-/* The peer this rank waits for is on its CPU, waiting for it. The scheduler does not part
- * two such ranks soon (each ran a moment ago, so each counts as cache-hot where it is)
- * even with another CPU idle: seen on the 2-core CI machine, the two ranks of a job took
- * turns on one CPU for the first few hundred 8-byte collectives in about 4 starts of 10, a
- * whole spin each (55 us) where 0.8 us is usual, and 2.5 us when the waiter only yielded.
- * Where the ranks do not outnumber the CPUs (no yield phase), the higher rank of the two
- * moves to another CPU of its mask, at most once per DLPG__SHM_MOVE_GAP_S (both moving
- * would land them together again); otherwise, or meanwhile, it yields the CPU to the
- * peer. */
+/* The peer this rank waits for is on its CPU, waiting for it: the running one spins while
+ * the one it waits for waits for the CPU, a whole spin per step. The scheduler did not part
+ * two such ranks soon even with another CPU idle: on the 2-core CI machine, 2 ranks, the
+ * first 300 8-byte allreduces averaged over 10 us (up to 59) in 10 of 40 starts, 1.3-2.7 us
+ * otherwise; 0 of 40 with this. Where the ranks do not outnumber the CPUs (no yield phase), the higher rank
+ * of the two moves to another CPU of its mask, at most once per DLPG__SHM_MOVE_GAP_S (both
+ * moving would land them together again); otherwise, or meanwhile, it yields the CPU. */
 #define DLPG__SHM_MOVE_GAP_S 0.01
 static void dlpg__shm_make_room(dlpg__shm_t *sh, int peer, int *cpu) {
   if (sh->yield_s <= 0 && sh->rank > peer) {

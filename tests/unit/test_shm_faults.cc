@@ -291,8 +291,6 @@ TEST(ShmFaults, MismatchedCollectivesAreNamedAndRecoverable) {
   ExpectAllPass(codes);
 }
 
-}  // namespace
-
 // Two ranks that start on one CPU of a mask of several (as the scheduler sometimes places
 // them) are parted by the waiter, which moves itself off the CPU it shares with the rank it
 // waits for: within the first 100 allreduces they are seen on different CPUs, every sum is
@@ -342,3 +340,5 @@ TEST(ShmWaits, RanksOnOneCpuPartAndKeepTheirMasks) {
   });
   ExpectAllPass(codes);
 }
+
+}  // namespace
