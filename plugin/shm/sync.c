@@ -216,9 +216,10 @@ static int dlpg__shm_leave_cpu(int cpu) {
  * the one it waits for waits for the CPU, a whole spin per step. The scheduler did not part
  * two such ranks soon even with another CPU idle: on the 2-core CI machine, 2 ranks, the
  * first 300 8-byte allreduces averaged over 10 us (up to 59) in 10 of 40 starts, 1.3-2.7 us
- * otherwise; 0 of 40 with this. Where the ranks do not outnumber the CPUs (no yield phase), the higher rank
- * of the two moves to another CPU of its mask, at most once per DLPG__SHM_MOVE_GAP_S (both
- * moving would land them together again); otherwise, or meanwhile, it yields the CPU. */
+ * otherwise; 0 of 40 with this. Where the ranks do not outnumber the CPUs (no yield phase),
+ * the higher rank of the two moves to another CPU of its mask, at most once per
+ * DLPG__SHM_MOVE_GAP_S (both moving would land them together again); otherwise, or
+ * meanwhile, it yields the CPU. */
 #define DLPG__SHM_MOVE_GAP_S 0.01
 static void dlpg__shm_make_room(dlpg__shm_t *sh, int peer, int *cpu) {
   if (sh->yield_s <= 0 && sh->rank > peer) {

@@ -312,8 +312,7 @@ TEST(ShmWaits, RanksOnOneCpuPartAndKeepTheirMasks) {
     // On `first` alone, then the whole mask again: the kernel leaves the thread where it is.
     ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
     ASSERT_EQ(sched_setaffinity(0, sizeof mask, &mask), 0);
-    dlpg__shm_config_t cfg{};
-    cfg.timeout_s = o.timeout, cfg.spin = -1, cfg.yield_us = -1;
+    dlpg__shm_config_t cfg = Config(o);
     ASSERT_EQ(dlpg__shm_create(k.store, o.name.c_str(), k.rank, 2, &cfg, &k.sh), DLPG_OK)
         << dlpg_last_error();
     std::string cpus;

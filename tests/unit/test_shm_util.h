@@ -64,6 +64,15 @@ struct Opts {
   std::function<void(const std::vector<pid_t> &, Store &)> parent;
 };
 
+// The engine's configuration that opts describe (the defaults' spin).
+inline dlpg__shm_config_t Config(const Opts &o) {
+  dlpg__shm_config_t cfg{};
+  cfg.slot_bytes = o.slot, cfg.p2p_slot_bytes = o.p2p_slot, cfg.timeout_s = o.timeout;
+  cfg.spin = -1, cfg.stream_bytes = o.stream, cfg.yield_us = o.yield_us;
+  cfg.threads = o.threads;
+  return cfg;
+}
+
 // Run body on `size` forked ranks; returns the exit codes (0: body passed). A body fails
 // through gtest assertions (the child's exit code reflects HasFailure()).
 inline std::vector<int> RunRanks(int size, const Opts &o, const std::function<void(Rank &)> &body) {
@@ -78,10 +87,7 @@ inline std::vector<int> RunRanks(int size, const Opts &o, const std::function<vo
         _exit(3);
       }
       if (o.create) {
-        dlpg__shm_config_t cfg{};
-        cfg.slot_bytes = o.slot, cfg.p2p_slot_bytes = o.p2p_slot, cfg.timeout_s = o.timeout;
-        cfg.spin = -1, cfg.stream_bytes = o.stream, cfg.yield_us = o.yield_us;
-        cfg.threads = o.threads;
+        dlpg__shm_config_t cfg = Config(o);
         dlpg_status_t s = dlpg__shm_create(rk.store, o.name.c_str(), r, size, &cfg, &rk.sh);
         if (s != DLPG_OK) {
           fprintf(stderr, "rank %d: create: %s: %s\n", r, dlpg_status_name(s), dlpg_last_error());
