@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Installs what dlpg needs from Debian's packages, only what is missing. CUDA and NCCL are
-# not Debian packages: they are used from /usr/local/cuda when present (optional).
+# Installs what dlpg needs: the C side from Debian's packages (only what is missing; Debian 12
+# and 13), and the Python side into the project venv (.venv, or $DLPG_VENV) from the package
+# index, pinned in ci/requirements.txt. CUDA and NCCL are not Debian packages: they are used
+# from /usr/local/cuda when present (optional).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 pkgs=(build-essential cmake pkg-config libgloo-dev libdlpack-dev libgtest-dev
-      python3-torch python3-numpy python3-pytest python3-setuptools python3-pip
-      libtorch-dev pybind11-dev ninja-build python3-venv  # C++ torch backend; venv test
-      libssl-dev libhiredis-dev redis-server clang libclang-rt-14-dev  # store: auth, Redis, fuzz
+      python3.11 python3.11-venv python3.11-dev  # the venv's Python (torch 2.13's CPU wheel is cp311)
+      libssl-dev libhiredis-dev redis-server clang libclang-rt-dev  # store: auth, Redis, fuzz
       iproute2  # network-namespace (multi-host) test
-      openmpi-bin libopenmpi-dev python3-wheel)  # mpirun launch test, MPI anchor; wheel build
+      openmpi-bin libopenmpi-dev)  # mpirun launch test, MPI anchor
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -35,4 +37,20 @@ if ((${#missing[@]})); then
     --no-install-recommends "${missing[@]}"
 else
   echo "ci/install-deps.sh: all Debian packages present"
+fi
+
+# The project venv: Debian's Python 3.11, the pinned packages. Reinstalled only when
+# ci/requirements.txt changed since it was filled (its copy inside the venv says what it holds).
+venv=${DLPG_VENV:-$PWD/.venv}
+if [ ! -x "$venv/bin/python" ]; then
+  echo "ci/install-deps.sh: creating the venv $venv"
+  /usr/bin/python3.11 -m venv "$venv"
+fi
+if ! cmp -s ci/requirements.txt "$venv/dlpg-requirements.txt"; then
+  echo "ci/install-deps.sh: installing ci/requirements.txt into $venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q -r ci/requirements.txt
+  cp ci/requirements.txt "$venv/dlpg-requirements.txt"
+else
+  echo "ci/install-deps.sh: $venv holds ci/requirements.txt"
 fi
