@@ -7,7 +7,7 @@
 # beside it as well. Exactly $ORIGIN, no build-tree folder, so nothing points back here.
 option(DLPG_ORIGIN_RPATH "Search $ORIGIN (DT_RPATH) for dependencies, for bundles and wheels" OFF)
 if(DLPG_ORIGIN_RPATH)
-  foreach(_dlpg_t dlpg dlpg_nccl dlpg_xla dlpg-store dlpg-info)
+  foreach(_dlpg_t dlpg dlpg_nccl dlpg_xla dlpg-store dlpg-info dlpg-bench)
     if(TARGET ${_dlpg_t})
       set_target_properties(${_dlpg_t} PROPERTIES BUILD_WITH_INSTALL_RPATH ON
         INSTALL_RPATH "\$ORIGIN")

@@ -1,20 +1,28 @@
 # plugin/xla: libdlpg_xla.so, the XLA FFI handlers JAX registers (python_shim/dlpg/jax.py).
 # Built only when jaxlib's FFI C API header is found: DLPG_XLA_FFI_INCLUDE_DIR (a folder
-# holding xla/ffi/api/c_api.h), else what `python3 -c "import jax.ffi;
-# print(jax.ffi.include_dir())"` says. It links no dlpg, XLA or CUDA library: dlpg is
-# reached through dlpg_get_api of the libdlpg.so the host names at run time.
+# holding xla/ffi/api/c_api.h), else jaxlib's include folder (what jax.ffi.include_dir() says),
+# asked of DLPG_XLA_PYTHON (in a wheel build, the build environment's Python, which has jaxlib
+# but no jax). It links no dlpg, XLA or CUDA library: dlpg is reached through dlpg_get_api of
+# the libdlpg.so the host names at run time.
 set(DLPG_XLA_FFI_INCLUDE_DIR "" CACHE PATH "folder with xla/ffi/api/c_api.h (jax.ffi.include_dir())")
-set(DLPG_XLA_PYTHON "python3" CACHE STRING "python used to ask jax for its FFI include folder")
+if(DEFINED Python_EXECUTABLE)
+  set(_dlpg_xla_python_default "${Python_EXECUTABLE}")
+else()
+  set(_dlpg_xla_python_default python3)
+endif()
+set(DLPG_XLA_PYTHON "${_dlpg_xla_python_default}" CACHE STRING
+  "python used to ask jaxlib for its FFI include folder")
 
 set(_dlpg_xla_inc "${DLPG_XLA_FFI_INCLUDE_DIR}")
 set(_dlpg_xla_why "")
 if(NOT _dlpg_xla_inc)
-  execute_process(COMMAND ${DLPG_XLA_PYTHON} -c "import jax.ffi; print(jax.ffi.include_dir())"
+  execute_process(COMMAND ${DLPG_XLA_PYTHON} -c
+    "import os, jaxlib; print(os.path.join(os.path.dirname(jaxlib.__file__), 'include'))"
     OUTPUT_VARIABLE _dlpg_xla_inc RESULT_VARIABLE _dlpg_xla_rc
     OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET TIMEOUT 60)
   if(NOT _dlpg_xla_rc EQUAL 0)
     set(_dlpg_xla_inc "")
-    set(_dlpg_xla_why "no DLPG_XLA_FFI_INCLUDE_DIR and '${DLPG_XLA_PYTHON}' cannot import jax.ffi")
+    set(_dlpg_xla_why "no DLPG_XLA_FFI_INCLUDE_DIR and '${DLPG_XLA_PYTHON}' cannot import jaxlib")
   endif()
 endif()
 if(_dlpg_xla_inc AND NOT EXISTS "${_dlpg_xla_inc}/xla/ffi/api/c_api.h")

@@ -170,13 +170,13 @@ def _pkg_config_libdir():
 
 def candidate_paths():
     """The places searched for the library, in order: DLPG_LIBRARY; the package's
-    _native/ folder (where a wheel puts it, with what it needs beside it); in a source checkout, its build trees (build*/); the libdir
+    _native/ folder (where the wheel puts it); in a source checkout, its build trees (build*/); the libdir
     pkg-config names for dlpg; the system loader (ld.so.conf, LD_LIBRARY_PATH)."""
     env = os.environ.get("DLPG_LIBRARY")
     if env:
         return [env]  # An explicit choice is never silently replaced by another library.
     here = os.path.dirname(os.path.abspath(__file__))
-    paths = [os.path.join(here, "_native", "libdlpg.so")]
+    paths = [os.path.join(here, "_native", "libdlpg.so.0")]
     repo = _source_checkout()
     if repo is not None:
         builds = sorted(glob.glob(os.path.join(repo, "build*", "libdlpg.so")),
@@ -208,8 +208,8 @@ def _load():
     raise LibraryNotFoundError(
         "dlpg: cannot load libdlpg.so; tried, in order: " + "; ".join(tried) +
         ". Set DLPG_LIBRARY to the library's path, install dlpg (cmake --install) where the "
-        "system loader or pkg-config finds it, or install the wheel from a checkout "
-        "(pip install --no-build-isolation ./python_shim), which builds and carries it")
+        "system loader or pkg-config finds it, or install the package from a checkout "
+        "(pip install .), which builds and carries it")
 
 
 class _Lib(object):

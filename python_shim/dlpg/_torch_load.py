@@ -1,14 +1,14 @@
 """Finding, or building once, the C++ torch backend dlpg.torch._C_dlpg for the torch this
 process runs.
 
-The package's own build (the wheel's, or `python3 -m dlpg.build_torch_ext`'s in a checkout) is
-used when its stamp names this torch, this Python and these sources. Otherwise the one in a
-per-build cache folder (DLPG_TORCH_EXT_CACHE, else $XDG_CACHE_HOME/dlpg/torch-ext, else
-~/.cache/dlpg/torch-ext; one folder per torch version, Python ABI and sources), built there
-the first time with torch.utils.cpp_extension under a file lock (every rank of a job imports
-at once: one builds, the others wait and then load its result), saying so on one line. When
-it cannot be built, ImportError names what is missing (a compiler, ninja, headers). There
-is no other torch backend to fall back to.
+One way, wheel and checkout alike: the extension is compiled by torch's own
+torch.utils.cpp_extension at the first `import dlpg.torch` (or ahead of it, by
+`python -m dlpg.build_torch_ext`) into a per-build cache folder (DLPG_TORCH_EXT_CACHE, else
+$XDG_CACHE_HOME/dlpg/torch-ext, else ~/.cache/dlpg/torch-ext; one folder per torch version,
+Python ABI and sources), under a file lock (every rank of a job imports at once: one builds,
+the others wait and then load its result), saying so on one line. The wheel ships no compiled
+extension, so it serves whatever torch it meets. When it cannot be built, ImportError names
+what is missing (a compiler, ninja, headers). There is no other torch backend to fall back to.
 
 It lives outside dlpg.torch so that building does not import the backend being built.
 """
@@ -23,7 +23,6 @@ import sysconfig
 
 from . import _torch_ext as spec
 
-PKG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch")
 MODULE = "dlpg.torch." + spec.NAME
 
 
@@ -44,16 +43,6 @@ def cache_folder(stamp):
     torch_version, py, digest = re.match(r"torch (.*); python (.*); sources (.*)$", stamp).groups()
     name = "torch%s-%s-%s" % (re.sub(r"[^\w.]", "_", torch_version), py, digest)
     return os.path.join(cache_root(), name)
-
-
-def package_build(stamp):
-    """The package's own extension file when its stamp is stamp, else None."""
-    if spec.read_stamp(PKG) != stamp:
-        return None
-    for name in sorted(os.listdir(PKG)):
-        if name.startswith(spec.NAME) and name.endswith(".so"):
-            return os.path.join(PKG, name)
-    return None
 
 
 def missing_tools():
@@ -131,6 +120,5 @@ def import_file(path):
 
 
 def load():
-    """The extension module for this torch: the package's, else the cache's (built if needed)."""
-    stamp = wanted()
-    return import_file(package_build(stamp) or cached_build(stamp))
+    """The extension module for this torch, from the cache (built there first if needed)."""
+    return import_file(cached_build(wanted()))
