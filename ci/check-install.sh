@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `cmake --install` into a scratch prefix, then build a consumer twice: through
-# find_package(dlpg) and through pkg-config.
+# `cmake --install` into a scratch prefix, then build a consumer through find_package(dlpg)
+# and through the installed pkg-config file; and one through the build tree's dlpg.pc.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -32,4 +32,8 @@ libdir=$(ls -d "$prefix"/lib*/pkgconfig | head -1)
 cc "$prefix/consumer/main.c" -o "$prefix/consumer/pc" \
   $(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs dlpg)
 LD_LIBRARY_PATH="$(dirname "$libdir")" "$prefix/consumer/pc"
-echo "ci/check-install.sh: find_package(dlpg) and pkg-config consumers OK"
+# The build tree's own dlpg.pc: headers from the source tree, the library from the build.
+cc "$prefix/consumer/main.c" -o "$prefix/consumer/pc-build" \
+  $(PKG_CONFIG_PATH="$BUILD_DIR" pkg-config --cflags --libs dlpg)
+"$prefix/consumer/pc-build"
+echo "ci/check-install.sh: find_package(dlpg), pkg-config and build-tree pkg-config consumers OK"

@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
-export PY=${PYTHON:-/usr/bin/python3}
+export PY=${PYTHON:-$PWD/.venv/bin/python}
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
   echo "ci/netns-multihost.sh: needs root and iproute2 (ip); not run" >&2
   exit 1
@@ -35,7 +35,7 @@ for h in A B; do  # each host's interface is eth0, as on two machines of one clu
   ip -n "${tag}$h" link set eth0 up
 done
 export PYTHONPATH="$PWD/python_shim" DLPG_LIBRARY="$PWD/$BUILD_DIR/libdlpg.so"
-export DLPG_TORCH_BUILD_DIR="$PWD/$BUILD_DIR/torch-ext" DLPG_TIMEOUT=60
+export DLPG_TORCH_EXT_CACHE="$PWD/$BUILD_DIR/torch-ext" DLPG_TIMEOUT=60
 on() { local h=$1; shift; ip netns exec "${tag}$h" "$@"; }
 # Step 1: one secret for the job.
 export DLPG_STORE_TOKEN=$(head -c 24 /dev/urandom | base64)

@@ -8,7 +8,11 @@ export BUILD_DIR=${BUILD_DIR:-build}
 # another run shares the machine.
 export DLPG_CI_RUN=${DLPG_CI_RUN:-$$.$(date +%s%N)}
 bash ci/install-deps.sh
-bash ci/build.sh
+# The project venv (ci/install-deps.sh): torch 2.13, JAX 0.10, Ray; every Python step uses it.
+export PYTHON="$PWD/.venv/bin/python"
+# -Werror: the library, tests, tools and benchmarks build without a warning. The venv's jaxlib
+# gives the XLA FFI headers, so libdlpg_xla.so (dlpg.jax) is built and tested.
+bash ci/build.sh -DDLPG_WERROR=ON -DDLPG_XLA_PYTHON="$PYTHON"
 bash ci/check-symbols.sh "$BUILD_DIR/libdlpg.so"
 bash ci/check-layers.sh
 # The file graph from the built objects: no circle between files or folders.
@@ -21,14 +25,14 @@ bash ci/check-no-cuda.sh
 # libFuzzer on the store's frames and DLPack validation, bounded (FUZZ_SECONDS each).
 bash ci/fuzz.sh
 if [ -d tests/python ]; then
-  # The C++ torch backend, against Debian's torch (its object files cached in the build dir),
-  # built ahead so that the ranks' `import dlpg.torch` finds it (else the first import would
-  # build it). test_packaging.py builds the wheel in build-wheel/ and python_shim/build/
-  # (kept between runs: a rebuild is incremental).
-  MAX_JOBS=2 DLPG_TORCH_BUILD_DIR="$PWD/$BUILD_DIR/torch-ext" PYTHONPATH="$PWD/python_shim" \
-    /usr/bin/python3 -m dlpg.build_torch_ext
-  DLPG_LIBRARY="$PWD/$BUILD_DIR/libdlpg.so" PYTHONPATH="$PWD/python_shim" \
-    /usr/bin/python3 -m pytest -q tests/python
+  # The C++ torch backend, compiled for the venv's torch by torch.utils.cpp_extension into a
+  # cache in the build dir (kept between runs: a rebuild is incremental), ahead of the
+  # ranks' `import dlpg.torch` (else the first import would build it). test_packaging.py
+  # builds the wheel (ci/wheel.sh) and installs it into a fresh venv.
+  export DLPG_TORCH_EXT_CACHE="$PWD/$BUILD_DIR/torch-ext"
+  MAX_JOBS=2 PYTHONPATH="$PWD/python_shim" "$PYTHON" -m dlpg.build_torch_ext
+  DLPG_LIBRARY="$PWD/$BUILD_DIR/libdlpg.so" PYTHONPATH="$PWD/python_shim" JAX_PLATFORMS=cpu \
+    "$PYTHON" -m pytest -q -rs tests/python
   bash ci/check-shm-left.sh "pytest"
 fi
 # Four ranks in network namespaces with a link cut mid-operation (needs root, as in CI).
