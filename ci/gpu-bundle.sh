@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Build the GPU bundle HERE (the development machine: CUDA 13 + NCCL in /usr/local/cuda, no
-# GPU) and fill the git-ignored folder .gpu/ with what the GPU test machine needs and lacks:
+# Build the GPU bundle HERE (the development machine: CUDA 13's nvcc in /usr/local/cuda, no
+# GPU; NCCL from /usr/local/cuda when it has one, else the package index's nvidia-nccl-cu13,
+# pinned to the GPU machine's NCCL 2.28.9, unpacked once into build-gpu-nccl/) and fill the
+# git-ignored folder .gpu/ with what the GPU test machine needs and lacks:
 #   .gpu/lib/     libdlpg.so*, the NCCL backend module libdlpg_nccl.so beside it (core loads
 #                 it with dlopen at the first CUDA tensor), libcudart.so.13, and the Debian
 #                 shared libraries the plugin needs (libgloo and its dependencies, via ldd)
@@ -10,6 +12,8 @@
 #   .gpu/python_shim/, .gpu/tests_python/   copies, when present
 #   .gpu/bench/   bench/cpu-compare.py and bench_util.py (run: python3 .gpu/bench/cpu-compare.py
 #                 --bin .gpu/bin --lib .gpu/lib ...)
+#   .gpu/wheel/   the wheel of ci/wheel.sh with the NCCL module in it (ci/gpu-wheel.sh installs
+#                 it there)
 # libnccl is NOT shipped (218 MB): the GPU machine has /lib/x86_64-linux-gnu/libnccl.so.2
 # (and the copy in Python's nvidia/nccl package). Then ship it with the run tool:
 #   carry [".gpu"], command "bash ci/gpu-test.sh".
@@ -18,6 +22,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build-gpu}"
 jobs="${DLPG_JOBS:-2}"
+py="${PYTHON:-$PWD/.venv/bin/python}"
+
+if [ ! -f /usr/local/cuda/include/nccl.h ]; then
+  export NCCL_ROOT="$PWD/build-gpu-nccl/nvidia/nccl"  # cmake/FindNCCL.cmake looks there
+  if [ ! -f "$NCCL_ROOT/include/nccl.h" ]; then
+    "$py" -m pip install -q --no-deps --target build-gpu-nccl nvidia-nccl-cu13==2.28.9
+  fi
+fi
 
 # $ORIGIN run path: the libraries find their Debian dependencies beside them, and the wheel
 # the GPU machine builds from .gpu (ci/gpu-wheel.sh) takes them as they are.
@@ -84,6 +96,12 @@ mkdir -p .gpu/include/dlpg; cp "$build/include/dlpg/dlpg_version.h" .gpu/include
 mkdir -p .gpu/bench && cp bench/cpu-compare.py bench/bench_util.py .gpu/bench/
 [ -d tests/python ] && { mkdir -p .gpu/tests_python; cp -a tests/python/. .gpu/tests_python/; }
 find .gpu -name __pycache__ -type d -prune -exec rm -rf {} +
+# auditwheel bundles the CUDA runtime it finds in CUDA's folder; NCCL stays the machine's.
+CMAKE_BUILD_PARALLEL_LEVEL="$jobs" LD_LIBRARY_PATH=/usr/local/cuda/lib64 \
+  bash ci/wheel.sh .gpu/wheel "$py" >"$build.wheel.log" 2>&1 \
+  || { tail -30 "$build.wheel.log"; echo "gpu-bundle: the wheel did not build" >&2; exit 1; }
+"$py" -c 'import sys, zipfile; sys.exit("dlpg/_native/libdlpg_nccl.so" not in zipfile.ZipFile(sys.argv[1]).namelist())' .gpu/wheel/*.whl \
+  || { echo "gpu-bundle: the wheel has no libdlpg_nccl.so" >&2; exit 1; }
 
 # Every binary must resolve everything but the CUDA driver/runtime/NCCL from .gpu/lib.
 bad=0

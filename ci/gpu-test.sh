@@ -14,8 +14,9 @@
 #           files the jax suite ran when it is selected too
 #   bench   bench/run-gpu-bench.sh when .gpu/bin/dlpg-bench exists
 #   jaxbench  bench/jax_allreduce.py (dlpg.jax.allreduce against JAX's psum) -> jax-bench.md
-#   wheel   ci/gpu-wheel.sh: the wheel built here from .gpu/, installed in a fresh venv, a CUDA
-#           allreduce through torch "dlpg" and a jitted JAX allreduce with no DLPG_* variable
+#   wheel   ci/gpu-wheel.sh: the wheel in .gpu/wheel (ci/wheel.sh's, built by ci/gpu-bundle.sh)
+#           installed in a fresh venv, a CUDA allreduce through torch "dlpg" and a jitted JAX
+#           allreduce with no DLPG_* variable
 # GPU_TEST_FILTER is passed to test_cuda as --gtest_filter.
 set -u
 cd "$(dirname "$0")/.."
