@@ -1,9 +1,9 @@
-"""dlpg.jax inside jax.jit: several JAX CPU-platform processes (dlpg's Gloo path), the
-jax.distributed key-value store as rendezvous, world size 1 on CUDA, and two CUDA processes
-(skipped with fewer than two GPUs). Every rank checks every operation against a NumPy
-reference built from every rank's seeded random data, then initialises again after its
-finalize. Skipped where jax or libdlpg_xla.so (built only where jaxlib's FFI headers are) is
-missing."""
+"""dlpg.jax inside jax.jit: JAX CPU-platform processes (dlpg's CPU path) at world sizes 1, 2
+and 3, the jax.distributed key-value store as rendezvous, world size 1 on CUDA, and two CUDA
+processes (skipped with fewer than two GPUs), each in the three ordering modes of
+dlpg.jax.init. Every rank checks every operation against a NumPy reference built from every
+rank's seeded random data, then initialises again after its finalize. Skipped where jax or
+libdlpg_xla.so (built only where jaxlib's FFI headers are) is missing."""
 
 import functools
 import glob
@@ -339,25 +339,30 @@ def test_jax_distributed_key_value_store():
 
 
 @MODES
-def test_jax_cuda_world_size_1(ordered):
+@pytest.mark.parametrize("platform", ["cpu", "cuda"])
+def test_jax_world_size_1(platform, ordered):
     _skip_without_jax()
-    if cuda_devices() < 1:
+    if platform == "cuda" and cuda_devices() < 1:
         pytest.skip("no CUDA device")
     seed = random.randrange(1, 10 ** 6)
     with dlpg_store() as url:
-        res = run_ranks(_store_rank, 1, lambda r: (1, url, seed, "cuda", ordered),
+        res = run_ranks(_store_rank, 1, lambda r: (1, url, seed, platform, ordered),
                         deadline_s=150)
     assert_ok(res, 1)
 
 
 @MODES
-def test_jax_cuda_two_processes(ordered):
+@pytest.mark.parametrize("platform", ["cpu", "cuda"])
+def test_jax_two_processes(platform, ordered):
+    # Two ranks: each one's previous and next rank are the same peer (the sendrecv ring),
+    # and the send/recv pair involves every rank.
     _skip_without_jax()
-    n = cuda_devices()
-    if n < 2:
-        pytest.skip("needs 2 GPUs (one per process), found %d" % n)
+    if platform == "cuda":
+        n = cuda_devices()
+        if n < 2:
+            pytest.skip("needs 2 GPUs (one per process), found %d" % n)
     world, seed = 2, random.randrange(1, 10 ** 6)
     with dlpg_store() as url:
-        res = run_ranks(_store_rank, world, lambda r: (world, url, seed, "cuda", ordered),
+        res = run_ranks(_store_rank, world, lambda r: (world, url, seed, platform, ordered),
                         deadline_s=150)
     assert_ok(res, world)
