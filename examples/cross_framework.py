@@ -2,11 +2,13 @@
 
     python3 examples/cross_framework.py --frameworks torch,numpy,jax,numpy        # CPU
     python3 examples/cross_framework.py --frameworks torch,jax,cupy --device cuda # a GPU each
+    python3 examples/cross_framework.py --frameworks torch,jax,numpy --jax-ordered true
 
 Every rank joins one group, named NAME, on one dlpg store, by a library call:
     torch:  dist.init_process_group("dlpg", init_method="dlpg://HOST:PORT?name=NAME", rank=r, world_size=n)
     NumPy:  dlpg.Group(dlpg.Store("tcp://HOST:PORT"), r, n, name=NAME)     (CuPy alike)
     JAX:    dlpg.jax.init("tcp://HOST:PORT", rank=r, world_size=n, name=NAME)
+            (--jax-ordered: dlpg.jax.init's ordered, default None)
 Each rank allreduces, broadcasts, sends and receives float32 and bfloat16 data (NumPy and
 CuPy through dlpg.bf16) and checks the results against a NumPy reference computed from every
 rank's seeded data. The tests (tests/python/test_cross_framework.py) run these rank bodies.
@@ -118,13 +120,14 @@ class ArrayRank(object):
 class JaxRank(object):
     """dlpg.jax inside jax.jit (CPU platform through Gloo, or CUDA through NCCL)."""
 
-    def __init__(self, url, rank, world, device):
+    def __init__(self, url, rank, world, device, ordered=None):
         os.environ["JAX_PLATFORMS"] = "cuda" if device == "cuda" else "cpu"
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         import jax
         import jax.numpy as jnp
         import dlpg.jax as dj
-        dj.init(url, rank=rank, world_size=world, name=NAME)
+        dj.init(url, rank=rank, world_size=world, name=NAME, ordered=ordered)
+        assert dj.ordered() is ordered, (dj.ordered(), ordered)
         self.jax, self.jnp, self.dj = jax, jnp, dj
         self._allreduce = jax.jit(dj.allreduce)
         self._broadcast = jax.jit(dj.broadcast, static_argnums=1)
@@ -157,8 +160,9 @@ class JaxRank(object):
 FRAMEWORKS = {"torch": TorchRank, "numpy": ArrayRank, "cupy": ArrayRank, "jax": JaxRank}
 
 
-def run_rank(framework, rank, world, url, device, seed):
-    """The whole exchange on one rank; returns {check: "ok" | traceback}."""
+def run_rank(framework, rank, world, url, device, seed, jax_ordered=None):
+    """The whole exchange on one rank; returns {check: "ok" | traceback}. jax_ordered: a JAX
+    rank's dlpg.jax.init(ordered=...)."""
     results = {}
 
     def check(name, fn):
@@ -168,7 +172,8 @@ def run_rank(framework, rank, world, url, device, seed):
         except Exception:  # noqa: BLE001 - reported to the caller
             results[name] = traceback.format_exc()
 
-    fw = FRAMEWORKS[framework](url, rank, world, device)
+    kw = {"ordered": jax_ordered} if framework == "jax" else {}
+    fw = FRAMEWORKS[framework](url, rank, world, device, **kw)
 
     def close(a, b, bf16, what):
         tol = 2e-2 * world if bf16 else 1e-5
@@ -209,12 +214,12 @@ def run_rank(framework, rank, world, url, device, seed):
     return results
 
 
-def rank_entry(framework, rank, world, url, device, seed, queue):
+def rank_entry(framework, rank, world, url, device, seed, queue, jax_ordered=None):
     """multiprocessing target: runs one rank and reports (rank, results)."""
     if device == "cuda":
         os.environ["CUDA_VISIBLE_DEVICES"] = str(rank)
     try:
-        res = run_rank(framework, rank, world, url, device, seed)
+        res = run_rank(framework, rank, world, url, device, seed, jax_ordered)
     except Exception:  # noqa: BLE001 - reported to the caller
         res = {"setup": traceback.format_exc()}
     queue.put((rank, res))
@@ -226,13 +231,17 @@ def main():
     ap.add_argument("--frameworks", default="torch,numpy,torch")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--jax-ordered", default="default", choices=["default", "true", "false"],
+                    help="the JAX ranks' dlpg.jax.init(ordered=...): None, True or False")
     a = ap.parse_args()
+    jax_ordered = {"default": None, "true": True, "false": False}[a.jax_ordered]
     fws = a.frameworks.split(",")
     server = dlpg.Store("tcp://127.0.0.1:0?serve=1")  # the job's store, on a free port
     url = "tcp://127.0.0.1:%d" % server.port
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=rank_entry, args=(fw, r, len(fws), url, a.device, a.seed, q))
+    procs = [ctx.Process(target=rank_entry,
+                         args=(fw, r, len(fws), url, a.device, a.seed, q, jax_ordered))
              for r, fw in enumerate(fws)]
     for p in procs:
         p.start()

@@ -286,13 +286,19 @@ def init(store=None, rank=None, world_size=None, name=None, timeout=300.0, group
 
 def finalize():
     """Unregister the group (computations compiled for it then fail with a message) and
-    destroy it if init created it."""
+    destroy it if init created it. JAX's caches are cleared too, so that a jitted function
+    called after a later init is traced again for the new group and its ordering mode."""
     with _lock:
         g, gid, owns = _state.group, _state.gid, _state.owns_group
         _state.group, _state.gid = None, 0
     if g is None:
         return
     _check(_state.lib, _state.lib.dlpg_xla_group_unregister(gid))
+    # A trace holds the group id and the ordering mode as constants, and JAX reuses it for
+    # the same function and argument types (jax.jit(dj.allreduce) after a new init too):
+    # without this, such a call would run on the finalized group, or without the effect
+    # that the new init's ordered=True asks for.
+    jax.clear_caches()
     if owns:
         g.destroy()
 

@@ -1,7 +1,8 @@
-"""dlpg.jax inside jax.jit: several JAX CPU-platform processes (dlpg's Gloo path), the
-jax.distributed key-value store as rendezvous, world size 1 on CUDA, and two CUDA processes
-(skipped with fewer than two GPUs). Every rank checks every operation against a NumPy
-reference built from every rank's seeded random data. Skipped where jax or
+"""dlpg.jax inside jax.jit: JAX CPU-platform processes (dlpg's CPU path) at world sizes 1, 2
+and 3, the jax.distributed key-value store as rendezvous, world size 1 on CUDA, and two CUDA
+processes (skipped with fewer than two GPUs), each in the three ordering modes of
+dlpg.jax.init. Every rank checks every operation against a NumPy reference built from every
+rank's seeded random data, then initialises again after its finalize. Skipped where jax or
 libdlpg_xla.so (built only where jaxlib's FFI headers are) is missing."""
 
 import functools
@@ -236,9 +237,38 @@ def _store_rank(rank, world, url, seed, platform, ordered, queue):
         import dlpg.jax as dj
         dj.init(url, rank=rank, world_size=world, timeout=60, ordered=ordered)
         res = _checks(rank, world, seed, platform)
+        run_check(res, "init_again_after_finalize",
+                  lambda: _init_again(rank, world, url, seed, ordered))
     except Exception:  # noqa: BLE001 - reported to the test
         res = {"setup": traceback.format_exc()}
     queue.put((rank, res))
+
+
+# The mode the second init of a process takes: another one than the first's.
+_NEXT_MODE = {None: True, True: False, False: None}
+
+
+def _init_again(rank, world, url, seed, ordered):
+    """After _checks finalized its group: a new group in another ordering mode, and the call
+    that _checks jitted first (the same function on the same argument types, which JAX had
+    traced for the finalized group) runs on the new group, with the new mode's effect."""
+    import jax
+    import jax.numpy as jnp
+    import dlpg.jax as dj
+    mode = _NEXT_MODE[ordered]
+    dj.init(url, rank=rank, world_size=world, timeout=60, ordered=mode, name="again")
+    try:
+        x = jnp.asarray(data(seed + 1, rank, (6, 4)))
+        y = np.asarray(jax.jit(dj.allreduce)(x))
+        want = sum(data(seed + 1, r, (6, 4)) for r in range(world))
+        assert np.allclose(y, want, rtol=1e-5, atol=1e-5), (
+            "allreduce after init again on rank %d: got %s expected %s" % (rank, y, want))
+        call = jax.jit(dj.allreduce).lower(x).compile()._executable.unsafe_call
+        assert bool(list(call.ordered_effects)) == (mode is True), (
+            "ordered=%r: the computation's ordered effects are %s"
+            % (mode, list(call.ordered_effects)))
+    finally:
+        dj.finalize()
 
 
 def _distributed_rank(rank, world, port, seed, queue):
@@ -309,25 +339,30 @@ def test_jax_distributed_key_value_store():
 
 
 @MODES
-def test_jax_cuda_world_size_1(ordered):
+@pytest.mark.parametrize("platform", ["cpu", "cuda"])
+def test_jax_world_size_1(platform, ordered):
     _skip_without_jax()
-    if cuda_devices() < 1:
+    if platform == "cuda" and cuda_devices() < 1:
         pytest.skip("no CUDA device")
     seed = random.randrange(1, 10 ** 6)
     with dlpg_store() as url:
-        res = run_ranks(_store_rank, 1, lambda r: (1, url, seed, "cuda", ordered),
+        res = run_ranks(_store_rank, 1, lambda r: (1, url, seed, platform, ordered),
                         deadline_s=150)
     assert_ok(res, 1)
 
 
 @MODES
-def test_jax_cuda_two_processes(ordered):
+@pytest.mark.parametrize("platform", ["cpu", "cuda"])
+def test_jax_two_processes(platform, ordered):
+    # Two ranks: each one's previous and next rank are the same peer (the sendrecv ring),
+    # and the send/recv pair involves every rank.
     _skip_without_jax()
-    n = cuda_devices()
-    if n < 2:
-        pytest.skip("needs 2 GPUs (one per process), found %d" % n)
+    if platform == "cuda":
+        n = cuda_devices()
+        if n < 2:
+            pytest.skip("needs 2 GPUs (one per process), found %d" % n)
     world, seed = 2, random.randrange(1, 10 ** 6)
     with dlpg_store() as url:
-        res = run_ranks(_store_rank, world, lambda r: (world, url, seed, "cuda", ordered),
+        res = run_ranks(_store_rank, world, lambda r: (world, url, seed, platform, ordered),
                         deadline_s=150)
     assert_ok(res, world)
