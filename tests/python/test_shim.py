@@ -232,15 +232,16 @@ def test_torchrun_launches_a_c_program(tmp_path):
     # build folder of DLPG_LIBRARY.
     import re
     with open(os.path.join(os.path.dirname(SHIM), "README.md")) as f:
-        line = re.search(r"`(python3 -m torch\.distributed\.run [^`]*dlpg-demo)`", f.read()).group(1)
-    cmd = line.split()
+        line = re.search(r"`(torchrun [^`]*dlpg-demo)`", f.read()).group(1)
+    # torchrun is `python -m torch.distributed.run` of the interpreter torch is installed for.
+    cmd = [sys.executable, "-m", "torch.distributed.run"] + line.split()[1:]
     assert cmd[-1] == "build/examples/dlpg-demo", line
     nproc = int(cmd[cmd.index("--nproc_per_node") + 1])
     # env:// serves dlpg's store on MASTER_PORT + 1: a taken one fails the launch as a taken
     # master port does, and the launch is retried on other ports.
-    r = _torchrun(lambda port: ([sys.executable] + cmd[1:-2] +
+    r = _torchrun(lambda port: (cmd[:-1] +
                                 ["--master_addr", "127.0.0.1", "--master_port", str(port)] +
-                                cmd[-2:-1] + [demo]), tmp_path,
+                                [demo]), tmp_path,
                  env={k: v for k, v in os.environ.items() if k != "DLPG_STORE_PORT"})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     for rank in range(nproc):
