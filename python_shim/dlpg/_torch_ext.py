@@ -1,7 +1,7 @@
 """What the C++ torch backend (dlpg/torch/csrc) is compiled from and for: its sources, include
 folders and flags, and the stamp that ties a build to one torch, one Python and one set of
-sources. Standard library only: setup.py loads this file by path (dlpg cannot be imported
-while its wheel is being built), and dlpg.torch._build uses it at import time."""
+sources. Standard library only: dlpg._torch_load uses it at import time, before the
+extension it describes exists."""
 
 import glob
 import hashlib

@@ -1,8 +1,8 @@
 """The package's version. It is written once, in project(dlpg VERSION ...) of the checkout's
 CMakeLists.txt: a checkout reads that line; an installed wheel reads the
-dlpg/include/dlpg/dlpg_version.h setup.py generated from it; a copy that has neither (a
+dlpg/include/dlpg/dlpg_version.h CMake generated from it; a copy that has neither (a
 bundle of the package alone) asks the library (dlpg_get_version).
-Standard library only: setup.py loads this file too."""
+Standard library only: _torch_ext.py loads this file by path."""
 import os
 import re
 
