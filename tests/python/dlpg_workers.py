@@ -98,8 +98,7 @@ def _check_all(rank, world, device, seed):
 
     def t_all_gather_into_tensor():
         out = torch.empty(W * 5, 3, dtype=torch.float64, device=dev)
-        fn = getattr(dist, "all_gather_into_tensor", None) or dist._all_gather_base
-        fn(out, data(rank))
+        dist.all_gather_into_tensor(out, data(rank))
         eq(out, torch.cat([data(r) for r in range(W)]), "all_gather_into_tensor")
 
     def t_gather():
@@ -126,8 +125,7 @@ def _check_all(rank, world, device, seed):
     def t_reduce_scatter_tensor():
         inp = data(rank, shape=(W * 4, 2))
         out = torch.empty(4, 2, dtype=torch.float64, device=dev)
-        fn = getattr(dist, "reduce_scatter_tensor", None) or dist._reduce_scatter_base
-        fn(out, inp)
+        dist.reduce_scatter_tensor(out, inp)
         ref = sum(data(r, shape=(W * 4, 2)) for r in range(W))[rank * 4:(rank + 1) * 4]
         eq(out, ref, "reduce_scatter_tensor")
 
@@ -199,11 +197,7 @@ def _check_all(rank, world, device, seed):
 
     def t_allreduce_coalesced():
         xs = [data(rank, shape=(3,)), data(rank + 10, shape=(2, 2))]
-        if hasattr(dist, "all_reduce_coalesced"):
-            dist.all_reduce_coalesced(xs)
-        else:
-            for x in xs:
-                dist.all_reduce(x)
+        dist.all_reduce_coalesced(xs)
         eq(xs[0], sum(data(r, shape=(3,)) for r in range(W)), "coalesced[0]")
         eq(xs[1], sum(data(r + 10, shape=(2, 2)) for r in range(W)), "coalesced[1]")
 
@@ -247,8 +241,7 @@ def _check_all(rank, world, device, seed):
         for r in range(W):
             eq(outs[r], tr(r), "all_gather non-contiguous [%d]" % r)
         big = torch.empty(4, W * 3, dtype=torch.float64, device=dev).t()
-        fn = getattr(dist, "all_gather_into_tensor", None) or dist._all_gather_base
-        fn(big, tr(rank))
+        dist.all_gather_into_tensor(big, tr(rank))
         eq(big, torch.cat([tr(r) for r in range(W)]), "all_gather_into_tensor non-contiguous")
         outs = [empty_t() for _ in range(W)]
         dist.gather(tr(rank), outs if rank == 0 else None, dst=0)
@@ -265,8 +258,7 @@ def _check_all(rank, world, device, seed):
         eq(out, sum(tr(r * W + rank) for r in range(W)), "reduce_scatter non-contiguous")
         inp = data(rank, shape=(2, W * 3)).t()
         out = torch.empty(2, 3, dtype=torch.float64, device=dev).t()
-        fn = getattr(dist, "reduce_scatter_tensor", None) or dist._reduce_scatter_base
-        fn(out, inp)
+        dist.reduce_scatter_tensor(out, inp)
         ref = sum(data(r, shape=(2, W * 3)).t() for r in range(W))[rank * 3:(rank + 1) * 3]
         eq(out, ref, "reduce_scatter_tensor non-contiguous")
         inp = data(rank, shape=(2, W * 3)).t()
