@@ -39,8 +39,8 @@ export DLPG_TORCH_BUILD_DIR="$PWD/$BUILD_DIR/torch-ext" DLPG_TIMEOUT=60
 on() { local h=$1; shift; ip netns exec "${tag}$h" "$@"; }
 # Step 1: one secret for the job.
 export DLPG_STORE_TOKEN=$(head -c 24 /dev/urandom | base64)
-# torchrun as the doc gives it (Debian's torch 1.13 launcher needs --redirects/--tee).
-torchrun() { "$PY" -m torch.distributed.run --redirects 1 --tee 1 "$@"; }
+# torchrun as the doc gives it.
+torchrun() { "$PY" -m torch.distributed.run "$@"; }
 cat >"$work/train.py" <<'PYEOF'
 import sys, traceback
 sys.excepthook = lambda *e: (traceback.print_exception(*e, file=sys.stdout), sys.stdout.flush())
