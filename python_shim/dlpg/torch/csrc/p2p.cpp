@@ -1,5 +1,7 @@
 // ProcessGroupDlpg: point to point, the forms built from batches of send/recv (gather,
-// scatter, all_to_all), and coalescing (batch_isend_irecv, _coalescing_manager).
+// scatter, all_to_all), and coalescing (torch's _coalescing_manager given a device). The
+// backend does not claim supportsCoalescing, so batch_isend_irecv reaches it as single
+// sends and receives, which Core defers and issues as one batch.
 #include "backend.h"
 
 namespace dlpg_torch {
