@@ -215,9 +215,9 @@ class Store(object):
         if timeout is None:
             t = getattr(store, "timeout", None)
             timeout = t.total_seconds() if isinstance(t, datetime.timedelta) else 300.0
-        # The C++ extension's adapter where it loads: it waits by polling check(), which
-        # torch's Python stores do not expose (1.13), and a wait() that times out breaks a
-        # TCPStore client for good (see _HostStore._wait).
+        # The C++ extension's adapter where it loads: it waits by polling the store's C++
+        # check() without a round trip through Python, never with a wait() that may time out
+        # (one that does breaks a TCPStore client for good, see _HostStore._wait).
         try:
             from .torch import _native
         except ImportError:

@@ -98,8 +98,7 @@ def _check_all(rank, world, device, seed):
 
     def t_all_gather_into_tensor():
         out = torch.empty(W * 5, 3, dtype=torch.float64, device=dev)
-        fn = getattr(dist, "all_gather_into_tensor", None) or dist._all_gather_base
-        fn(out, data(rank))
+        dist.all_gather_into_tensor(out, data(rank))
         eq(out, torch.cat([data(r) for r in range(W)]), "all_gather_into_tensor")
 
     def t_gather():
@@ -126,8 +125,7 @@ def _check_all(rank, world, device, seed):
     def t_reduce_scatter_tensor():
         inp = data(rank, shape=(W * 4, 2))
         out = torch.empty(4, 2, dtype=torch.float64, device=dev)
-        fn = getattr(dist, "reduce_scatter_tensor", None) or dist._reduce_scatter_base
-        fn(out, inp)
+        dist.reduce_scatter_tensor(out, inp)
         ref = sum(data(r, shape=(W * 4, 2)) for r in range(W))[rank * 4:(rank + 1) * 4]
         eq(out, ref, "reduce_scatter_tensor")
 
@@ -199,13 +197,46 @@ def _check_all(rank, world, device, seed):
 
     def t_allreduce_coalesced():
         xs = [data(rank, shape=(3,)), data(rank + 10, shape=(2, 2))]
-        if hasattr(dist, "all_reduce_coalesced"):
-            dist.all_reduce_coalesced(xs)
-        else:
-            for x in xs:
-                dist.all_reduce(x)
+        dist.all_reduce_coalesced(xs)
         eq(xs[0], sum(data(r, shape=(3,)) for r in range(W)), "coalesced[0]")
         eq(xs[1], sum(data(r + 10, shape=(2, 2)) for r in range(W)), "coalesced[1]")
+
+    def t_coalescing_manager():
+        # What FSDP issues: all_gather_into_tensor, reduce_scatter_tensor and all_reduce
+        # inside torch's coalescing manager, which reach the backend as one
+        # allgather_into_tensor_coalesced, reduce_scatter_tensor_coalesced and
+        # allreduce_coalesced call each.
+        from torch.distributed.distributed_c10d import _coalescing_manager
+        shapes = [(2, 3), (4,)]
+        ins = [data(rank + 20 * i, shape=sh) for i, sh in enumerate(shapes)]
+        outs = [torch.empty((W * sh[0],) + sh[1:], dtype=torch.float64, device=dev)
+                for sh in shapes]
+        with _coalescing_manager(async_ops=True) as cm:
+            for o, x in zip(outs, ins):
+                dist.all_gather_into_tensor(o, x)
+        cm.wait()
+        for i, sh in enumerate(shapes):
+            eq(outs[i], torch.cat([data(r + 20 * i, shape=sh) for r in range(W)]),
+               "coalesced all_gather_into_tensor[%d]" % i)
+        rs_shapes = [(W * 3,), (W * 2, 2)]
+        rs_ins = [data(rank + 40 * i, shape=sh) for i, sh in enumerate(rs_shapes)]
+        rs_outs = [torch.empty((sh[0] // W,) + sh[1:], dtype=torch.float64, device=dev)
+                   for sh in rs_shapes]
+        with _coalescing_manager(async_ops=True) as cm:
+            for o, x in zip(rs_outs, rs_ins):
+                dist.reduce_scatter_tensor(o, x)
+        cm.wait()
+        for i, sh in enumerate(rs_shapes):
+            n = sh[0] // W
+            ref = sum(data(r + 40 * i, shape=sh) for r in range(W))[rank * n:(rank + 1) * n]
+            eq(rs_outs[i], ref, "coalesced reduce_scatter_tensor[%d]" % i)
+        xs = [data(rank + 60 * i, shape=sh) for i, sh in enumerate(shapes)]
+        with _coalescing_manager():
+            for x in xs:
+                dist.all_reduce(x)
+        for i, sh in enumerate(shapes):
+            eq(xs[i], sum(data(r + 60 * i, shape=sh) for r in range(W)),
+               "coalesced all_reduce[%d]" % i)
 
     def t_new_group():
         members = list(range(0, W, 2)) if W > 2 else [0, 1]
@@ -247,8 +278,7 @@ def _check_all(rank, world, device, seed):
         for r in range(W):
             eq(outs[r], tr(r), "all_gather non-contiguous [%d]" % r)
         big = torch.empty(4, W * 3, dtype=torch.float64, device=dev).t()
-        fn = getattr(dist, "all_gather_into_tensor", None) or dist._all_gather_base
-        fn(big, tr(rank))
+        dist.all_gather_into_tensor(big, tr(rank))
         eq(big, torch.cat([tr(r) for r in range(W)]), "all_gather_into_tensor non-contiguous")
         outs = [empty_t() for _ in range(W)]
         dist.gather(tr(rank), outs if rank == 0 else None, dst=0)
@@ -265,8 +295,7 @@ def _check_all(rank, world, device, seed):
         eq(out, sum(tr(r * W + rank) for r in range(W)), "reduce_scatter non-contiguous")
         inp = data(rank, shape=(2, W * 3)).t()
         out = torch.empty(2, 3, dtype=torch.float64, device=dev).t()
-        fn = getattr(dist, "reduce_scatter_tensor", None) or dist._reduce_scatter_base
-        fn(out, inp)
+        dist.reduce_scatter_tensor(out, inp)
         ref = sum(data(r, shape=(2, W * 3)).t() for r in range(W))[rank * 3:(rank + 1) * 3]
         eq(out, ref, "reduce_scatter_tensor non-contiguous")
         inp = data(rank, shape=(2, W * 3)).t()
@@ -315,6 +344,7 @@ def _check_all(rank, world, device, seed):
     check("batch_isend_irecv", t_batch_isend_irecv)
     check("barrier", t_barrier)
     check("all_reduce_coalesced", t_allreduce_coalesced)
+    check("coalescing_manager", t_coalescing_manager)
     check("new_group", t_new_group)
     check("zero_elements", t_zero_elements)
     check("noncontiguous_inplace", t_nc_inplace)

@@ -23,8 +23,6 @@ from conftest import run_ranks  # noqa: E402
 def _native_store(tcp, timeout_s):
     import ctypes
     import dlpg.torch as dt
-    if dt._native is None:
-        return None
     dt._native.load_library(_abi.library_path())
     return dlpg.Store(_handle=ctypes.c_void_p(dt._native._wrap_store(tcp, timeout_s)))
 
@@ -34,7 +32,7 @@ def _public_store(tcp, timeout_s):
 
 
 def _probe(rank, adapter, queue):
-    """In its own process (run_ranks bounds it): a result dict, {"skip": why} or {"error": ...}."""
+    """In its own process (run_ranks bounds it): a result dict or {"error": ...}."""
     try:
         server = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=30),
                                wait_for_workers=False)
@@ -43,9 +41,6 @@ def _probe(rank, adapter, queue):
         client, other = tcp(), tcp()
         s = {"cpp": _native_store, "from_torch_store": _public_store}[adapter](
             dist.PrefixStore("job", client), 30.0)
-        if s is None:
-            queue.put((rank, {"skip": "the C++ extension is not built"}))
-            return
         out = {"timeouts": [], "values": []}
         for i in range(3):
             try:
@@ -72,8 +67,6 @@ def _probe(rank, adapter, queue):
 @pytest.mark.parametrize("adapter", ["cpp", "from_torch_store"])
 def test_timed_out_wait_leaves_the_store_usable(adapter):
     res = run_ranks(_probe, 1, lambda r: (adapter,), deadline_s=120)[0]
-    if "skip" in res:
-        pytest.skip(res["skip"])
     assert "error" not in res, res.get("error")
     assert res["timeouts"] == ["DLPG_ERR_TIMEOUT"] * 3
     assert res["values"] == [b"v0", b"x", 1, b"v1", b"x", 2, b"v2", b"x", 3, b"y"]
@@ -83,10 +76,7 @@ def _raising_store_rank(rank, queue):
     """init_process_group("dlpg") on a torch store whose add() raises: the error names what
     the store raised, not only the status dlpg's callback could return."""
     try:
-        import dlpg.torch as dt
-        if dt._native is None:
-            queue.put((rank, {"skip": "the C++ extension is not built"}))
-            return
+        import dlpg.torch  # noqa: F401 - registers "dlpg" (the import fails where it cannot)
 
         class Raising(dist.Store):
             def __init__(self):
@@ -100,7 +90,7 @@ def _raising_store_rank(rank, queue):
                 return self.inner.get(key)
 
             def add(self, key, value):
-                if "dlpg" not in key:  # torch's own keys (1.13's store barrier) work
+                if "dlpg" not in key:  # torch's own keys work
                     return self.inner.add(key, value)
                 raise RuntimeError("add of %s exploded on purpose" % key)
 
@@ -132,8 +122,6 @@ def _raising_store_rank(rank, queue):
 
 def test_an_exception_of_the_torch_store_reaches_the_error():
     res = run_ranks(_raising_store_rank, 1, lambda r: (), deadline_s=90)[0]
-    if "skip" in res:
-        pytest.skip(res["skip"])
     assert "error" not in res, res["error"]
     m = res["message"]
     assert "exploded on purpose" in m and "dlpg" in m and "add" in m, m

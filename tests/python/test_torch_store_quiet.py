@@ -1,11 +1,10 @@
-"""A rendezvous over torch's own store must not make torch complain. torch 2's TCPStore logs
+"""A rendezvous over torch's own store must not make torch complain. torch's TCPStore logs
 "[c10d] waitForInput: socket ... timed out after 41ms" for every wait that expires, and a
 4-rank CPU init_process_group("dlpg") printed it: dlpg's reads of keys not yet set were short
 waits on the host's store. Now dlpg checks (non-blocking) until the keys exist, so no wait
-on torch's store ever times out. torch 1.13 (Debian's) prints nothing for an expired wait,
-so each rank counts them itself, through a store that wraps the TCPStore (and gives it the
-check that 1.13's Python binding lacks); the ranks' stderr is checked for the warning too,
-for a newer torch."""
+on torch's store ever times out. Each rank counts the waits that expire itself, through a
+store that wraps the TCPStore (whatever torch logs for them), and the ranks' stderr is
+checked for torch's warning too."""
 import os
 import subprocess
 import sys
@@ -28,7 +27,7 @@ expired = []
 
 
 class Counting(dist.Store):
-    # torch's TCPStore, counting the waits that time out (they would be logged by torch 2).
+    # torch's TCPStore, counting the waits that time out (torch logs them too).
     def __init__(self, inner):
         super().__init__()
         self.inner = inner
@@ -43,13 +42,7 @@ class Counting(dist.Store):
         return self.inner.add(key, value)
 
     def check(self, keys):
-        # torch 1.13's Python TCPStore has no check (its C++ one, which the C++ extension
-        # calls on a plain TCPStore, has): compare_set with a sentinel never stored reads
-        # without blocking or writing (a missing key answers the sentinel).
-        if hasattr(self.inner, "check"):
-            return self.inner.check(keys)
-        absent = b"\0dlpg-test-absent\0"
-        return all(self.inner.compare_set(k, absent, absent) != absent for k in keys)
+        return self.inner.check(keys)
 
     def delete_key(self, key):
         return self.inner.delete_key(key)
@@ -75,9 +68,9 @@ timeout = datetime.timedelta(seconds=60)
 inner = dist.TCPStore(host, port, world, False, timeout)
 if rank == world - 1:
     time.sleep(1.0)  # the others wait for this rank's keys meanwhile
-# Kept referenced: torch 2.11 holds only the C++ side of a Python store, so once the Python
+# Kept referenced: torch holds only the C++ side of a Python store, so once the Python
 # object is collected its overrides are gone ("Tried to call pure virtual function
-# ::c10d::Store::add", seen from dlpg's threads there); torch 1.13 kept it alive itself.
+# ::c10d::Store::add", seen from dlpg's threads on torch 2.11).
 counting = Counting(inner)
 dist.init_process_group("dlpg", store=counting, rank=rank, world_size=world,
                         timeout=timeout)

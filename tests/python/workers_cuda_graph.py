@@ -115,11 +115,11 @@ def graph_capture(rank, world, init, kind, queue):
         outs = [torch.empty(n, device=dev) for _ in range(W)]
         capture_torch("all_gather", fill, lambda: dist.all_gather(outs, x),
                       lambda s: [(outs[r], val(r, n, s)) for r in range(W)])
-        fn = getattr(dist, "all_gather_into_tensor", None) or dist._all_gather_base
-        capture_torch("all_gather_into_tensor", fill, lambda: fn(big, x),
+        capture_torch("all_gather_into_tensor", fill,
+                      lambda: dist.all_gather_into_tensor(big, x),
                       lambda s: [(big, torch.cat([val(r, n, s) for r in range(W)]))])
-        fn2 = getattr(dist, "reduce_scatter_tensor", None) or dist._reduce_scatter_base
-        capture_torch("reduce_scatter_tensor", fill, lambda: fn2(small, big),
+        capture_torch("reduce_scatter_tensor", fill,
+                      lambda: dist.reduce_scatter_tensor(small, big),
                       lambda s: [(small, sum(val(r, n, s + rank) for r in range(W)))])
         ins = [torch.empty(n, device=dev) for _ in range(W)]
 

@@ -8,10 +8,10 @@ from dlpg_workers import _data, init_torch, use_backend
 
 def apis_vs_gloo(rank, world, init, seed, queue):
     """Every torch.distributed collective API on a "dlpg" group and on a "gloo" group over the
-    same ranks, with the same seeded per-rank inputs; the outputs must be equal. Where this
-    torch's Gloo lacks an API (reduce_scatter, all_to_all, all_gather_into_tensor on 1.13),
-    the reference is built from Gloo's all_gather instead. (monitored_barrier is refused by
-    torch itself for every backend but Gloo.)"""
+    same ranks, with the same seeded per-rank inputs; the outputs must be equal. all_to_all
+    of tensor lists is the one API Gloo gained late (2026): where this torch's Gloo refuses
+    it, the reference is built from Gloo's all_gather instead. (monitored_barrier is refused
+    by torch itself for every backend but Gloo.)"""
     import torch
     import torch.distributed as dist
     res = {}
@@ -83,8 +83,7 @@ def apis_vs_gloo(rank, world, init, seed, queue):
 
     def all_gather_into_tensor(g):
         out = torch.empty(W * 4, 3, dtype=torch.float64)
-        fn = getattr(dist, "all_gather_into_tensor", None) or dist._all_gather_base
-        fn(out, floats(rank), group=g)
+        dist.all_gather_into_tensor(out, floats(rank), group=g)
         return out
 
     def all_gather_object(g):
@@ -123,27 +122,15 @@ def apis_vs_gloo(rank, world, init, seed, queue):
         dist.reduce_scatter(out, [ints(rank * W + j) for j in range(W)], group=g)
         return out
 
-    def reduce_scatter_ref(g):
-        # Block j of rank r is ints(r * W + j); gathering every block j on every rank gives
-        # rank r's contributions to each destination.
-        return sum([gathered(g, ints(rank * W + j)) for j in range(W)][rank])
-
     def reduce_scatter_tensor(g):
         out = torch.empty(4, 3, dtype=torch.int64)
-        fn = getattr(dist, "reduce_scatter_tensor", None) or dist._reduce_scatter_base
-        fn(out, ints(rank, (W * 4, 3)), group=g)
+        dist.reduce_scatter_tensor(out, ints(rank, (W * 4, 3)), group=g)
         return out
-
-    def reduce_scatter_tensor_ref(g):
-        return sum(gathered(g, ints(rank, (W * 4, 3))))[rank * 4:(rank + 1) * 4]
 
     def all_to_all_single(g):
         out = torch.empty(W * 2, 3, dtype=torch.float64)
         dist.all_to_all_single(out, floats(rank, (W * 2, 3)), group=g)
         return out
-
-    def all_to_all_single_ref(g):
-        return torch.cat([x[rank * 2:(rank + 1) * 2] for x in gathered(g, floats(rank, (W * 2, 3)))])
 
     def all_to_all(g):
         outs = [torch.empty(2, 3, dtype=torch.float64) for _ in range(W)]
@@ -197,25 +184,23 @@ def apis_vs_gloo(rank, world, init, seed, queue):
         api("all_reduce_" + op, all_reduce(getattr(dist.ReduceOp, op)))
     api("reduce", reduce)
     api("all_gather", all_gather)
-    api("all_gather_into_tensor", all_gather_into_tensor,
-        lambda g: torch.cat(gathered(g, floats(rank))))
+    api("all_gather_into_tensor", all_gather_into_tensor)
     api("all_gather_object", all_gather_object)
     api("gather", gather)
     api("gather_object", gather_object)
     api("scatter", scatter)
     api("scatter_object_list", scatter_object_list)
     api("broadcast_object_list", broadcast_object_list)
-    api("reduce_scatter", reduce_scatter, reduce_scatter_ref)
-    api("reduce_scatter_tensor", reduce_scatter_tensor, reduce_scatter_tensor_ref)
-    api("all_to_all_single", all_to_all_single, all_to_all_single_ref)
+    api("reduce_scatter", reduce_scatter)
+    api("reduce_scatter_tensor", reduce_scatter_tensor)
+    api("all_to_all_single", all_to_all_single)
     api("all_to_all", all_to_all, all_to_all_ref)
     api("send_recv", send_recv)
     api("isend_irecv", isend_irecv)
     api("batch_isend_irecv", batch_isend_irecv)
     api("barrier", barrier)
-    if hasattr(dist, "all_reduce_coalesced"):
-        api("all_reduce_coalesced", all_reduce_coalesced)
-        api("all_gather_coalesced", all_gather_coalesced)
+    api("all_reduce_coalesced", all_reduce_coalesced)
+    api("all_gather_coalesced", all_gather_coalesced)
 
     # Drop-in errors: recv without a source says it is unsupported at once; unknown
     # pg_options are an error naming the known ones.

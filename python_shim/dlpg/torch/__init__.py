@@ -2,16 +2,17 @@
 
     torch.distributed.init_process_group("dlpg", ...)
 
-and torchrun work unchanged. The backend is the C++ extension dlpg.torch._C_dlpg (csrc/: a
-c10d ProcessGroup on torch 1.13, a Backend on 2.x, the differences in csrc/compat.h): the
-wheel's own build when it was built for this torch, else one built once into a per-torch
-cache (dlpg._torch_load; it says so on one line, or raises ImportError naming what is
-missing). The extension dlopens libdlpg and uses only dlpg_get_api.
+and torchrun work unchanged (torch >= 2.11). The backend is the C++ extension
+dlpg.torch._C_dlpg (csrc/: a c10d Backend, which torch wraps in a ProcessGroup): the wheel's
+own build when it was built for this torch, else one built once into a per-torch cache
+(dlpg._torch_load; it says so on one line, or raises ImportError naming what is missing). The
+extension dlopens libdlpg and uses only dlpg_get_api.
 """
+
+import torch.distributed as _dist
 
 from dlpg import _abi, _torch_load
 
-from . import _compat
 from . import rendezvous as _rendezvous
 from .options import Options
 
@@ -29,7 +30,7 @@ def create_process_group(store, rank, size, timeout, options=None):
     """A "dlpg" process group on torch's (prefix) store: group rank, size, timeout (a
     timedelta or seconds), options (dlpg.torch.Options, a dict of its fields, or None)."""
     opts = Options.of(options)
-    timeout_s = _compat.timeout_seconds(timeout) or 300.0
+    timeout_s = _timeout_seconds(timeout) or 300.0
     _native.load_library(_abi.library_path())  # raises LibraryNotFoundError, if missing
     return _native.create(store, int(rank), int(size), timeout_s, opts.name)
 
@@ -43,9 +44,24 @@ def _create_extended(backend_options, pg_options):
     return create_process_group(o.store, o.group_rank, o.group_size, o.timeout, pg_options)
 
 
+def _timeout_seconds(timeout):
+    """Seconds from a timedelta, a number, or None (0: the group's default)."""
+    if timeout is None:
+        return 0.0
+    if hasattr(timeout, "total_seconds"):
+        return max(0.0, timeout.total_seconds())
+    return max(0.0, float(timeout))
+
+
 def register():
     """Register the backend (idempotent); returns True when this call registered it."""
-    return _compat.register(BACKEND_NAME, _create_extended)
+    if BACKEND_NAME.upper() in _dist.Backend._plugins:
+        return False
+    # The extended API: torch hands the creator its backend options (store, ranks, timeout,
+    # group id) and the user's pg_options.
+    _dist.Backend.register_backend(BACKEND_NAME, _create_extended, extended_api=True,
+                                   devices=["cpu", "cuda"])
+    return True
 
 
 register()

@@ -12,10 +12,11 @@ The query may also carry token=SECRET (the store's shared secret) and serve=1 (t
 hosts the store server). Groups torch makes later with new_group are torch's own and live
 under NAME/torch-<group id>.
 
-torch's own keys (torch 1.13's init barrier among them) go to the same store under
-NAME/torch/. That barrier counts torch ranks only, so it would wait forever for the ranks of
-other frameworks; the dlpg group's rendezvous at its first operation waits for every rank,
-so the barrier is answered as complete.
+torch's own keys go to the same store under NAME/torch/, among them those of the store-based
+barrier that init_process_group and new_group run with TORCH_DIST_INIT_BARRIER=1. That
+barrier counts torch ranks only, so it would wait forever for the ranks of other frameworks;
+the dlpg group's rendezvous at its first operation waits for every rank, so the barrier is
+answered as complete.
 """
 
 import datetime

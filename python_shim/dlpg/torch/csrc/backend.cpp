@@ -181,7 +181,6 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allgather_coalesced(std::vector<Tens
   return done(w);
 }
 
-#if DLPG_TORCH_2
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allgather_into_tensor_coalesced(
     Tensors& outputs, Tensors& inputs, const c10d::AllgatherOptions&) {
   return pairwise(outputs, inputs, "allgather_into_tensor_coalesced",
@@ -198,7 +197,6 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::reduce_scatter_tensor_coalesced(
                     return api().reduce_scatter(core_->g(), in, out, 1, op, s, hp);
                   });
 }
-#endif
 
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::reduce_scatter(Tensors& outputs,
                                                            std::vector<Tensors>& inputs,

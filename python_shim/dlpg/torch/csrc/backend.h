@@ -7,15 +7,15 @@
 
 namespace dlpg_torch {
 
-class ProcessGroupDlpg : public BackendBase {
+class ProcessGroupDlpg : public c10d::Backend {
  public:
   ProcessGroupDlpg(std::shared_ptr<Core> core, int rank, int size)
-      : BackendBase(rank, size), core_(std::move(core)) {}
+      : c10d::Backend(rank, size), core_(std::move(core)) {}
   ~ProcessGroupDlpg() override = default;
 
   const std::string getBackendName() const override { return "dlpg"; }
-  void abort();
-  void shutdown() { core_->destroy(); }
+  void abort() override;
+  void shutdown() override { core_->destroy(); }
 
   using Work = c10d::Work;
   using WorkPtr = c10::intrusive_ptr<Work>;
@@ -51,15 +51,12 @@ class ProcessGroupDlpg : public BackendBase {
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return 0; }
-#if DLPG_TORCH_2
   WorkPtr allgather_into_tensor_coalesced(Tensors& outputs, Tensors& inputs,
                                           const c10d::AllgatherOptions& opts) override;
   WorkPtr reduce_scatter_tensor_coalesced(Tensors& outputs, Tensors& inputs,
                                           const c10d::ReduceScatterOptions& opts) override;
-#endif
   void startCoalescing() override;
-  DLPG_END_COALESCING_DECL { DLPG_END_COALESCING_BODY; }
-  c10::intrusive_ptr<WorkDlpg> endCoalescingWork();
+  WorkPtr endCoalescing() override;
 
  private:
   using WorkDlpgPtr = c10::intrusive_ptr<WorkDlpg>;
@@ -97,7 +94,7 @@ class ProcessGroupDlpg : public BackendBase {
   WorkPtr pairwise(Tensors& outputs, Tensors& inputs, const char* what, Call call) {
     TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "dlpg: ", what,
                 " needs one output per input, got ", outputs.size(), " and ", inputs.size());
-    auto w = begin(kCoalescedOp, inputs[0], outputs);
+    auto w = begin(c10d::OpType::COALESCED, inputs[0], outputs);
     batch([&] {
       for (size_t i = 0; i < inputs.size(); i++) {
         DLTensor* din = &use(*w, inputs[i], false)->dl;

@@ -4,7 +4,8 @@
 //   core.cpp     one group's state shared by the backend and its Works: deferred send/recv,
 //                parked work handles, tensor borrowing (DLTensor views, contiguous copies)
 //   work.cpp     WorkDlpg, the c10d::Work over dlpg work handles
-//   backend.cpp  ProcessGroupDlpg: every collective, point to point and barrier
+//   backend.cpp  ProcessGroupDlpg: every collective, point to point and barrier (a
+//                c10d::Backend, which torch wraps in a ProcessGroup for cpu and cuda)
 //   module.cpp   the Python module (pybind11): create(store, rank, size, timeout_s, library)
 //
 // Exceptions never cross into libdlpg: every dlpg call returns a status that check() turns
@@ -17,12 +18,34 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "compat.h"
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <c10/core/Event.h>
+#include <c10/core/Stream.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 namespace dlpg_torch {
+
+// The current stream of a CUDA device, and its cudaStream_t, through the device-generic
+// interface, so that the extension needs no CUDA headers and builds against CPU-only torch.
+inline c10::Stream current_stream(c10::Device device) {
+  return c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
+}
+
+inline void* native_stream(const c10::Stream& s) { return s.native_handle(); }
+
+// The Future type of a Work's result (a list of tensors), CUDA-aware when devices is not empty.
+inline c10::intrusive_ptr<c10::ivalue::Future> make_future(std::vector<c10::Device> devices) {
+  return c10::make_intrusive<c10::ivalue::Future>(
+      c10::ListType::create(c10::TensorType::get()), std::move(devices));
+}
 
 // The loaded library: the function table of libdlpg (never unloaded).
 const dlpg_api_t& api();
@@ -123,7 +146,7 @@ class WorkDlpg : public c10d::Work {
   std::shared_ptr<Core> core_;
   bool cuda_;
   c10::Device device_;
-  c10::optional<c10::Stream> stream_;  // CUDA: the stream the operation was enqueued on
+  std::optional<c10::Stream> stream_;  // CUDA: the stream the operation was enqueued on
   std::vector<at::Tensor> result_;
   std::mutex mu_;
   bool done_ = false;

@@ -1,6 +1,6 @@
 // The Python module dlpg.torch._C_dlpg: load_library(path) and create(...), which returns a
-// ProcessGroupDlpg typed (for pybind11) as a subclass of torch's own ProcessGroup (1.13) or
-// Backend (2.x), so torch.distributed treats it as it treats its built-in backends.
+// ProcessGroupDlpg typed (for pybind11) as a subclass of torch's own c10d Backend, so
+// torch.distributed wraps it in a ProcessGroup as it does its built-in backends.
 #include <torch/csrc/utils/pybind.h>
 
 #include "backend.h"
@@ -64,7 +64,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "The dlpg torch.distributed backend in C++ (see dlpg.torch)";
   // torch's c10d types must be registered with pybind11 before this class names its base.
   py::module::import("torch.distributed");
-  py::class_<ProcessGroupDlpg, dlpg_torch::BackendBase, c10::intrusive_ptr<ProcessGroupDlpg>>(
+  py::class_<ProcessGroupDlpg, c10d::Backend, c10::intrusive_ptr<ProcessGroupDlpg>>(
       m, "ProcessGroupDlpg")
       .def("abort", &ProcessGroupDlpg::abort, py::call_guard<py::gil_scoped_release>())
       .def("shutdown", &ProcessGroupDlpg::shutdown, py::call_guard<py::gil_scoped_release>())
@@ -76,5 +76,4 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("create_on_store", &create_on_store, py::arg("store"), py::arg("rank"),
         py::arg("size"), py::arg("timeout_s"), py::arg("name"));
   m.def("_wrap_store", &wrap_store, py::arg("store"), py::arg("timeout_s"));
-  m.attr("TORCH_2") = py::bool_(DLPG_TORCH_2);
 }

@@ -1,5 +1,7 @@
 // ProcessGroupDlpg: point to point, the forms built from batches of send/recv (gather,
-// scatter, all_to_all), and coalescing (batch_isend_irecv, _coalescing_manager).
+// scatter, all_to_all), and coalescing (torch's _coalescing_manager given a device). The
+// backend does not claim supportsCoalescing, so batch_isend_irecv reaches it as single
+// sends and receives, which Core defers and issues as one batch.
 #include "backend.h"
 
 namespace dlpg_torch {
@@ -150,14 +152,14 @@ void ProcessGroupDlpg::startCoalescing() {
   coalesced_.clear();
 }
 
-c10::intrusive_ptr<WorkDlpg> ProcessGroupDlpg::endCoalescingWork() {
+ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::endCoalescing() {
   std::vector<WorkDlpgPtr> works;
   works.swap(coalesced_);
   coalescing_ = false;
   check(api().group_end(core_->g()), "dlpg_group_end");
   bool cuda = !works.empty() && works[0]->result().size() && works[0]->result()[0].is_cuda();
   c10::Device dev = cuda ? works[0]->result()[0].device() : c10::Device(c10::kCPU);
-  auto w = c10::make_intrusive<WorkDlpg>(core_, kCoalescedOp, cuda, dev, Tensors{});
+  auto w = c10::make_intrusive<WorkDlpg>(core_, c10d::OpType::COALESCED, cuda, dev, Tensors{});
   w->children = std::move(works);
   return w;
 }
