@@ -70,9 +70,10 @@ def _write(path, text):
 
 
 def sources_digest():
-    """sha256 (16 hex digits) of the C++ sources and dlpg.h: a build of other sources is
-    another build."""
+    """sha256 (16 hex digits) of the C++ sources, dlpg.h and the compiler flags: a build of
+    other sources, or with other flags, is another build (another cache folder)."""
     h = hashlib.sha256()
+    h.update(" ".join(CFLAGS + LIBRARIES).encode() + b"\0")
     files = sorted(glob.glob(os.path.join(CSRC, "*.cpp")) + glob.glob(os.path.join(CSRC, "*.h")))
     files.append(os.path.join(dlpg_include(), "dlpg", "dlpg.h"))
     for p in files:
