@@ -8,7 +8,7 @@ export BUILD_DIR=${BUILD_DIR:-build}
 # another run shares the machine.
 export DLPG_CI_RUN=${DLPG_CI_RUN:-$$.$(date +%s%N)}
 bash ci/install-deps.sh
-bash ci/build.sh
+bash ci/build.sh -DDLPG_WERROR=ON
 bash ci/check-symbols.sh "$BUILD_DIR/libdlpg.so"
 bash ci/check-layers.sh
 # The file graph from the built objects: no circle between files or folders.
