@@ -8,12 +8,19 @@
 
 #ifndef DLPG_BENCH_CUDA
 
+/* A build without NCCL: setup refuses the baseline, so issue is never reached, and teardown
+ * (always called) has nothing to release. The signatures are the CUDA build's. */
 int bench_nccl_setup(bench_ctx_t *x) {
+  (void)x;
   fprintf(stderr, "dlpg-bench: --baseline nccl: this dlpg-bench was built without NCCL\n");
   return -1;
 }
-int bench_nccl_issue(bench_ctx_t *x, size_t count) { return -1; }
-void bench_nccl_teardown(bench_ctx_t *x) {}
+int bench_nccl_issue(bench_ctx_t *x, size_t count) {
+  (void)x;
+  (void)count;
+  return -1;
+}
+void bench_nccl_teardown(bench_ctx_t *x) { (void)x; }
 
 #else
 #include <cuda_runtime.h>

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZ_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 SECONDS_EACH=${FUZZ_SECONDS:-20}
-cmake -S fuzz -B "$FUZZ_DIR" -DCMAKE_C_COMPILER=clang > /dev/null
+cmake -S fuzz -B "$FUZZ_DIR" -DCMAKE_C_COMPILER=clang -DDLPG_WERROR=ON > /dev/null
 cmake --build "$FUZZ_DIR" -j"$(nproc)"
 for t in store_frames dlpack; do
   work=$(mktemp -d)

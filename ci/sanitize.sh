@@ -12,6 +12,7 @@ B=${SAN_BUILD_DIR:-build-asan}
 # ABI on purpose; the plugin checks them as integers.
 SAN="-fsanitize=address,undefined -fno-sanitize=enum -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLPG_BUILD_BENCH=OFF -DDLPG_WITH_NCCL=ON \
+  -DDLPG_WERROR=ON \
   -DCMAKE_C_FLAGS="$SAN" -DCMAKE_CXX_FLAGS="$SAN" \
   -DCMAKE_EXE_LINKER_FLAGS="$SAN" -DCMAKE_SHARED_LINKER_FLAGS="$SAN" "$@"
 cmake --build "$B" -j"$(nproc)"

@@ -74,8 +74,9 @@ static dlpg_status_t dlpg__store_get_slices(const char *fn, struct dlpg__nccl *s
   }
 }
 
-/* Steps a (publish ndev) and b (rank 0: check all, publish the id) of one new entry. */
-static dlpg_status_t dlpg__rdv_publish(const char *fn, dlpg__nccl_comm_t *c, double deadline) {
+/* Step a of one new entry: publish ndev. A single store set that waits on no peer, so it
+ * needs no deadline (step b, rank 0 checking all and publishing the id, is dlpg__rdv_root). */
+static dlpg_status_t dlpg__rdv_publish(const char *fn, dlpg__nccl_comm_t *c) {
   struct dlpg__nccl *st = c->st;
   char key[700], val[32];
   snprintf(key, sizeof(key), "%s/ndev/%d", c->rdv, c->member);
@@ -276,7 +277,7 @@ static dlpg_status_t dlpg__create_all(const char *fn, dlpg__nccl_comm_t **nw, in
    * new communicators across ranks can deadlock. A communicator of this rank alone makes
    * its own id. */
   for (int k = 0; k < nn && s == DLPG_OK; k++)
-    if (nw[k]->nmembers > 1) s = dlpg__rdv_publish(fn, nw[k], deadline);
+    if (nw[k]->nmembers > 1) s = dlpg__rdv_publish(fn, nw[k]);
   for (int k = 0; k < nn && s == DLPG_OK; k++)
     if (nw[k]->nmembers > 1 && nw[k]->member == 0) s = dlpg__rdv_root(fn, nw[k], deadline);
   for (int k = 0; k < nn && s == DLPG_OK; k++) {

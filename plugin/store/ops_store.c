@@ -246,7 +246,10 @@ static dlpg_status_t dlpg__ops_delete(void *impl, const char *key, int *deleted)
   return DLPG_OK;
 }
 
-static int dlpg__ops_port(void *impl) { return -1; }
+static int dlpg__ops_port(void *impl) {
+  (void)impl; /* not a TCP store: no port */
+  return -1;
+}
 
 static void dlpg__ops_destroy(void *impl) {
   dlpg__ops_store_t *o = (dlpg__ops_store_t *)impl;

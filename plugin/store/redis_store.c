@@ -240,7 +240,10 @@ static dlpg_status_t dlpg__redis_delete(void *impl, const char *key, int *delete
   return DLPG_OK;
 }
 
-static int dlpg__redis_port(void *impl) { return -1; }
+static int dlpg__redis_port(void *impl) {
+  (void)impl; /* not a TCP store: no port */
+  return -1;
+}
 
 static void dlpg__redis_destroy(void *impl) {
   dlpg__redis_t *r = (dlpg__redis_t *)impl;

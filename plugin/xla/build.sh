@@ -39,6 +39,6 @@ printf '#include "xla/ffi/api/c_api.h"\nint f(XLA_FFI_Metadata_Extension *m){ret
 "$cc" -I"$inc" -c "$tmp/probe2.c" -o "$tmp/probe2.o" 2>/dev/null && defs="$defs -DDLPG_XLA_EXTENSION_HAS_TYPE=1"
 mkdir -p "$out"
 "$cc" -std=c11 -O2 -fPIC -shared -fvisibility=hidden -D_GNU_SOURCE $defs -Wall -Wextra \
-  -Wno-unused-parameter -Iinclude -I"$tmp/version" -I"$dl" -I"$inc" plugin/xla/*.c -o "$out/libdlpg_xla.so" \
+  -Iinclude -I"$tmp/version" -I"$dl" -I"$inc" plugin/xla/*.c -o "$out/libdlpg_xla.so" \
   -ldl -lpthread -Wl,--no-undefined
 echo "plugin/xla/build.sh: $out/libdlpg_xla.so (FFI headers $inc, dlpack $dl, ${defs:-no device ordinal})"

@@ -44,7 +44,7 @@ int main(void) { return f(0); }" DLPG_XLA_EXTENSION_HAS_TYPE)
   add_library(dlpg_xla SHARED ${DLPG_XLA_SOURCES})
   target_include_directories(dlpg_xla PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/include "${_dlpg_xla_inc}")
   target_link_libraries(dlpg_xla PRIVATE dlpack::dlpack ${CMAKE_DL_LIBS} Threads::Threads)
-  target_compile_options(dlpg_xla PRIVATE -Wall -Wextra -Wno-unused-parameter -fvisibility=hidden)
+  target_compile_options(dlpg_xla PRIVATE -fvisibility=hidden)
   target_compile_definitions(dlpg_xla PRIVATE _GNU_SOURCE
     $<$<BOOL:${DLPG_XLA_HAVE_DEVICE_ORDINAL}>:DLPG_XLA_HAVE_DEVICE_ORDINAL=1>
     $<$<BOOL:${DLPG_XLA_EXTENSION_HAS_TYPE}>:DLPG_XLA_EXTENSION_HAS_TYPE=1>)

@@ -10,7 +10,6 @@ target_link_libraries(dlpg_conformance_harness PUBLIC GTest::gtest dlpack::dlpac
   Threads::Threads ${CMAKE_DL_LIBS})
 target_compile_definitions(dlpg_conformance_harness PRIVATE
   DLPG_DEFAULT_PLUGIN="$<TARGET_FILE:dlpg>")
-target_compile_options(dlpg_conformance_harness PRIVATE -Wall -Wextra)
 
 set(D ${CMAKE_CURRENT_LIST_DIR})
 dlpg_add_gtest(test_collectives TIMEOUT 600 SOURCES ${D}/test_collectives.cc
@@ -48,7 +47,7 @@ set_tests_properties(test_collectives_threads PROPERTIES TIMEOUT 600 ENVIRONMENT
 add_executable(test_abi_c ${D}/test_abi_c.c)
 set_target_properties(test_abi_c PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON
   C_EXTENSIONS OFF)
-target_compile_options(test_abi_c PRIVATE -Wall -Wextra -Werror -pedantic)
+target_compile_options(test_abi_c PRIVATE -Werror -pedantic)
 target_include_directories(test_abi_c PRIVATE ${PROJECT_SOURCE_DIR}/include)
 target_link_libraries(test_abi_c PRIVATE dlpg dlpack::dlpack)
 add_test(NAME test_abi_c COMMAND test_abi_c)

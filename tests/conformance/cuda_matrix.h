@@ -57,7 +57,7 @@ inline void Wait(const dlpg_api_t *api, dlpg_work_t *w) {
   CT_ASSERT(s == DLPG_OK, "work_wait -> " << api->status_name(s) << ": " << err);
 }
 
-inline bool Close(DT dt, dlpg_reduce_op_t op, double got, double want) {
+inline bool Close(dlpg_reduce_op_t op, double got, double want) {
   if (op != DLPG_AVG) return got == want;
   return std::fabs(got - want) <= 1e-2 * std::max(1.0, std::fabs(want));
 }
@@ -67,7 +67,7 @@ inline void CheckVec(const std::string &what, DT dt, dlpg_reduce_op_t op, const 
               const std::vector<double> &want) {
   CT_ASSERT(got.size() == want.size(), what << ": size " << got.size() << " vs " << want.size());
   for (size_t j = 0; j < got.size(); j++)
-    if (!Close(dt, op, got[j], want[j])) {
+    if (!Close(op, got[j], want[j])) {
       CT_EXPECT(false, what << " (" << DTName(dt) << "): element " << j << " is " << got[j]
                             << ", expected " << want[j]);
       return;

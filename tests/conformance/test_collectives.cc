@@ -69,8 +69,9 @@ std::vector<uint8_t> Snapshot(HostTensor &t) {
 
 void ExpectInputUnmodified(const std::vector<uint8_t> &saved, HostTensor &in,
                            const std::string &what) {
-  if (in.nbytes())  // memcmp's pointers must not be NULL, even for 0 bytes
+  if (in.nbytes()) {  // memcmp's pointers must not be NULL, even for 0 bytes
     EXPECT_EQ(0, memcmp(saved.data(), in.elems(), in.nbytes())) << what << ": input modified";
+  }
 }
 
 class Collectives : public ::testing::TestWithParam<RankParam> {};
@@ -146,9 +147,10 @@ TEST_P(Collectives, Reduce) {
                     << what;
               } else if (!inplace) {
                 std::vector<uint8_t> sentinel(out.nbytes(), 0x5A);
-                if (out.nbytes())  // no NULL pointer to memcmp, even for 0 bytes
+                if (out.nbytes()) {  // no NULL pointer to memcmp, even for 0 bytes
                   EXPECT_EQ(0, memcmp(sentinel.data(), out.elems(), out.nbytes()))
                       << what << ": a non-root output was written";
+                }
               }
             }
   });

@@ -48,7 +48,9 @@ struct Served {
   explicit Served(double timeout = 10.0) {
     EXPECT_EQ(A()->store_open("tcp://127.0.0.1:0?serve=1", timeout, &s), DLPG_OK)
         << A()->last_error();
-    if (s) EXPECT_EQ(A()->store_port(s, &port), DLPG_OK);
+    if (s) {
+      EXPECT_EQ(A()->store_port(s, &port), DLPG_OK);
+    }
   }
   ~Served() { A()->store_close(s); }
   std::string Url() const { return "tcp://127.0.0.1:" + std::to_string(port); }
