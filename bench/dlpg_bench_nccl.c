@@ -6,13 +6,15 @@
 #include <string.h>
 #include "dlpg_bench.h"
 
-#ifndef DLPG_BENCH_CUDA
+#ifndef DLPG_BENCH_NCCL
 
-/* A build without NCCL: setup refuses the baseline, so issue is never reached, and teardown
- * (always called) has nothing to release. The signatures are the CUDA build's. */
+/* A build without the baseline (no NCCL, or a wheel's dlpg-bench, which must start where no
+ * libnccl is on the loader's path): setup refuses the baseline, so issue is never reached,
+ * and teardown (always called) has nothing to release. The signatures are the NCCL build's. */
 int bench_nccl_setup(bench_ctx_t *x) {
   (void)x;
-  fprintf(stderr, "dlpg-bench: --baseline nccl: this dlpg-bench was built without NCCL\n");
+  fprintf(stderr, "dlpg-bench: --baseline nccl: this dlpg-bench was built without NCCL "
+          "(a wheel's is: build the project with CMake for the baseline)\n");
   return -1;
 }
 int bench_nccl_issue(bench_ctx_t *x, size_t count) {
