@@ -6,12 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs=(build-essential cmake pkg-config libgloo-dev libdlpack-dev libgtest-dev
-      python3.11 python3.11-venv python3.11-dev  # the venv's Python (torch 2.13's CPU wheel is cp311)
       libssl-dev libhiredis-dev redis-server clang libclang-rt-dev  # store: auth, Redis, fuzz
       iproute2  # network-namespace (multi-host) test
       openmpi-bin libopenmpi-dev)  # mpirun launch test, MPI anchor
+# The venv's Python: 3.11, for which torch 2.13's CPU wheel is built. Debian 12 ships it; a
+# Debian 13 image may carry it too, else the PATH's python3.11 serves (below).
+pypkgs=(python3.11 python3.11-venv python3.11-dev)
 missing=()
-for p in "${pkgs[@]}"; do
+for p in "${pkgs[@]}" "${pypkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
@@ -33,8 +35,17 @@ if ((${#missing[@]})); then
     done
   }
   apt_retry $SUDO apt-get "${lock[@]}" update -q
-  apt_retry $SUDO env DEBIAN_FRONTEND=noninteractive apt-get "${lock[@]}" install -y -q \
-    --no-install-recommends "${missing[@]}"
+  have=()
+  for p in "${missing[@]}"; do
+    # A python3.11 package this release does not have is no error: another Python 3.11 serves.
+    if [[ " ${pypkgs[*]} " == *" $p "* ]] && ! apt-cache show "$p" >/dev/null 2>&1; then
+      echo "ci/install-deps.sh: this Debian has no $p"
+      continue
+    fi
+    have+=("$p")
+  done
+  ((${#have[@]} == 0)) || apt_retry $SUDO env DEBIAN_FRONTEND=noninteractive apt-get \
+    "${lock[@]}" install -y -q --no-install-recommends "${have[@]}"
 else
   echo "ci/install-deps.sh: all Debian packages present"
 fi
@@ -43,8 +54,13 @@ fi
 # ci/requirements.txt changed since it was filled (its copy inside the venv says what it holds).
 venv=${DLPG_VENV:-$PWD/.venv}
 if [ ! -x "$venv/bin/python" ]; then
-  echo "ci/install-deps.sh: creating the venv $venv"
-  /usr/bin/python3.11 -m venv "$venv"
+  py=/usr/bin/python3.11
+  [ -x "$py" ] || py=$(command -v python3.11) || {
+    echo "ci/install-deps.sh: no Python 3.11 (Debian's python3.11, or one on the PATH)" >&2
+    exit 1
+  }
+  echo "ci/install-deps.sh: creating the venv $venv with $py"
+  "$py" -m venv "$venv"
 fi
 if ! cmp -s ci/requirements.txt "$venv/dlpg-requirements.txt"; then
   echo "ci/install-deps.sh: installing ci/requirements.txt into $venv"
