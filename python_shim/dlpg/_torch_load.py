@@ -91,8 +91,9 @@ def build(folder, stamp, verbose=False):
     return os.path.join(folder, spec.NAME + ".so")
 
 
-def cached_build(stamp):
-    """The cache's extension for stamp, built now (once, under the folder's lock) if needed."""
+def cached_build(stamp, verbose=False):
+    """The cache's extension for stamp, built now (once, under the folder's lock) if needed;
+    verbose shows the compiler's commands."""
     folder = cache_folder(stamp)
     so = os.path.join(folder, spec.NAME + ".so")
     if spec.read_stamp(folder) == stamp and os.path.exists(so):
@@ -103,7 +104,7 @@ def cached_build(stamp):
         if spec.read_stamp(folder) != stamp or not os.path.exists(so):
             print("dlpg.torch: building the C++ backend for %s into %s (once per torch; a "
                   "minute or more)" % (stamp.split(";")[0], folder), file=sys.stderr, flush=True)
-            build(folder, stamp)
+            build(folder, stamp, verbose=verbose)
     return so
 
 

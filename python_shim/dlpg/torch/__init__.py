@@ -3,10 +3,10 @@
     torch.distributed.init_process_group("dlpg", ...)
 
 and torchrun work unchanged (torch >= 2.11). The backend is the C++ extension
-dlpg.torch._C_dlpg (csrc/: a c10d Backend, which torch wraps in a ProcessGroup): the wheel's
-own build when it was built for this torch, else one built once into a per-torch cache
-(dlpg._torch_load; it says so on one line, or raises ImportError naming what is missing). The
-extension dlopens libdlpg and uses only dlpg_get_api.
+dlpg.torch._C_dlpg (csrc/: a c10d Backend, which torch wraps in a ProcessGroup), compiled
+once per torch into a cache at the first import (dlpg._torch_load; it says so on one line, or
+raises ImportError naming what is missing). The extension dlopens libdlpg and uses only
+dlpg_get_api.
 """
 
 import torch.distributed as _dist
