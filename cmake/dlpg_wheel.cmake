@@ -9,14 +9,15 @@
 # --libs`, or PKG_CONFIG_PATH=$(python -m dlpg --pkgconfigdir)). Everything finds its siblings
 # through an $ORIGIN run path (DLPG_ORIGIN_RPATH, set by pyproject.toml).
 set(_dlpg_native dlpg/_native)
-set(_dlpg_wheel_targets dlpg dlpg-store dlpg-info)
+# Beside libdlpg: the tools, and the modules and dlpg-bench where this configuration has them.
+set(_dlpg_wheel_parts dlpg-store dlpg-info)
 foreach(_t dlpg_nccl dlpg_xla dlpg-bench)
   if(TARGET ${_t})
-    list(APPEND _dlpg_wheel_targets ${_t})
+    list(APPEND _dlpg_wheel_parts ${_t})
   endif()
 endforeach()
 add_custom_target(dlpg_wheel ALL)
-add_dependencies(dlpg_wheel ${_dlpg_wheel_targets})
+add_dependencies(dlpg_wheel dlpg ${_dlpg_wheel_parts})
 
 install(FILES $<TARGET_FILE:dlpg> DESTINATION ${_dlpg_native} RENAME libdlpg.so.0
   COMPONENT wheel)
@@ -25,16 +26,10 @@ file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/wheel/libdlpg.so
   "INPUT(libdlpg.so.0)\n")
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/wheel/libdlpg.so DESTINATION ${_dlpg_native}
   COMPONENT wheel)
-foreach(_t dlpg_nccl dlpg_xla)
-  if(TARGET ${_t})
-    install(TARGETS ${_t} LIBRARY DESTINATION ${_dlpg_native} COMPONENT wheel)
-  endif()
-endforeach()
-foreach(_t dlpg-store dlpg-info dlpg-bench)
-  if(TARGET ${_t})
-    install(TARGETS ${_t} RUNTIME DESTINATION ${_dlpg_native} COMPONENT wheel)
-  endif()
-endforeach()
+# (A COMPONENT belongs to the artifact kind before it: each kind names its own.)
+install(TARGETS ${_dlpg_wheel_parts}
+  LIBRARY DESTINATION ${_dlpg_native} COMPONENT wheel
+  RUNTIME DESTINATION ${_dlpg_native} COMPONENT wheel)
 
 install(FILES include/dlpg/dlpg.h ${CMAKE_CURRENT_BINARY_DIR}/include/dlpg/dlpg_version.h
   DESTINATION dlpg/include/dlpg COMPONENT wheel)
