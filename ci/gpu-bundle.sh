@@ -24,11 +24,7 @@ build="${1:-build-gpu}"
 jobs="${DLPG_JOBS:-2}"
 py="${PYTHON:-$PWD/.venv/bin/python}"
 
-if [ ! -f /usr/local/cuda/include/nccl.h ]; then
-  # The venv's nvidia-nccl-cu13 (ci/install-deps.sh); cmake/FindNCCL.cmake reads NCCL_ROOT.
-  NCCL_ROOT=$("$py" -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])')
-  export NCCL_ROOT
-fi
+source ci/nccl-root.sh "$py"
 
 # $ORIGIN run path: the libraries find their Debian dependencies beside them, and the wheel
 # the GPU machine builds from .gpu (ci/gpu-wheel.sh) takes them as they are.

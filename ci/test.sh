@@ -10,12 +10,8 @@ export DLPG_CI_RUN=${DLPG_CI_RUN:-$$.$(date +%s%N)}
 bash ci/install-deps.sh
 # The project venv (ci/install-deps.sh): torch 2.13, JAX 0.10, Ray; every Python step uses it.
 export PYTHON="$PWD/.venv/bin/python"
-# NCCL: /usr/local/cuda's, else the venv's nvidia-nccl-cu13 (cmake/FindNCCL.cmake reads
-# NCCL_ROOT), so the NCCL module is compiled here too and the tests that load it run.
-if [ ! -f /usr/local/cuda/include/nccl.h ]; then
-  NCCL_ROOT=$("$PYTHON" -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])')
-  export NCCL_ROOT
-fi
+# NCCL, so that the NCCL module is compiled here too and the tests that load it run.
+source ci/nccl-root.sh "$PYTHON"
 # -Werror: the library, tests, tools and benchmarks build without a warning. The venv's jaxlib
 # gives the XLA FFI headers, so libdlpg_xla.so (dlpg.jax) is built and tested.
 bash ci/build.sh -DDLPG_WERROR=ON -DDLPG_XLA_PYTHON="$PYTHON"
