@@ -207,25 +207,28 @@ def _check_all(rank, world, device, seed):
         # allgather_into_tensor_coalesced, reduce_scatter_tensor_coalesced and
         # allreduce_coalesced call each.
         from torch.distributed.distributed_c10d import _coalescing_manager
+
+        def coalesced(call, seed, in_shapes, out_shape):
+            """call(out, in) for each input shape inside one coalescing manager, waited on;
+            returns the outputs (out_shape(in_shape) each)."""
+            ins = [data(rank + seed * i, shape=sh) for i, sh in enumerate(in_shapes)]
+            outs = [torch.empty(out_shape(sh), dtype=torch.float64, device=dev)
+                    for sh in in_shapes]
+            with _coalescing_manager(async_ops=True) as cm:
+                for o, x in zip(outs, ins):
+                    call(o, x)
+            cm.wait()
+            return outs
+
         shapes = [(2, 3), (4,)]
-        ins = [data(rank + 20 * i, shape=sh) for i, sh in enumerate(shapes)]
-        outs = [torch.empty((W * sh[0],) + sh[1:], dtype=torch.float64, device=dev)
-                for sh in shapes]
-        with _coalescing_manager(async_ops=True) as cm:
-            for o, x in zip(outs, ins):
-                dist.all_gather_into_tensor(o, x)
-        cm.wait()
+        outs = coalesced(dist.all_gather_into_tensor, 20, shapes,
+                         lambda sh: (W * sh[0],) + sh[1:])
         for i, sh in enumerate(shapes):
             eq(outs[i], torch.cat([data(r + 20 * i, shape=sh) for r in range(W)]),
                "coalesced all_gather_into_tensor[%d]" % i)
         rs_shapes = [(W * 3,), (W * 2, 2)]
-        rs_ins = [data(rank + 40 * i, shape=sh) for i, sh in enumerate(rs_shapes)]
-        rs_outs = [torch.empty((sh[0] // W,) + sh[1:], dtype=torch.float64, device=dev)
-                   for sh in rs_shapes]
-        with _coalescing_manager(async_ops=True) as cm:
-            for o, x in zip(rs_outs, rs_ins):
-                dist.reduce_scatter_tensor(o, x)
-        cm.wait()
+        rs_outs = coalesced(dist.reduce_scatter_tensor, 40, rs_shapes,
+                            lambda sh: (sh[0] // W,) + sh[1:])
         for i, sh in enumerate(rs_shapes):
             n = sh[0] // W
             ref = sum(data(r + 40 * i, shape=sh) for r in range(W))[rank * n:(rank + 1) * n]
