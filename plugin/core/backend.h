@@ -94,6 +94,23 @@ dlpg_status_t dlpg__backend_choose(struct dlpg_group *g, int slot, int *chosen);
  * group and return that line; -1 when there is none or the choice was forced. */
 int dlpg__backend_give_way(struct dlpg_group *g, int slot, int failed, const char *why);
 
+/* ------------------------------------------------------------------ a group's states
+ * (line_state.c) */
+
+/* The state that runs g's operations queued for first (their device's first line): joins
+ * the group's job, makes the group's choice, creates the chosen backend's state, moving to
+ * the next line when that backend cannot serve the group after all. Blocking the first time
+ * (bounded by the group's timeout); only the thread running the group's queued operations
+ * calls it. A failure is final: later calls return it again. */
+dlpg_status_t dlpg__line_resolve(struct dlpg_group *g, int first, int *slot, void **state);
+/* The state a caller-thread issue of kind on slot needs: the group's job joined, this rank's
+ * localities published, then slot's state, or its own state of sends and receives when it
+ * has one (p2p_state_create). */
+dlpg_status_t dlpg__line_state_direct(struct dlpg_group *g, int slot, dlpg__op_kind_t kind,
+                                      void **state);
+/* At the group's last release: destroy every backend state and what the resolution kept. */
+void dlpg__line_states_free(struct dlpg_group *g);
+
 /* ------------------------------------------------------------------ sends and receives per
  * pair (a line whose table has p2p_state_create, backend_abi.h). */
 

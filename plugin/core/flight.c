@@ -120,19 +120,8 @@ void dlpg__flight_start_on(struct dlpg_group *g, uint64_t id, int backend) {
   if (e && e->state == DLPG__FL_QUEUED) {
     e->state = DLPG__FL_STARTED;
     e->t_start = now;
-    if (backend >= 0) e->backend = backend;
   }
-  pthread_mutex_unlock(&f->mu);
-}
-
-void dlpg__flight_start(struct dlpg_group *g, uint64_t id) { dlpg__flight_start_on(g, id, -1); }
-
-void dlpg__flight_ran_on(struct dlpg_group *g, uint64_t id, int backend) {
-  struct dlpg__flight *f = g ? g->flight : NULL;
-  if (!f || !id) return;
-  pthread_mutex_lock(&f->mu);
-  dlpg__flight_entry_t *e = dlpg__slot(f, id);
-  if (e) e->backend = backend;
+  if (e && backend >= 0) e->backend = backend;
   pthread_mutex_unlock(&f->mu);
 }
 

@@ -63,13 +63,10 @@ void dlpg__flight_free(struct dlpg__flight *f);
 /* Record op as issued and return its id. tracked: a work record will report its
  * completion (else the entry is ENQUEUED at once and never in flight). */
 uint64_t dlpg__flight_issue(struct dlpg_group *g, const dlpg__op_t *op, int tracked);
-void dlpg__flight_start(struct dlpg_group *g, uint64_t id);
-/* The same, naming the backend that runs it (the group's choice, made at its first operation,
- * may differ from the line validation gave it). */
+/* The entry's operation started (once), and runs on backend when >= 0, whatever its state:
+ * the group's choice, made at its first operation, or the next line a send or receive was
+ * handed to, may differ from the line validation gave it. */
 void dlpg__flight_start_on(struct dlpg_group *g, uint64_t id, int backend);
-/* The entry's operation runs on backend after all (a send or receive handed to the next
- * line), whatever its state. */
-void dlpg__flight_ran_on(struct dlpg_group *g, uint64_t id, int backend);
 /* Completion (the work's status); logs the entry with its duration under DLPG_DEBUG=TRACE. */
 void dlpg__flight_finish(struct dlpg_group *g, uint64_t id, dlpg_status_t st);
 /* A work freed before it completed: no longer in flight (state ENQUEUED). */

@@ -8,8 +8,8 @@
 
 #include "core/backend.h"
 #include "core/failure.h"
-#include "core/flight.h"
 #include "core/group.h"
+#include "core/observe.h"
 #include "core/job.h"
 #include "base/log.h"
 #include "base/params.h"
@@ -21,6 +21,12 @@
 
 /* Longest group name accepted: it prefixes every store key of the group. */
 #define DLPG__GROUP_NAME_MAX 512
+
+/* At the last release (group_ref.c): what the group's parts made for it. */
+static void dlpg__group_teardown(struct dlpg_group *g) {
+  dlpg__line_states_free(g);
+  dlpg__health_detach(g);
+}
 
 /* The options the caller compiled against, copied as far as its struct_size reaches (a
  * caller built against an older header passes fewer bytes; a newer one more, of which
@@ -78,7 +84,7 @@ dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
     free(name_copy);
     return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
   }
-  if (pthread_mutex_init(&g->be_mu, NULL) != 0) {
+  if (pthread_mutex_init(&g->be_mu, NULL) != 0 || pthread_mutex_init(&g->worker_mu, NULL) != 0) {
     free(g);
     free(name_copy);
     return dlpg__error(DLPG_ERR_SYSTEM, "%s: cannot initialise a mutex", fn);
@@ -92,8 +98,8 @@ dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
   dlpg__group_view_init(g);
   atomic_init(&g->aborted, 0);
   atomic_init(&g->refs, 1); /* the caller's handle */
-  g->flight = dlpg__flight_new();
-  g->watch = dlpg__watch_new();
+  dlpg__health_attach(g);
+  g->teardown = dlpg__group_teardown;
   g->job = dlpg__job_new();
   /* Rank 0 takes the job's number now (the others ask it for the number at their first
    * operation, job.h), then says where it runs, for the group's choice of backend

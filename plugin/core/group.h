@@ -16,9 +16,22 @@ extern "C" {
 #endif
 
 struct dlpg__worker;
+struct dlpg__observer;
 
 /* One state slot per registered backend (core/backend.h). */
 #define DLPG__GROUP_BACKEND_SLOTS 4
+
+/* How the group's line resolution ended so far (core/line_state.c), written only by the
+ * thread that runs the group's queued operations. Per first line of a device: why the
+ * group's choice failed (OK: it did not); per slot: whether its state was tried and why that
+ * failed. A failure is final: every later operation fails with it. */
+typedef struct dlpg__group_lines {
+  dlpg_status_t choice_status[DLPG__GROUP_BACKEND_SLOTS];
+  char *choice_msg[DLPG__GROUP_BACKEND_SLOTS];
+  int state_tried[DLPG__GROUP_BACKEND_SLOTS];
+  dlpg_status_t state_status[DLPG__GROUP_BACKEND_SLOTS];
+  char *state_msg[DLPG__GROUP_BACKEND_SLOTS];
+} dlpg__group_lines_t;
 
 struct dlpg_group {
   dlpg_store_t *store;   /* retained */
@@ -28,9 +41,11 @@ struct dlpg_group {
   atomic_int aborted;
   atomic_int refs;       /* the caller's handle, each live work, the worker */
 
-  /* One worker thread runs the operations of on_worker backends (Gloo) in submission
-   * order; it creates their state lazily at its first operation. */
+  /* The executor of on_worker backends' operations (core/worker.h), started at the group's
+   * first task: read with one atomic load; worker_mu guards its start and its removal at
+   * destroy, and keeps it alive while another thread aborts it. */
   struct dlpg__worker *worker;
+  pthread_mutex_t worker_mu;
 
   /* Each backend's per-group state, indexed by registry slot, created lazily at the
    * group's first operation on that backend: by the worker for on_worker backends, else
@@ -42,6 +57,13 @@ struct dlpg_group {
    * and the failure watcher (core/failure.h); either may be NULL (no memory). */
   struct dlpg__flight *flight;
   struct dlpg__watch *watch;
+  /* Diagnostics' view of the group's operations (core/observer.h): what the execution path
+   * reports to, set at creation. */
+  const struct dlpg__observer *observer;
+  /* Frees what the group's parts hold (backend states, diagnostics) at the last release;
+   * set at creation by the code that made them, so the reference count below them needs
+   * to know none of them. */
+  void (*teardown)(struct dlpg_group *g);
 
   /* The per-group choice between lines serving one device (core/backend.h,
    * dlpg__backend_choose): indexed by the device's first line, the slot chosen + 1 (0 while
@@ -60,6 +82,7 @@ struct dlpg_group {
   /* Each line's state of sends and receives when its table has p2p_state_create
    * (backend_abi.h): created on a caller's thread under be_mu, set once, read lock-free. */
   void *p2p_state[DLPG__GROUP_BACKEND_SLOTS];
+  dlpg__group_lines_t lines;
 
   /* What a backend is handed instead of the group (filled by dlpg__group_view_init). */
   dlpg__be_group_t view;

@@ -1,25 +1,20 @@
 /* The public operations of dlpg.h: each packs its arguments, validates them at the door
- * (ops_validate.c) and issues the op (ops_dispatch.c). */
+ * (ops_validate.c) and issues the op (ops_dispatch.c). Nothing else happens here: what the
+ * group's diagnostics learn of the call, the executor tells them (core/observer.h). */
 #include <stdlib.h>
 
-#include "core/failure.h"
 #include "core/ops_impl.h"
 #include "base/status.h"
 
 /* Validate into a heap op and issue it. The op record is large (every local device's
  * tensors), so it is built on the heap that the executor will own. */
 static dlpg_status_t dlpg__op_run(const dlpg__op_args_t *a, dlpg_work_t **work) {
-  /* After a rejection of this rank's, its peers may have made it the group's failure. */
-  if (a->g) dlpg__watch_check_rejected(a->g);
   dlpg__op_t *op = malloc(sizeof *op);
   if (!op) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", dlpg__op_name(a->kind));
   dlpg_status_t st = dlpg__op_build(a, op);
   if (st != DLPG_OK) {
     free(op);
-    /* A call only this rank rejects leaves its peers blocked: tell them (failure.h). */
-    if (a->g && (st == DLPG_ERR_INVALID_ARGUMENT || st == DLPG_ERR_UNSUPPORTED))
-      dlpg__failure_rejected(a->g, a->kind, a->peer, dlpg__last_error());
-    return st;
+    return dlpg__op_refused(a, st);
   }
   return dlpg__op_issue(op, work);
 }

@@ -8,10 +8,8 @@
 #include <string.h>
 
 #include "core/backend.h"
-#include "core/failure.h"
-#include "core/flight.h"
-#include "core/job.h"
 #include "base/log.h"
+#include "core/observer.h"
 #include "core/ops_impl.h"
 #include "base/status.h"
 #include "core/work_impl.h"
@@ -67,17 +65,7 @@ static dlpg_status_t dlpg__issue_direct(const dlpg__backend_vtbl_t *be, dlpg__op
                                         int n) {
   dlpg_status_t st = DLPG_OK;
   for (int i = 0; i < n && st == DLPG_OK; i++) {
-    /* The backend's keys live under the group's job scope: joined first (once, job.h).
-     * Sends and receives of a line deciding them per pair have a state of their own. */
-    st = dlpg__job_join(ops[i]->group);
-    /* A rank whose first operation is a send or receive says where it runs here (its first
-     * collective would otherwise): the pair's decision reads both ranks' strings. */
-    if (st == DLPG_OK) dlpg__backend_where_publish(ops[i]->group);
-    int own = (ops[i]->kind == DLPG__OP_SEND || ops[i]->kind == DLPG__OP_RECV) &&
-              dlpg__vtbl_has(be, p2p_state_create);
-    if (st == DLPG_OK)
-      st = own ? dlpg__backend_p2p_state(ops[i]->group, ops[i]->backend, &ops[i]->state)
-               : dlpg__backend_state(ops[i]->group, ops[i]->backend, &ops[i]->state);
+    st = dlpg__line_state_direct(ops[i]->group, ops[i]->backend, ops[i]->kind, &ops[i]->state);
     if (st != DLPG_OK) dlpg__error_prefix(st, dlpg__op_name(ops[i]->kind));
   }
   if (st == DLPG_OK) {
@@ -90,7 +78,7 @@ static dlpg_status_t dlpg__issue_direct(const dlpg__backend_vtbl_t *be, dlpg__op
     return st;
   }
   for (int i = 0; i < n; i++)
-    if (ops[i]->work) dlpg__flight_start(ops[i]->group, ops[i]->work->flight_id);
+    if (ops[i]->work) dlpg__observe_started(ops[i]->group, ops[i]->work->flight_id, -1);
   /* A backend that returned OK must have attached a poller (or completed the work);
    * anything else would leave a waiter hanging until its deadline. (An on_worker backend's
    * direct sends and receives are completed later by the backend's own threads.) */
@@ -104,32 +92,31 @@ static dlpg_status_t dlpg__issue_direct(const dlpg__backend_vtbl_t *be, dlpg__op
   return DLPG_OK;
 }
 
-/* Submit on_worker ops of one group as one task (takes ownership of the ops); sync: the
- * caller will wait for them, so they may run on its thread. */
-static dlpg_status_t dlpg__issue_worker(struct dlpg_group *g, dlpg__op_t **ops, int n, int sync) {
-  dlpg__op_t **arr = malloc(sizeof *arr * (size_t)n);
-  if (!arr) {
-    dlpg_status_t st = dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory",
-                                   dlpg__op_name(ops[0]->kind));
-    for (int i = 0; i < n; i++) {
-      dlpg__work_complete(ops[i]->work, st, dlpg__last_error());
-      free(ops[i]);
-    }
-    return st;
-  }
-  memcpy(arr, ops, sizeof *arr * (size_t)n);
-  return sync ? dlpg__worker_submit_sync(g, arr, n) : dlpg__worker_submit(g, arr, n);
-}
-
-/* Wait for an internal work (CPU: the operation's status) and drop core's reference. */
+/* Wait for an internal work (CPU: the operation's status) and drop core's reference. (A
+ * timeout has aborted the group: dlpg_work_wait's expiry, or the observer told of the
+ * backend's.) */
 static dlpg_status_t dlpg__finish_internal(struct dlpg_work *w, int wait) {
   dlpg_status_t st = DLPG_OK;
   if (wait) st = dlpg__work_wait(w, 0);
-  /* A timeout aborts the group, as dlpg_work_wait's own expiry does, also when the
-   * operation ran inline and Gloo's deadline (the group's) fired first. */
-  if (st == DLPG_ERR_TIMEOUT && w->group) dlpg__group_abort(w->group);
   dlpg__work_unref(w);
   return st;
+}
+
+dlpg_status_t dlpg__op_refused(const dlpg__op_args_t *a, dlpg_status_t st) {
+  if (a->g && (st == DLPG_ERR_INVALID_ARGUMENT || st == DLPG_ERR_UNSUPPORTED)) {
+    dlpg__saved_error_t se;
+    dlpg__error_save(&se);
+    dlpg__observe_rejected(a->g, a->kind, a->peer, se.msg);
+    dlpg__error_restore(&se, st);
+  }
+  return st;
+}
+
+dlpg_status_t dlpg__op_aborted(const char *fn, struct dlpg_group *g) {
+  char cause[DLPG__ERROR_MAX];
+  if (dlpg__observe_cause(g, cause, sizeof cause))
+    return dlpg__error(DLPG_ERR_REMOTE, "%s: %s", fn, cause);
+  return dlpg__error(DLPG_ERR_ABORTED, "%s: group \"%s\" was aborted", fn, g->name);
 }
 
 dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
@@ -165,10 +152,17 @@ dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
     dlpg__work_set_op_name(w, dlpg__op_name(op->kind));
   }
   op->work = w;
-  /* Flight recorder entry and the group's failure watcher (started at its first op). */
-  uint64_t fid = dlpg__flight_issue(op->group, op, w != NULL);
+  uint64_t fid = dlpg__observe_issued(op->group, op, w != NULL);
   if (w) w->flight_id = fid;
-  dlpg__watch_op(op->group);
+  /* The group may have been aborted since validation (by a peer's record the observer just
+   * adopted, or another thread): the op goes no further. */
+  if (atomic_load(&op->group->aborted)) {
+    st = dlpg__op_aborted(dlpg__op_name(op->kind), op->group);
+    dlpg__work_complete(w, st, dlpg__last_error());
+    dlpg__work_unref(w);
+    free(op);
+    return st;
+  }
 
   if (b->depth > 0) {
     if (b->n == b->cap) {
@@ -195,7 +189,7 @@ dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
   /* Only a lone blocking send or receive may be run to completion inside its issue. */
   op->caller_waits = work == NULL;
   if (!dlpg__on_caller(be, op)) {
-    st = dlpg__issue_worker(op->group, &op, 1, work == NULL); /* op now belongs to the worker */
+    st = dlpg__worker_submit(op->group, &op, 1, work == NULL); /* op now belongs to the worker */
   } else {
     st = dlpg__issue_direct(be, &op, 1);
     free(op);
@@ -238,7 +232,7 @@ dlpg_status_t dlpg__backend_p2p_pass(dlpg__be_op_t *view, const char *why) {
     DLPG_INFO(P2P, g->rank, "group \"%s\": sends and receives between rank %d and rank %d run "
               "on %s (%s)", g->name, g->rank, op->peer, dlpg__backend_name(next), why);
   op->backend = next;
-  if (op->work) dlpg__flight_ran_on(g, op->work->flight_id, next);
+  if (op->work) dlpg__observe_started(g, op->work->flight_id, next);
   dlpg__op_t *one = op;
   return dlpg__issue_direct(dlpg__backend_loaded(next), &one, 1);
 }
@@ -297,7 +291,7 @@ static dlpg_status_t dlpg__batch_flush(dlpg__batch_entry_t *v, int n) {
         tmp[k++] = v[j].op;
         v[j].op = NULL;
       }
-    dlpg_status_t st = dlpg__issue_worker(g, tmp, k, 0);
+    dlpg_status_t st = dlpg__worker_submit(g, tmp, k, 0);
     if (st != DLPG_OK && first == DLPG_OK) {
       first = st;
       dlpg__error_save(&first_err);

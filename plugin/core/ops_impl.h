@@ -32,6 +32,15 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op);
  * batch. */
 dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work);
 
+/* The error of an operation fn on the aborted group g: DLPG_ERR_REMOTE naming the rank
+ * whose failure aborted it, else DLPG_ERR_ABORTED. */
+dlpg_status_t dlpg__op_aborted(const char *fn, struct dlpg_group *g);
+
+/* Validation refused a's call with st (its message the last error): a refusal only this rank
+ * makes leaves its peers blocked in the operation, so the group's observer is told. Returns
+ * st with the message kept. */
+dlpg_status_t dlpg__op_refused(const dlpg__op_args_t *a, dlpg_status_t st);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "core/backend.h"
-#include "core/failure.h"
 #include "core/ops_impl.h"
 #include "base/status.h"
 
@@ -107,12 +106,7 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
   const char *fn = dlpg__op_name(a->kind);
   struct dlpg_group *g = a->g;
   DLPG_ARG_CHECK(g != NULL, "%s: g is NULL", fn);
-  if (atomic_load(&g->aborted)) {
-    char cause[DLPG__ERROR_MAX];
-    if (dlpg__failure_remote(g, cause, sizeof cause))
-      return dlpg__error(DLPG_ERR_REMOTE, "%s: %s", fn, cause);
-    return dlpg__error(DLPG_ERR_ABORTED, "%s: group \"%s\" was aborted", fn, g->name);
-  }
+  if (atomic_load(&g->aborted)) return dlpg__op_aborted(fn, g);
 
   memset(op, 0, sizeof *op);
   op->kind = a->kind;

@@ -1,14 +1,12 @@
 /* Work: the completion record of one operation (work.h, work_impl.h): created, completed by
  * its executor (the group's worker thread, or a backend's poller attached to it), freed.
- * Waiting on it is work_wait.c's, which sits above: a wait that fails or times out records
- * the failure and aborts the group, while completion reaches only the failure state. */
+ * Its end is told to the group's observer (observer.h). Waiting on it is work_wait.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/failure.h"
-#include "core/flight.h"
 #include "core/group.h"
+#include "core/observer.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "base/timeout.h"
@@ -37,7 +35,7 @@ void dlpg__work_set_op_name(struct dlpg_work *w, const char *name) {
 void dlpg__work_unref(struct dlpg_work *w) {
   if (!w) return;
   if (atomic_fetch_sub(&w->refs, 1) != 1) return;
-  if (!w->done) dlpg__flight_untrack(w->group, w->flight_id); /* freed unfinished (CUDA) */
+  if (!w->done) dlpg__observe_dropped(w->group, w->flight_id); /* freed unfinished (CUDA) */
   if (w->has_be && w->be.release) w->be.release(w->be_data);
   free(w->message);
   pthread_cond_destroy(&w->cv);
@@ -53,12 +51,12 @@ void dlpg__work_finish_locked(struct dlpg_work *w, dlpg_status_t status, const c
   if (w->done) return;
   /* Aborted because a peer failed: the peer's failure is the cause (failure.h). */
   char cause[DLPG__ERROR_MAX], m2[DLPG__ERROR_MAX];
-  if (status == DLPG_ERR_ABORTED && dlpg__failure_remote(w->group, cause, sizeof cause)) {
+  if (status == DLPG_ERR_ABORTED && dlpg__observe_cause(w->group, cause, sizeof cause)) {
     status = DLPG_ERR_REMOTE;
     dlpg__format_prefixed(m2, sizeof m2, w->op_name, cause, status);
     msg = m2;
   }
-  dlpg__flight_finish(w->group, w->flight_id, status);
+  dlpg__observe_finished(w->group, w->flight_id, status);
   w->done = 1;
   w->status = status;
   if (status != DLPG_OK) {

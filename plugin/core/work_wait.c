@@ -2,19 +2,19 @@
  * (dlpg__work_wait). CPU work is waited on with a condition variable; CUDA work carries a
  * backend poller (CUDA event + NCCL async error) that wait and test call. Every wait has a
  * deadline; when it passes the group is aborted, so no rank is left hanging. A poller's
- * failure and a deadline are recorded for the peers (failure.h), so this file sits above
- * the failure records, which sit above the work record itself (work.c). */
+ * failure and a deadline go to the group's observer (observer.h), which records them for
+ * the peers and aborts the group. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#include "core/failure.h"
 #include "core/group.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "base/timeout.h"
+#include "core/observer.h"
 #include "core/work_impl.h"
 
 /* How long a CPU waiter sleeps at most before it rechecks the group's abort flag. */
@@ -29,7 +29,7 @@ static void dlpg__work_poll_locked(struct dlpg_work *w) {
   if (st != DLPG_OK || done) {
     char msg[DLPG__ERROR_MAX];
     snprintf(msg, sizeof msg, "%s", dlpg__last_error());
-    if (st != DLPG_OK) st = dlpg__failure_op_failed(w->group, w->flight_id, st, msg, sizeof msg);
+    if (st != DLPG_OK) st = dlpg__observe_failed(w->group, w->flight_id, st, msg, sizeof msg);
     dlpg__work_finish_locked(w, st, msg);
   }
 }
@@ -62,13 +62,13 @@ static dlpg_status_t dlpg__work_timed_out(struct dlpg_work *w, double timeout_s)
             w->op_name, timeout_s);
   /* Which ranks had not arrived, recorded for the peers before the abort (failure.h). */
   char note[DLPG__ERROR_MAX / 2] = "";
-  dlpg__failure_timed_out(g, w->flight_id, w->op_name, timeout_s, note, sizeof note);
+  dlpg__observe_timed_out(g, w->flight_id, w->op_name, timeout_s, note, sizeof note);
   dlpg__error(DLPG_ERR_TIMEOUT,
               "dlpg_work_wait: %s did not complete within %g s; the group%s%s%s was aborted%s%s",
               w->op_name, timeout_s, g ? " \"" : "", g ? g->name : "", g ? "\"" : "",
               note[0] ? "; " : "", note);
   dlpg__work_end_wait(w, DLPG_ERR_TIMEOUT);
-  if (g) dlpg__group_abort(g);
+  dlpg__observe_abort(g);
   pthread_mutex_lock(&w->mu);
   dlpg_status_t st = dlpg__work_result(w);
   pthread_mutex_unlock(&w->mu);
@@ -77,7 +77,7 @@ static dlpg_status_t dlpg__work_timed_out(struct dlpg_work *w, double timeout_s)
 
 static dlpg_status_t dlpg__work_aborted(struct dlpg_work *w) {
   char cause[DLPG__ERROR_MAX];
-  if (dlpg__failure_remote(w->group, cause, sizeof cause)) {
+  if (dlpg__observe_cause(w->group, cause, sizeof cause)) {
     dlpg__error(DLPG_ERR_REMOTE, "%s: %s", w->op_name, cause);
     return dlpg__work_end_wait(w, DLPG_ERR_REMOTE);
   }

@@ -1,5 +1,6 @@
-/* The per-group CPU executor (private to core): one thread that runs the group's Gloo
- * operations in submission order, creating the Gloo context lazily at its first task. */
+/* The per-group CPU executor (private to core): the group's operations of on_worker
+ * backends (CPU) run one at a time in submission order, on one thread per group or on the
+ * caller's thread when that costs less; the backend's state is made at the first task. */
 #ifndef DLPG_CORE_WORKER_H_
 #define DLPG_CORE_WORKER_H_
 
@@ -11,21 +12,18 @@ extern "C" {
 
 struct dlpg_group;
 
-/* Queue one task: ops[0..n) (heap-allocated, all of group g, an on_worker backend), run together by
- * one call of the backend's issue. Takes ownership of the array and of every op in it: each op's work
- * is completed (even on failure here) and the ops are freed. Starts the worker thread at
- * the group's first task. Returns non-OK only when the task could not be queued (its works
- * are then already completed with that status). A lone op whose backend has the eager path
- * (backend_abi.h start/progress) may instead be started on the calling thread when nothing
- * of the group is queued or running; its work is then finished by whichever thread gets
- * there first: dlpg_work_wait/test, the group's next operation, or the worker thread a
- * moment later. */
-dlpg_status_t dlpg__worker_submit(struct dlpg_group *g, dlpg__op_t **ops, int n);
-
-/* The same, for a caller that will block until the task completes (work == NULL): when
- * the worker is idle and nothing is queued, the task runs on the calling thread (a lone op
- * of the eager path is started there, and the caller's wait finishes it). */
-dlpg_status_t dlpg__worker_submit_sync(struct dlpg_group *g, dlpg__op_t **ops, int n);
+/* Hand the worker one task: ops[0..n) (heap-allocated, all of group g, an on_worker
+ * backend), run together by one call of the backend's issue. Takes ownership of every op
+ * (not of the array): each op's work is completed (even on failure here) and the ops are
+ * freed. Starts the worker thread at the group's first task. sync: the caller blocks until
+ * the task completes (work == NULL), so when nothing of the group is queued or running the
+ * task runs on the calling thread. A lone op whose backend has the eager path (backend_abi.h
+ * start/progress) may instead be started on the calling thread; its work is then finished
+ * by whichever thread gets there first: dlpg_work_wait/test, the group's next operation, or
+ * the worker thread a moment later. Returns non-OK only when the task could not be queued
+ * (its works are then already completed with that status). */
+dlpg_status_t dlpg__worker_submit(struct dlpg_group *g, dlpg__op_t *const *ops, int n,
+                                  int sync);
 
 /* Any thread: complete queued tasks with DLPG_ERR_ABORTED and abort the running one. */
 void dlpg__worker_abort(struct dlpg_group *g);

@@ -1,6 +1,8 @@
-/* The per-group CPU executor's state (private to the worker: worker_queue.c, worker.c).
- * The queue and how its tasks end are worker_queue.c's, below the abort that empties it;
- * the thread that runs the tasks is worker.c's, above the failure handling it calls. */
+/* The per-group CPU executor's state (private to the executor). Three files share it, each
+ * one way of running the group's operations: worker.c the thread, its queue and the inline
+ * run of a task whose caller waits; worker_eager.c an op started on its caller's thread and
+ * finished by whichever thread gets there first; worker_run.c one task run to its end. How
+ * tasks end and the abort that empties the queue are worker_queue.c's, below them all. */
 #ifndef DLPG_CORE_WORKER_IMPL_H_
 #define DLPG_CORE_WORKER_IMPL_H_
 
@@ -15,9 +17,9 @@ extern "C" {
 #endif
 
 typedef struct dlpg__task {
-  dlpg__op_t **ops;
-  int n;
   struct dlpg__task *next;
+  int n;
+  dlpg__op_t *ops[]; /* n ops, run by one call of their backend's issue */
 } dlpg__task_t;
 
 typedef struct dlpg__worker {
@@ -28,21 +30,12 @@ typedef struct dlpg__worker {
   pthread_t thread;
   struct dlpg_group *g; /* retained by the thread for its whole life */
   int running_slot;     /* backend of the running task (under mu, with running) */
-  /* Per backend slot: whether the thread tried to create the group's state, and why that
-   * failed (once it failed, every later task fails with it). */
-  int ctx_tried[DLPG__GROUP_BACKEND_SLOTS];
-  dlpg_status_t ctx_status[DLPG__GROUP_BACKEND_SLOTS];
-  char *ctx_msg[DLPG__GROUP_BACKEND_SLOTS];
-  /* Per first line of a device: why the group's choice of backend failed (OK: it did
-   * not), so every later task fails with it. */
-  dlpg_status_t choice_status[DLPG__GROUP_BACKEND_SLOTS];
-  char *choice_msg[DLPG__GROUP_BACKEND_SLOTS];
   /* Per first line of a device: the slot the group's choice resolved it to, plus one (0:
    * no operation ran yet). Written by the thread that holds running. */
   int chosen[DLPG__GROUP_BACKEND_SLOTS];
-  /* The eager path (worker.c): the op a caller's thread started (backend_abi.h start) and
-   * nobody finished yet, and its table. Set and cleared under mu by the thread that holds
-   * running, or taken by the abort while nobody does. */
+  /* The eager path (worker_eager.c): the op a caller's thread started (backend_abi.h start)
+   * and nobody finished yet, and its table. Set and cleared under mu by the thread that
+   * holds running, or taken by the abort while nobody does. */
   dlpg__op_t *started;
   const dlpg__backend_vtbl_t *started_be;
   unsigned long started_seq; /* ops started so far: the thread tells a new one from an old */
@@ -50,18 +43,39 @@ typedef struct dlpg__worker {
   int linger;                /* periods the idle thread still looks after the last start */
 } dlpg__worker_t;
 
-/* Guards g->worker of every group (creation at the first task, removal at shutdown), and
- * keeps a worker alive while dlpg__worker_abort uses it. Held only briefly. */
-extern pthread_mutex_t dlpg__workers_mu;
+/* g's worker once started (it stays until dlpg__worker_shutdown, at destroy), else NULL:
+ * one atomic load, no lock. */
+static inline dlpg__worker_t *dlpg__worker_of(struct dlpg_group *g) {
+  return __atomic_load_n(&g->worker, __ATOMIC_ACQUIRE);
+}
 
-/* Complete every op with status (message: "<op>: <msg>") and free the ops and the array. */
-void dlpg__ops_finish(dlpg__op_t **ops, int n, dlpg_status_t st, const char *msg);
-/* One op of that kind (not in an array): complete its work, free it. */
+/* --- worker_queue.c */
+/* Complete op's work with status (message: "<op>: <msg>") and free the op. */
 void dlpg__op_finish(dlpg__op_t *op, dlpg_status_t st, const char *msg);
+/* The same for each of ops[0..n) (the array stays the caller's). */
+void dlpg__ops_finish(dlpg__op_t *const *ops, int n, dlpg_status_t st, const char *msg);
 /* The same for a task's ops, and free the task. */
 void dlpg__task_finish(dlpg__task_t *t, dlpg_status_t st, const char *msg);
 /* Finish a task with DLPG_ERR_ABORTED ("group aborted"). */
 void dlpg__task_abort(dlpg__task_t *t);
+/* An op's outcome as its work reports it (no lock held): a run an abort cut short reports
+ * the abort, whatever the backend said; a failure goes to the group's observer, which may
+ * turn it into a peer's (observer.h). st is the backend's status, its message the last
+ * error; the message to report is written into m. */
+dlpg_status_t dlpg__worker_outcome(struct dlpg_group *g, uint64_t flight_id, dlpg_status_t st,
+                                   char *m, size_t cap);
+
+/* --- worker_eager.c */
+/* The eager path for op (alone, with a work handle): 1 when its backend started it on this
+ * thread (core keeps it as w->started and finishes it later), 0: queue or run it. */
+int dlpg__worker_try_start(struct dlpg_group *g, dlpg__worker_t *w, dlpg__op_t *op);
+/* Finish the started op, if any (the caller holds running and not w->mu). */
+void dlpg__worker_finish_started(dlpg__worker_t *w);
+
+/* --- worker_run.c */
+/* Run one task to its end (the caller holds running and not w->mu): the group's line
+ * resolved to its state, the backend's issue, every op's work completed. */
+void dlpg__worker_run(dlpg__worker_t *w, dlpg__op_t *const *ops, int n);
 
 #ifdef __cplusplus
 }

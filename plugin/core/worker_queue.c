@@ -1,17 +1,16 @@
 /* The per-group CPU executor's queue (worker_impl.h): how queued tasks end when they cannot
- * run, and the abort that empties the queue and cuts the running task short. It calls only
- * work completion and the backend's abort, so the group's abort (abort.c) reaches it
- * without reaching the thread that runs tasks (worker.c), which calls the failure handling
- * that aborts. */
+ * run, what an op's outcome is, and the abort that empties the queue and cuts the running
+ * task short. It calls only work completion, the group's observer and the backend's abort,
+ * so the group's abort (abort.c) reaches it without reaching the files that run tasks. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/backend.h"
 #include "base/status.h"
+#include "core/observer.h"
 #include "core/work.h"
 #include "core/worker.h"
 #include "core/worker_impl.h"
-
-pthread_mutex_t dlpg__workers_mu = PTHREAD_MUTEX_INITIALIZER;
 
 void dlpg__op_finish(dlpg__op_t *op, dlpg_status_t st, const char *msg) {
   if (!op) return;
@@ -25,10 +24,8 @@ void dlpg__op_finish(dlpg__op_t *op, dlpg_status_t st, const char *msg) {
   free(op);
 }
 
-/* Complete every op with status (message: "<op>: <msg>") and free the ops and the array. */
-void dlpg__ops_finish(dlpg__op_t **ops, int n, dlpg_status_t st, const char *msg) {
+void dlpg__ops_finish(dlpg__op_t *const *ops, int n, dlpg_status_t st, const char *msg) {
   for (int i = 0; i < n; i++) dlpg__op_finish(ops[i], st, msg);
-  free(ops);
 }
 
 void dlpg__task_finish(dlpg__task_t *t, dlpg_status_t st, const char *msg) {
@@ -38,11 +35,25 @@ void dlpg__task_finish(dlpg__task_t *t, dlpg_status_t st, const char *msg) {
 
 void dlpg__task_abort(dlpg__task_t *t) { dlpg__task_finish(t, DLPG_ERR_ABORTED, "group aborted"); }
 
+dlpg_status_t dlpg__worker_outcome(struct dlpg_group *g, uint64_t flight_id, dlpg_status_t st,
+                                   char *m, size_t cap) {
+  if (st != DLPG_OK && atomic_load(&g->aborted)) {
+    snprintf(m, cap, "group aborted (%s)", dlpg__last_error());
+    return DLPG_ERR_ABORTED;
+  }
+  m[0] = '\0';
+  if (st == DLPG_OK) return st; /* no formatting on the fast path */
+  snprintf(m, cap, "%s", dlpg__last_error());
+  return dlpg__observe_failed(g, flight_id, st, m, cap);
+}
+
 void dlpg__worker_abort(struct dlpg_group *g) {
-  pthread_mutex_lock(&dlpg__workers_mu);
+  /* The group's lock keeps the worker alive while it is used here (shutdown removes it
+   * under the same lock). */
+  pthread_mutex_lock(&g->worker_mu);
   dlpg__worker_t *w = g->worker;
   if (!w) {
-    pthread_mutex_unlock(&dlpg__workers_mu);
+    pthread_mutex_unlock(&g->worker_mu);
     return;
   }
   pthread_mutex_lock(&w->mu);
@@ -63,7 +74,7 @@ void dlpg__worker_abort(struct dlpg_group *g) {
   if (ctx) dlpg__backend_loaded(slot)->abort(ctx);
   /* Its peers learn that this rank will not finish it. */
   if (started && started->state) started_be->abort(started->state);
-  pthread_mutex_unlock(&dlpg__workers_mu);
+  pthread_mutex_unlock(&g->worker_mu);
   dlpg__op_finish(started, DLPG_ERR_ABORTED, "group aborted");
   while (queued) {
     dlpg__task_t *next = queued->next;
