@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 #include "core/op.h"
-#include "core/tensor.h"
+#include "core/names.h"
 
 /* ------------------------------------------------------------------ dtypes */
 

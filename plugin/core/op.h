@@ -6,7 +6,7 @@
 #define DLPG_CORE_OP_H_
 
 #include "core/backend_abi.h"
-#include "core/tensor.h"
+#include "core/names.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -14,7 +14,7 @@ static dlpg_status_t dlpg__op_run(const dlpg__op_args_t *a, dlpg_work_t **work) 
   dlpg_status_t st = dlpg__op_build(a, op);
   if (st != DLPG_OK) {
     free(op);
-    return dlpg__op_refused(a, st);
+    return dlpg__op_refused(a->g, a->kind, a->peer, st);
   }
   return dlpg__op_issue(op, work);
 }

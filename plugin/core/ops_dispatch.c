@@ -10,7 +10,8 @@
 #include "core/backend.h"
 #include "base/log.h"
 #include "core/observer.h"
-#include "core/ops_impl.h"
+#include "core/dispatch.h"
+#include "core/group.h"
 #include "base/status.h"
 #include "core/work_impl.h"
 #include "core/worker.h"
@@ -102,11 +103,12 @@ static dlpg_status_t dlpg__finish_internal(struct dlpg_work *w, int wait) {
   return st;
 }
 
-dlpg_status_t dlpg__op_refused(const dlpg__op_args_t *a, dlpg_status_t st) {
-  if (a->g && (st == DLPG_ERR_INVALID_ARGUMENT || st == DLPG_ERR_UNSUPPORTED)) {
+dlpg_status_t dlpg__op_refused(struct dlpg_group *g, dlpg__op_kind_t kind, int peer,
+                               dlpg_status_t st) {
+  if (g && (st == DLPG_ERR_INVALID_ARGUMENT || st == DLPG_ERR_UNSUPPORTED)) {
     dlpg__saved_error_t se;
     dlpg__error_save(&se);
-    dlpg__observe_rejected(a->g, a->kind, a->peer, se.msg);
+    dlpg__observe_rejected(g, kind, peer, se.msg);
     dlpg__error_restore(&se, st);
   }
   return st;

@@ -1,8 +1,9 @@
-/* Private to core: building a validated dlpg__op_t from a public call's arguments
- * (ops_validate.c) and issuing it (ops_dispatch.c). */
+/* Private to the door: building a validated dlpg__op_t from a public call's arguments
+ * (ops_validate.c); issuing it is the executor's (dispatch.h). */
 #ifndef DLPG_CORE_OPS_IMPL_H_
 #define DLPG_CORE_OPS_IMPL_H_
 
+#include "core/dispatch.h"
 #include "core/group.h"
 #include "core/op.h"
 
@@ -25,21 +26,6 @@ typedef struct dlpg__op_args {
 /* Validate a's arguments at the door and fill *op (op->work is left NULL). Every failure
  * returns a status with a message naming the function, the argument and the values. */
 dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op);
-
-/* Issue a heap-allocated op built by dlpg__op_build (takes ownership). work == NULL: a CPU
- * operation is waited for (the group's timeout) and its status returned; a CUDA one
- * returns once enqueued. Inside dlpg_group_start/end the op is only queued on the thread's
- * batch. */
-dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work);
-
-/* The error of an operation fn on the aborted group g: DLPG_ERR_REMOTE naming the rank
- * whose failure aborted it, else DLPG_ERR_ABORTED. */
-dlpg_status_t dlpg__op_aborted(const char *fn, struct dlpg_group *g);
-
-/* Validation refused a's call with st (its message the last error): a refusal only this rank
- * makes leaves its peers blocked in the operation, so the group's observer is told. Returns
- * st with the message kept. */
-dlpg_status_t dlpg__op_refused(const dlpg__op_args_t *a, dlpg_status_t st);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 
 #include "core/backend.h"
 #include "core/ops_impl.h"
+#include "core/tensor.h"
 #include "base/status.h"
 
 /* "cpu", "cuda:1", "cuda_managed:0" into buf. */

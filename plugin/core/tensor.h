@@ -9,19 +9,14 @@
 #include <stdint.h>
 #include "dlpg/dlpg.h"
 #include "core/backend_abi.h"
+#include "core/names.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* The dtype enum and dlpg__tensor_t are part of the backend ABI (core/backend_abi.h). */
-
-const char *dlpg__dtype_name(dlpg__dtype_t dt); /* "float32", ... */
-size_t dlpg__dtype_size(dlpg__dtype_t dt);
-const char *dlpg__device_name(int device_type); /* "cpu", "cuda", ... */
-const char *dlpg__reduce_op_name(dlpg_reduce_op_t op); /* "sum", ...; "op(N)" invalid */
-/* The dtype of DLPack's (code, bits); 0 when dlpg has none (lanes are checked apart). */
-int dlpg__dtype_from_dl(uint8_t code, uint8_t bits, dlpg__dtype_t *out);
+/* The dtype enum and dlpg__tensor_t are part of the backend ABI (core/backend_abi.h); their
+ * names are names.h's. */
 
 /* Check one DLTensor and normalise it. fn and arg name the caller and argument for the
  * message ("dlpg_allreduce", "inputs", index 1 -> "inputs[1]"; index < 0 -> "tensor"). */
