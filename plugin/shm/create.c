@@ -35,12 +35,6 @@
 
 #define DLPG__SHM_KEY_MAX 640 /* a job scope (a name of up to 512 bytes and more) and its keys */
 
-/* What a joining rank sends rank 0 before it gets the segment. */
-typedef struct dlpg__shm_hello {
-  int32_t rank, pid;
-  uint8_t token[16];
-} dlpg__shm_hello_t;
-
 static size_t dlpg__shm_align(size_t n) {
   return (n + DLPG__SHM_LINE - 1) & ~(size_t)(DLPG__SHM_LINE - 1);
 }
@@ -225,37 +219,33 @@ static dlpg_status_t dlpg__shm_serve(dlpg__shm_t *sh, dlpg_store_t *store, const
   return st;
 }
 
+/* The expected header of this creation's segment (dlpg__shm_join_t's total). */
+typedef struct dlpg__shm_expect {
+  uint64_t nonce;
+  int size;
+} dlpg__shm_expect_t;
+
+static uint64_t dlpg__shm_head_total(const void *head, const void *arg) {
+  const dlpg__shm_header_t *h = head;
+  const dlpg__shm_expect_t *x = arg;
+  return h->magic == DLPG__SHM_MAGIC && h->version == DLPG__SHM_VERSION && h->nonce == x->nonce &&
+                 h->size == (uint32_t)x->size
+             ? h->total_bytes
+             : 0;
+}
+
 /* Ranks > 0: fetch and map the segment. DLPG_ERR_UNSUPPORTED when it is unreachable from
  * here (another host as far as the engine is concerned). */
 static dlpg_status_t dlpg__shm_join(dlpg__shm_t *sh, const char *sock, const uint8_t token[16],
                                     uint64_t nonce, double deadline) {
-  dlpg__shm_hello_t hello = {sh->st.rank, (int32_t)getpid(), {0}};
-  memcpy(hello.token, token, 16);
-  int fd = -1, why = 0;
-  switch (dlpg__shm_sock_fetch(sock, &hello, sizeof hello, deadline, &fd, &why)) {
-    case DLPG__SHM_FETCH_UNREACHABLE:
-      return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                         "rank %d cannot reach rank 0's socket (%s): not on rank 0's host or network namespace",
-                         sh->st.rank, strerror(why));
-    case DLPG__SHM_FETCH_FAILED:
-      return dlpg__error(why == ETIMEDOUT ? DLPG_ERR_TIMEOUT : DLPG_ERR_UNSUPPORTED,
-                         "rank %d got no segment from rank 0: %s", sh->st.rank, strerror(why));
-    case DLPG__SHM_FETCH_REFUSED:
-      return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                         "rank %d is in another pid namespace than rank 0 (its pid differs as rank 0 sees it)",
-                         sh->st.rank);
-  }
   dlpg__shm_header_t h = {0};
-  void *p = MAP_FAILED;
-  if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && h.magic == DLPG__SHM_MAGIC &&
-      h.version == DLPG__SHM_VERSION && h.nonce == nonce && h.size == (uint32_t)sh->st.size)
-    p = mmap(NULL, h.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int e = errno;
-  close(fd); /* the mapping keeps the memory; no name or fd refers to it any more */
-  if (p == MAP_FAILED)
-    return dlpg__error(DLPG_ERR_UNSUPPORTED, "rank %d cannot map rank 0's segment (%s)", sh->st.rank,
-                       h.magic == DLPG__SHM_MAGIC ? strerror(e) : "not a segment of this group");
-  dlpg__shm_bind(sh, p, h.total_bytes);
+  dlpg__shm_expect_t x = {nonce, sh->st.size};
+  dlpg__shm_join_t j = {sock, sh->st.rank, 0, token, deadline, "segment", &h, sizeof h,
+                        dlpg__shm_head_total, &x};
+  void *p = NULL;
+  size_t bytes = 0;
+  DLPG_CHECK(dlpg__shm_join_segment(&j, &p, &bytes));
+  dlpg__shm_bind(sh, p, bytes);
   sh->st.slot_bytes = h.slot_bytes;
   return DLPG_OK;
 }

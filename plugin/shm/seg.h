@@ -175,4 +175,31 @@ enum { DLPG__SHM_FETCH_UNREACHABLE = 1, DLPG__SHM_FETCH_FAILED = 2, DLPG__SHM_FE
 int dlpg__shm_sock_fetch(const char *name, const void *hello, size_t len, double deadline, int *fd,
                          int *err);
 
+/* What a joining rank sends the segment's owner: the token proves it read the store, the
+ * pid is compared with what the socket says of the sender. */
+typedef struct dlpg__shm_hello {
+  int32_t rank, pid;
+  uint8_t token[16];
+} dlpg__shm_hello_t;
+
+/* join.c: a joining rank's side. */
+typedef struct dlpg__shm_join {
+  const char *sock;     /* the owner's socket */
+  int rank, owner;      /* this rank, the segment's owner */
+  const uint8_t *token; /* 16 bytes */
+  double deadline;
+  const char *noun;     /* what messages call the segment: "segment", "pair segment" */
+  void *head;           /* head_len bytes for the segment's header */
+  size_t head_len;
+  /* The segment's bytes when head is the header expected (magic, version, nonce, ...),
+   * else 0. */
+  uint64_t (*total)(const void *head, const void *arg);
+  const void *arg;
+} dlpg__shm_join_t;
+/* Fetch the segment's memfd from the owner, read its header into head, map it whole:
+ * *map and *bytes. DLPG_ERR_UNSUPPORTED when it is unreachable from here, refused (another
+ * pid namespace) or not the segment expected (another host as far as the engine is
+ * concerned); DLPG_ERR_TIMEOUT when the owner did not answer by the deadline. */
+dlpg_status_t dlpg__shm_join_segment(const dlpg__shm_join_t *j, void **map, size_t *bytes);
+
 #endif
