@@ -41,7 +41,6 @@ static dlpg_status_t dlpg__shm_be_state_create(const dlpg__be_group_t *g, void *
   memset(&cfg, 0, sizeof cfg);
   long slot = dlpg__shm_setting(DLPG__SHM_PARAM(SLOT_BYTES), 0);
   cfg.slot_bytes = slot > 0 ? (size_t)slot : 0;
-  cfg.p2p_slot_bytes = 256; /* pair channels unused: sends and receives go to the next line */
   cfg.timeout_s = g->timeout_s;
   long spin = dlpg__shm_setting(DLPG__SHM_PARAM(SPIN), -1);
   cfg.spin = spin >= 0 && spin < 0x7fffffffL ? (int)spin : -1;
@@ -66,71 +65,98 @@ static dlpg_status_t dlpg__shm_be_state_create(const dlpg__be_group_t *g, void *
   return DLPG_OK;
 }
 
-static dlpg_status_t dlpg__shm_be_run(dlpg__shm_t *sh, const dlpg__be_op_t *op) {
-  const dlpg__tensor_t *in = &op->in[0], *out = &op->out[0];
-  size_t n = (size_t)in->numel;
-  int size = dlpg__shm_size(sh), rank = dlpg__shm_rank(sh);
-  /* Compared across ranks and named as the caller called it when they differ. */
-  dlpg__shm_describe_next(sh, op->kind, in->dtype, in->numel, out->numel);
-  switch (op->kind) {
-    case DLPG__OP_ALLREDUCE:
-      return dlpg__shm_allreduce(sh, in->ptr, out->ptr, n, in->dtype, op->rop);
-    case DLPG__OP_REDUCE:
-      return dlpg__shm_reduce(sh, in->ptr, rank == op->root ? out->ptr : NULL, n, in->dtype,
-                              op->rop, op->root);
-    case DLPG__OP_BROADCAST:
-      /* The root's output is the source: its input is copied there first (out of place). */
-      if (rank == op->root && out->ptr != in->ptr && in->nbytes)
-        memcpy(out->ptr, in->ptr, in->nbytes);
-      return dlpg__shm_broadcast(sh, out->ptr, out->nbytes, op->root);
-    case DLPG__OP_ALLGATHER:
-      return dlpg__shm_allgather(sh, in->ptr, out->ptr, in->nbytes);
-    case DLPG__OP_REDUCE_SCATTER:
-      return dlpg__shm_reduce_scatter(sh, in->ptr, out->ptr, (size_t)out->numel, in->dtype,
-                                      op->rop);
-    case DLPG__OP_ALLTOALL:
-      return dlpg__shm_alltoall(sh, in->ptr, out->ptr, in->nbytes / (size_t)size);
-    case DLPG__OP_BARRIER:
-      return dlpg__shm_barrier(sh);
-    default:
-      return dlpg__error(DLPG_ERR_INTERNAL, "the shm backend was handed a %s",
-                         dlpg__op_name(op->kind));
-  }
+/* The blocking engine functions, over the call dlpg__shm_be_call makes. */
+static dlpg_status_t dlpg__shm_be_allreduce(dlpg__shm_t *sh, const dlpg__shm_call_t *c) {
+  return dlpg__shm_allreduce(sh, c->in, c->out, c->count, c->dtype, c->rop);
+}
+static dlpg_status_t dlpg__shm_be_reduce(dlpg__shm_t *sh, const dlpg__shm_call_t *c) {
+  return dlpg__shm_reduce(sh, c->in, c->out, c->count, c->dtype, c->rop, c->root);
+}
+static dlpg_status_t dlpg__shm_be_broadcast(dlpg__shm_t *sh, const dlpg__shm_call_t *c) {
+  /* The root's output is the source: its input is copied there first (out of place). */
+  if (dlpg__shm_rank(sh) == c->root && c->out != c->in && c->count)
+    memcpy(c->out, c->in, c->count);
+  return dlpg__shm_broadcast(sh, c->out, c->count, c->root);
+}
+static dlpg_status_t dlpg__shm_be_allgather(dlpg__shm_t *sh, const dlpg__shm_call_t *c) {
+  return dlpg__shm_allgather(sh, c->in, c->out, c->count);
+}
+static dlpg_status_t dlpg__shm_be_reduce_scatter(dlpg__shm_t *sh, const dlpg__shm_call_t *c) {
+  return dlpg__shm_reduce_scatter(sh, c->in, c->out, c->count, c->dtype, c->rop);
+}
+static dlpg_status_t dlpg__shm_be_alltoall(dlpg__shm_t *sh, const dlpg__shm_call_t *c) {
+  return dlpg__shm_alltoall(sh, c->in, c->out, c->count);
+}
+static dlpg_status_t dlpg__shm_be_barrier(dlpg__shm_t *sh, const dlpg__shm_call_t *c) {
+  (void)c;
+  return dlpg__shm_barrier(sh);
 }
 
-/* The op as the engine's call (shm.h). */
+/* What the engine's count of a call is (shm.h's dlpg__shm_call_t). */
+typedef enum {
+  DLPG__SHM_COUNT_IN_ELEMS,   /* the input's elements */
+  DLPG__SHM_COUNT_OUT_ELEMS,  /* the output's elements */
+  DLPG__SHM_COUNT_IN_BYTES,   /* the input's bytes */
+  DLPG__SHM_COUNT_BLOCK_BYTES, /* the bytes of one rank's block of the input */
+  DLPG__SHM_COUNT_NONE        /* no buffers */
+} dlpg__shm_count_t;
+
+/* The one mapping of the collective kinds this backend serves to the engine: how a call's
+ * count is read from the tensors, and the blocking function that runs it (the eager path
+ * runs the same call in halves: dlpg__shm_start). Sends and receives take the pair path
+ * (backend_p2p.c). */
+static const struct {
+  dlpg__shm_count_t count;
+  dlpg_status_t (*run)(dlpg__shm_t *sh, const dlpg__shm_call_t *c);
+} dlpg__shm_be_kinds[] = {
+    [DLPG__OP_ALLREDUCE] = {DLPG__SHM_COUNT_IN_ELEMS, dlpg__shm_be_allreduce},
+    [DLPG__OP_REDUCE] = {DLPG__SHM_COUNT_IN_ELEMS, dlpg__shm_be_reduce},
+    [DLPG__OP_BROADCAST] = {DLPG__SHM_COUNT_IN_BYTES, dlpg__shm_be_broadcast},
+    [DLPG__OP_ALLGATHER] = {DLPG__SHM_COUNT_IN_BYTES, dlpg__shm_be_allgather},
+    [DLPG__OP_REDUCE_SCATTER] = {DLPG__SHM_COUNT_OUT_ELEMS, dlpg__shm_be_reduce_scatter},
+    [DLPG__OP_ALLTOALL] = {DLPG__SHM_COUNT_BLOCK_BYTES, dlpg__shm_be_alltoall},
+    [DLPG__OP_BARRIER] = {DLPG__SHM_COUNT_NONE, dlpg__shm_be_barrier},
+};
+
+static int dlpg__shm_be_serves(dlpg__op_kind_t kind) {
+  return (unsigned)kind < sizeof dlpg__shm_be_kinds / sizeof dlpg__shm_be_kinds[0] &&
+         dlpg__shm_be_kinds[kind].run;
+}
+
+/* The op as the engine's call (shm.h); kind is one the table serves. */
 static dlpg__shm_call_t dlpg__shm_be_call(const dlpg__shm_t *sh, const dlpg__be_op_t *op) {
   const dlpg__tensor_t *in = &op->in[0], *out = &op->out[0];
   dlpg__shm_call_t c = {op->kind, in->ptr, out->ptr, (size_t)in->numel, in->dtype, op->rop,
                         op->root};
-  switch (op->kind) {
-    case DLPG__OP_BROADCAST:
-    case DLPG__OP_ALLGATHER:
-      c.count = in->nbytes;
-      break;
-    case DLPG__OP_REDUCE:
-      if (dlpg__shm_rank(sh) != op->root) c.out = NULL;
-      break;
-    case DLPG__OP_REDUCE_SCATTER:
-      c.count = (size_t)out->numel;
-      break;
-    case DLPG__OP_ALLTOALL:
-      c.count = in->nbytes / (size_t)dlpg__shm_size(sh);
-      break;
-    case DLPG__OP_BARRIER:
+  switch (dlpg__shm_be_kinds[op->kind].count) {
+    case DLPG__SHM_COUNT_IN_ELEMS: break;
+    case DLPG__SHM_COUNT_OUT_ELEMS: c.count = (size_t)out->numel; break;
+    case DLPG__SHM_COUNT_IN_BYTES: c.count = in->nbytes; break;
+    case DLPG__SHM_COUNT_BLOCK_BYTES: c.count = in->nbytes / (size_t)dlpg__shm_size(sh); break;
+    case DLPG__SHM_COUNT_NONE:
       c.in = c.out = NULL;
       c.count = 0;
       break;
-    default:
-      break;
   }
+  /* A reduce's output is the root's alone. */
+  if (op->kind == DLPG__OP_REDUCE && dlpg__shm_rank(sh) != op->root) c.out = NULL;
   return c;
+}
+
+static dlpg_status_t dlpg__shm_be_run(dlpg__shm_t *sh, const dlpg__be_op_t *op) {
+  if (!dlpg__shm_be_serves(op->kind))
+    return dlpg__error(DLPG_ERR_INTERNAL, "the shm backend was handed a %s",
+                       dlpg__op_name(op->kind));
+  dlpg__shm_call_t c = dlpg__shm_be_call(sh, op);
+  /* Compared across ranks and named as the caller called it when they differ. */
+  dlpg__shm_describe_next(sh, op->kind, op->in[0].dtype, op->in[0].numel, op->out[0].numel);
+  return dlpg__shm_be_kinds[op->kind].run(sh, &c);
 }
 
 /* The eager path (backend_abi.h): a small collective posted on the caller's thread. */
 static int dlpg__shm_be_start(dlpg__be_op_t *op) {
   dlpg__shm_t *sh = (dlpg__shm_t *)op->state;
-  if (op->kind == DLPG__OP_SEND || op->kind == DLPG__OP_RECV) return 0;
+  if (!dlpg__shm_be_serves(op->kind)) return 0; /* sends and receives */
   dlpg__shm_call_t c = dlpg__shm_be_call(sh, op);
   dlpg__shm_describe_next(sh, op->kind, op->in[0].dtype, op->in[0].numel, op->out[0].numel);
   int started = 0;

@@ -8,6 +8,7 @@
  * others in the same runs: they copy as before. */
 #include "shm/copy_out.h"
 
+#include "shm/seg.h"
 #include "shm/team.h"
 
 #include <stdint.h>

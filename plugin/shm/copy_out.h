@@ -6,7 +6,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shm/seg.h"
+#include "shm/shm.h"
+
+/* One of several copies a collective does together. */
+typedef struct dlpg__shm_copy {
+  uint8_t *dst;
+  const uint8_t *src;
+  size_t len;
+} dlpg__shm_copy_t;
 
 /* Whether an operation writing total_bytes of output streams them: from sh->stream_bytes
  * on, where the CPU has streaming stores. */

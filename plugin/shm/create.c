@@ -29,37 +29,27 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "shm/copy_out.h"
 #include "shm/params.h"
 #include "shm/seg.h"
 
 #define DLPG__SHM_KEY_MAX 640 /* a job scope (a name of up to 512 bytes and more) and its keys */
-
-/* What a joining rank sends rank 0 before it gets the segment. */
-typedef struct dlpg__shm_hello {
-  int32_t rank, pid;
-  uint8_t token[16];
-} dlpg__shm_hello_t;
 
 static size_t dlpg__shm_align(size_t n) {
   return (n + DLPG__SHM_LINE - 1) & ~(size_t)(DLPG__SHM_LINE - 1);
 }
 
 /* Offsets of the segment's parts for size ranks (seg.h). */
-static void dlpg__shm_layout(dlpg__shm_header_t *h, int size, size_t slot, size_t p2p) {
+static void dlpg__shm_layout(dlpg__shm_header_t *h, int size, size_t slot) {
   size_t off = dlpg__shm_align(sizeof *h);
   h->off_ctl = off;
   off += dlpg__shm_align(sizeof(dlpg__shm_rankctl_t) * (size_t)size);
-  h->off_chan = off;
-  off += dlpg__shm_align(sizeof(dlpg__shm_chan_t) * (size_t)size * (size_t)size);
   off = (off + 4095) & ~(size_t)4095; /* slots start on a page */
   h->off_slots = off;
   off += 2 * slot * (size_t)size;
-  h->off_p2p = off;
-  off += 2 * p2p * (size_t)size * (size_t)size;
   h->total_bytes = off;
   h->size = (uint32_t)size;
   h->slot_bytes = slot;
-  h->p2p_slot_bytes = p2p;
 }
 
 static void dlpg__shm_bind(dlpg__shm_t *sh, uint8_t *base, size_t bytes) {
@@ -67,9 +57,7 @@ static void dlpg__shm_bind(dlpg__shm_t *sh, uint8_t *base, size_t bytes) {
   sh->map_bytes = bytes;
   sh->hdr = (dlpg__shm_header_t *)base;
   sh->ctl = (dlpg__shm_rankctl_t *)(base + sh->hdr->off_ctl);
-  sh->chan = (dlpg__shm_chan_t *)(base + sh->hdr->off_chan);
-  sh->slots = base + sh->hdr->off_slots;
-  sh->p2p = base + sh->hdr->off_p2p;
+  sh->st.slots = base + sh->hdr->off_slots;
 }
 
 /* The socket's name: group name (hashed, names may be long), nonce, the listening rank. */
@@ -128,7 +116,7 @@ static dlpg_status_t dlpg__shm_store_wait(dlpg__shm_t *sh, dlpg_store_t *store, 
   for (;;) {
     if (dlpg__shm_create_aborted(sh))
       return dlpg__error(DLPG_ERR_ABORTED, "shm rank %d: the group was aborted while its "
-                         "segment was being set up", sh->rank);
+                         "segment was being set up", sh->st.rank);
     double left = deadline - dlpg__now();
     double slice = left < 0.01 ? 0.01 : left < 0.25 ? left : 0.25;
     dlpg_status_t st = dlpg_store_get(store, key, slice, buf, cap, len);
@@ -139,7 +127,7 @@ static dlpg_status_t dlpg__shm_store_wait(dlpg__shm_t *sh, dlpg_store_t *store, 
 /* Rank 0: the memfd, mapped, its header and rank blocks initialised. */
 static dlpg_status_t dlpg__shm_make_segment(dlpg__shm_t *sh, uint64_t nonce, int *memfd) {
   dlpg__shm_header_t h = {0};
-  dlpg__shm_layout(&h, sh->size, sh->slot_bytes, sh->p2p_slot_bytes);
+  dlpg__shm_layout(&h, sh->st.size, sh->st.slot_bytes);
   int fd = memfd_create("dlpg-shm", MFD_CLOEXEC);
   if (fd < 0)
     return dlpg__error(DLPG_ERR_SYSTEM, "shm rank 0: memfd_create: %s", strerror(errno));
@@ -172,11 +160,11 @@ static dlpg_status_t dlpg__shm_make_segment(dlpg__shm_t *sh, uint64_t nonce, int
 static dlpg_status_t dlpg__shm_serve(dlpg__shm_t *sh, dlpg_store_t *store, const char *prefix,
                                      int lfd, int memfd, const uint8_t token[16], double deadline) {
   int nserved = 0;
-  char *served = calloc((size_t)sh->size, 1);
+  char *served = calloc((size_t)sh->st.size, 1);
   if (!served) return dlpg__error(DLPG_ERR_SYSTEM, "shm rank 0: out of memory");
   dlpg_status_t st = DLPG_OK;
   double next_check = 0;
-  while (nserved < sh->size - 1) {
+  while (nserved < sh->st.size - 1) {
     if (dlpg__shm_create_aborted(sh)) {
       st = dlpg__error(DLPG_ERR_ABORTED, "shm rank 0: the group was aborted while its segment "
                        "was being set up");
@@ -185,7 +173,7 @@ static dlpg_status_t dlpg__shm_serve(dlpg__shm_t *sh, dlpg_store_t *store, const
     double now = dlpg__now();
     if (now >= deadline) {
       int missing = -1;
-      for (int q = 1; q < sh->size && missing < 0; q++) if (!served[q]) missing = q;
+      for (int q = 1; q < sh->st.size && missing < 0; q++) if (!served[q]) missing = q;
       st = dlpg__error(DLPG_ERR_TIMEOUT, "shm rank 0: rank %d did not fetch the segment within %g s",
                        missing, sh->timeout_s);
       break;
@@ -193,7 +181,7 @@ static dlpg_status_t dlpg__shm_serve(dlpg__shm_t *sh, dlpg_store_t *store, const
     if (now >= next_check) { /* a rank that cannot connect says so in the store */
       next_check = now + 0.05;
       int failed = 0;
-      for (int q = 1; q < sh->size && !failed; q++) {
+      for (int q = 1; q < sh->st.size && !failed; q++) {
         if (served[q]) continue;
         char key[DLPG__SHM_KEY_MAX + 32];
         snprintf(key, sizeof key, "%s/res/%d", prefix, q);
@@ -216,7 +204,7 @@ static dlpg_status_t dlpg__shm_serve(dlpg__shm_t *sh, dlpg_store_t *store, const
      * (it is only in the store); the peer's credentials must match what it claims, or it
      * lives in another pid namespace, whose pids would mislead the liveness checks. */
     if (dlpg__shm_sock_recv(c, &hello, sizeof hello, &ignored, deadline) == 0 &&
-        memcmp(hello.token, token, 16) == 0 && hello.rank > 0 && hello.rank < sh->size &&
+        memcmp(hello.token, token, 16) == 0 && hello.rank > 0 && hello.rank < sh->st.size &&
         !served[hello.rank] &&
         getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.uid == getuid()) {
       ok = cred.pid == hello.pid ? 1 : 2;
@@ -231,39 +219,34 @@ static dlpg_status_t dlpg__shm_serve(dlpg__shm_t *sh, dlpg_store_t *store, const
   return st;
 }
 
+/* The expected header of this creation's segment (dlpg__shm_join_t's total). */
+typedef struct dlpg__shm_expect {
+  uint64_t nonce;
+  int size;
+} dlpg__shm_expect_t;
+
+static uint64_t dlpg__shm_head_total(const void *head, const void *arg) {
+  const dlpg__shm_header_t *h = head;
+  const dlpg__shm_expect_t *x = arg;
+  return h->magic == DLPG__SHM_MAGIC && h->version == DLPG__SHM_VERSION && h->nonce == x->nonce &&
+                 h->size == (uint32_t)x->size
+             ? h->total_bytes
+             : 0;
+}
+
 /* Ranks > 0: fetch and map the segment. DLPG_ERR_UNSUPPORTED when it is unreachable from
  * here (another host as far as the engine is concerned). */
 static dlpg_status_t dlpg__shm_join(dlpg__shm_t *sh, const char *sock, const uint8_t token[16],
                                     uint64_t nonce, double deadline) {
-  dlpg__shm_hello_t hello = {sh->rank, (int32_t)getpid(), {0}};
-  memcpy(hello.token, token, 16);
-  int fd = -1, why = 0;
-  switch (dlpg__shm_sock_fetch(sock, &hello, sizeof hello, deadline, &fd, &why)) {
-    case DLPG__SHM_FETCH_UNREACHABLE:
-      return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                         "rank %d cannot reach rank 0's socket (%s): not on rank 0's host or network namespace",
-                         sh->rank, strerror(why));
-    case DLPG__SHM_FETCH_FAILED:
-      return dlpg__error(why == ETIMEDOUT ? DLPG_ERR_TIMEOUT : DLPG_ERR_UNSUPPORTED,
-                         "rank %d got no segment from rank 0: %s", sh->rank, strerror(why));
-    case DLPG__SHM_FETCH_REFUSED:
-      return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                         "rank %d is in another pid namespace than rank 0 (its pid differs as rank 0 sees it)",
-                         sh->rank);
-  }
   dlpg__shm_header_t h = {0};
-  void *p = MAP_FAILED;
-  if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && h.magic == DLPG__SHM_MAGIC &&
-      h.version == DLPG__SHM_VERSION && h.nonce == nonce && h.size == (uint32_t)sh->size)
-    p = mmap(NULL, h.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int e = errno;
-  close(fd); /* the mapping keeps the memory; no name or fd refers to it any more */
-  if (p == MAP_FAILED)
-    return dlpg__error(DLPG_ERR_UNSUPPORTED, "rank %d cannot map rank 0's segment (%s)", sh->rank,
-                       h.magic == DLPG__SHM_MAGIC ? strerror(e) : "not a segment of this group");
-  dlpg__shm_bind(sh, p, h.total_bytes);
-  sh->slot_bytes = h.slot_bytes;
-  sh->p2p_slot_bytes = h.p2p_slot_bytes;
+  dlpg__shm_expect_t x = {nonce, sh->st.size};
+  dlpg__shm_join_t j = {sock, sh->st.rank, 0, token, deadline, "segment", &h, sizeof h,
+                        dlpg__shm_head_total, &x};
+  void *p = NULL;
+  size_t bytes = 0;
+  DLPG_CHECK(dlpg__shm_join_segment(&j, &p, &bytes));
+  dlpg__shm_bind(sh, p, bytes);
+  sh->st.slot_bytes = h.slot_bytes;
   return DLPG_OK;
 }
 
@@ -279,10 +262,10 @@ static dlpg_status_t dlpg__shm_agree(dlpg__shm_t *sh, dlpg_store_t *store, const
   char key[DLPG__SHM_KEY_MAX + 32], val[600], own[512];
   snprintf(own, sizeof own, "%s", mine == DLPG_OK ? "" : dlpg__last_error());
   snprintf(val, sizeof val, mine == DLPG_OK ? "ok" : "no %d %s", (int)mine, own);
-  snprintf(key, sizeof key, "%s/res/%d", prefix, sh->rank);
+  snprintf(key, sizeof key, "%s/res/%d", prefix, sh->st.rank);
   DLPG_CHECK(dlpg_store_set(store, key, val, strlen(val)));
-  for (int q = 0; q < sh->size; q++) {
-    if (q == sh->rank) {
+  for (int q = 0; q < sh->st.size; q++) {
+    if (q == sh->st.rank) {
       /* The ranks before it all joined: this rank's own failure is the outcome. */
       if (mine != DLPG_OK) return dlpg__error(mine, "%s", own);
       continue;
@@ -293,12 +276,12 @@ static dlpg_status_t dlpg__shm_agree(dlpg__shm_t *sh, dlpg_store_t *store, const
                                             val, sizeof val - 1, &len);
     if (st != DLPG_OK)
       return dlpg__error(st, "shm rank %d: rank %d did not say whether it joined the segment: %s",
-                         sh->rank, q, dlpg__last_error());
+                         sh->st.rank, q, dlpg__last_error());
     val[len < sizeof val - 1 ? len : sizeof val - 1] = '\0';
     if (strcmp(val, "ok") != 0) {
       int code = DLPG_ERR_UNSUPPORTED, off = 0;
       sscanf(val, "no %d %n", &code, &off);
-      return dlpg__error((dlpg_status_t)code, "shm rank %d: as rank %d reports: %s", sh->rank, q,
+      return dlpg__error((dlpg_status_t)code, "shm rank %d: as rank %d reports: %s", sh->st.rank, q,
                          val + off);
     }
   }
@@ -316,33 +299,28 @@ dlpg_status_t dlpg__shm_create(dlpg_store_t *store, const char *name, int rank, 
   *out = NULL;
   dlpg__shm_t *sh = calloc(1, sizeof *sh);
   if (!sh) return dlpg__error(DLPG_ERR_SYSTEM, "dlpg__shm_create: out of memory");
-  sh->rank = rank;
-  sh->size = size;
+  sh->st.rank = rank;
+  sh->st.size = size;
   sh->timeout_s = cfg && cfg->timeout_s > 0 ? cfg->timeout_s : 300;
   sh->create_abort = cfg ? cfg->abort_flag : NULL;
-  sh->eager_bytes = !cfg || cfg->eager_bytes == 0 ? DLPG__SHM_DEFAULT_EAGER_BYTES : cfg->eager_bytes;
+  sh->eager.max_bytes = !cfg || cfg->eager_bytes == 0 ? DLPG__SHM_DEFAULT_EAGER_BYTES : cfg->eager_bytes;
   sh->stream_bytes = cfg && cfg->stream_bytes ? cfg->stream_bytes : DLPG__SHM_DEFAULT_STREAM_BYTES;
   size_t slot = cfg && cfg->slot_bytes ? cfg->slot_bytes : DLPG__SHM_DEFAULT_SLOT_BYTES;
-  size_t p2p = cfg && cfg->p2p_slot_bytes ? cfg->p2p_slot_bytes : DLPG__SHM_DEFAULT_P2P_SLOT_BYTES;
   /* Whole lines, and room for each rank's share of a chunk (size sub-slices). */
   slot = dlpg__shm_align(slot < (size_t)size * 256 ? (size_t)size * 256 : slot);
-  p2p = dlpg__shm_align(p2p < 256 ? 256 : p2p);
-  sh->slot_bytes = slot;
-  sh->p2p_slot_bytes = p2p;
+  sh->st.slot_bytes = slot;
   long ncpu = dlpg__shm_cpus();
   sh->spin = cfg && cfg->spin >= 0 ? cfg->spin : dlpg__shm_default_spin(size, ncpu);
   sh->yield_s = cfg && cfg->yield_us < 0   ? 0
                 : cfg && cfg->yield_us > 0 ? (double)cfg->yield_us * 1e-6
                                            : dlpg__shm_default_yield_s(size, ncpu);
   sh->threads = cfg && cfg->threads > 0 ? cfg->threads : dlpg__shm_default_threads(size, ncpu);
-  sh->sent = calloc((size_t)size, sizeof *sh->sent);
-  sh->recvd = calloc((size_t)size, sizeof *sh->recvd);
-  sh->copies = calloc((size_t)size + 2, sizeof *sh->copies);
+  sh->st.copies = calloc((size_t)size + 2, sizeof *sh->st.copies);
   double deadline = dlpg__now() + sh->timeout_s;
   char prefix[DLPG__SHM_KEY_MAX], key[DLPG__SHM_KEY_MAX + 32], sock[100];
   dlpg_status_t st = DLPG_OK, mine = DLPG_OK;
   int lfd = -1, memfd = -1;
-  if (!sh->sent || !sh->recvd || !sh->copies) {
+  if (!sh->st.copies) {
     st = dlpg__error(DLPG_ERR_SYSTEM, "dlpg__shm_create: out of memory");
     goto fail;
   }
@@ -399,6 +377,7 @@ dlpg_status_t dlpg__shm_create(dlpg_store_t *store, const char *name, int rank, 
   }
 agree:
   if (mine == DLPG_OK) {
+    sh->st.piece_bytes = (sh->st.slot_bytes / (size_t)size) & ~(size_t)(DLPG__SHM_LINE - 1);
     sh->ctl[rank].pid = (int32_t)getpid();
     sh->ctl[rank].starttime = dlpg__shm_pid_starttime(getpid());
     atomic_store_explicit(&sh->ctl[rank].cpu, -1, memory_order_relaxed);
@@ -409,17 +388,15 @@ agree:
   if (lfd >= 0) close(lfd);
   if (memfd >= 0) close(memfd);
   atomic_store(&sh->ctl[rank].state, DLPG__SHM_ALIVE);
-  DLPG_INFO(SHM, rank, "shm: segment of %zu bytes for %d ranks mapped (slots %zu, pair slots %zu bytes)",
-            sh->map_bytes, size, sh->slot_bytes, sh->p2p_slot_bytes);
+  DLPG_INFO(SHM, rank, "shm: segment of %zu bytes for %d ranks mapped (slots of %zu bytes)",
+            sh->map_bytes, size, sh->st.slot_bytes);
   *out = sh;
   return DLPG_OK;
 fail:
   if (lfd >= 0) close(lfd);
   if (memfd >= 0) close(memfd);
   if (sh->base) munmap(sh->base, sh->map_bytes);
-  free(sh->copies);
-  free(sh->sent);
-  free(sh->recvd);
+  free(sh->st.copies);
   free(sh);
   return st;
 }

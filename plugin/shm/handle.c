@@ -16,20 +16,18 @@ void dlpg__shm_abort(dlpg__shm_t *sh) {
    * sleeping on any word wakes and sees the flag. Only atomics and futex wakes here, so a
    * watchdog thread may call it while the owner is inside an operation. */
   int32_t alive = DLPG__SHM_ALIVE;
-  atomic_compare_exchange_strong(&sh->ctl[sh->rank].state, &alive, DLPG__SHM_ABORTED);
+  atomic_compare_exchange_strong(&sh->ctl[sh->st.rank].state, &alive, DLPG__SHM_ABORTED);
   dlpg__shm_wake_all(sh);
 }
 
 void dlpg__shm_destroy(dlpg__shm_t *sh) {
   if (!sh) return;
   int32_t alive = DLPG__SHM_ALIVE;
-  atomic_compare_exchange_strong(&sh->ctl[sh->rank].state, &alive, DLPG__SHM_LEFT);
+  atomic_compare_exchange_strong(&sh->ctl[sh->st.rank].state, &alive, DLPG__SHM_LEFT);
   dlpg__shm_wake_all(sh);
   dlpg__shm_team_free(sh->team);
   munmap(sh->base, sh->map_bytes);
-  free(sh->copies);
-  free(sh->sent);
-  free(sh->recvd);
+  free(sh->st.copies);
   free(sh);
 }
 
@@ -38,10 +36,10 @@ struct dlpg__shm_team *dlpg__shm_helpers(dlpg__shm_t *sh) {
     sh->team_tried = 1;
     sh->team = dlpg__shm_team_new(sh->threads);
     if (sh->team)
-      DLPG_INFO(SHM, sh->rank, "shm: %d threads copy and reduce this rank's large collectives",
+      DLPG_INFO(SHM, sh->st.rank, "shm: %d threads copy and reduce this rank's large collectives",
                 sh->threads);
     else
-      DLPG_INFO(SHM, sh->rank, "shm: could not start %d helper threads; this rank works alone",
+      DLPG_INFO(SHM, sh->st.rank, "shm: could not start %d helper threads; this rank works alone",
                 sh->threads - 1);
   }
   return sh->team;
@@ -51,5 +49,7 @@ void dlpg__shm_set_timeout(dlpg__shm_t *sh, double timeout_s) {
   if (sh && timeout_s > 0) sh->timeout_s = timeout_s;
 }
 
-int dlpg__shm_rank(const dlpg__shm_t *sh) { return sh->rank; }
-int dlpg__shm_size(const dlpg__shm_t *sh) { return sh->size; }
+int dlpg__shm_rank(const dlpg__shm_t *sh) { return sh->st.rank; }
+int dlpg__shm_size(const dlpg__shm_t *sh) { return sh->st.size; }
+
+dlpg__shm_eager_t *dlpg__shm_eager_of(dlpg__shm_t *sh) { return &sh->eager; }

@@ -30,10 +30,6 @@
 
 #define DLPG__PAIR_KEY_MAX 700
 
-typedef struct dlpg__pair_hello {
-  int32_t rank, pid;
-  uint8_t token[16];
-} dlpg__pair_hello_t;
 
 static size_t dlpg__pair_align(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
@@ -141,7 +137,7 @@ static dlpg_status_t dlpg__pair_serve_fd(dlpg__shm_pair_t *p, dlpg_store_t *stor
     if (poll(&pf, 1, 50) <= 0) continue;
     int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
     if (c < 0) continue;
-    dlpg__pair_hello_t hello;
+    dlpg__shm_hello_t hello;
     int ignored = -1;
     struct ucred cred;
     socklen_t cl = sizeof cred;
@@ -160,34 +156,24 @@ static dlpg_status_t dlpg__pair_serve_fd(dlpg__shm_pair_t *p, dlpg_store_t *stor
   }
 }
 
+static uint64_t dlpg__pair_head_total(const void *head, const void *arg) {
+  const dlpg__pair_header_t *h = head;
+  return h->magic == DLPG__PAIR_MAGIC && h->version == DLPG__PAIR_VERSION &&
+                 h->nonce == *(const uint64_t *)arg
+             ? h->total_bytes
+             : 0;
+}
+
 /* Higher rank: fetch and map the segment; UNSUPPORTED when it cannot. */
 static dlpg_status_t dlpg__pair_join(dlpg__shm_pair_t *p, const char *sock, const uint8_t token[16],
                                      uint64_t nonce, double deadline) {
-  dlpg__pair_hello_t hello = {p->me, (int32_t)getpid(), {0}};
-  memcpy(hello.token, token, 16);
-  int fd = -1, why = 0;
-  switch (dlpg__shm_sock_fetch(sock, &hello, sizeof hello, deadline, &fd, &why)) {
-    case DLPG__SHM_FETCH_UNREACHABLE:
-      return dlpg__error(DLPG_ERR_UNSUPPORTED, "rank %d cannot reach rank %d's socket (%s): not "
-                         "on its host or network namespace", p->me, p->peer, strerror(why));
-    case DLPG__SHM_FETCH_FAILED:
-      return dlpg__error(why == ETIMEDOUT ? DLPG_ERR_TIMEOUT : DLPG_ERR_UNSUPPORTED,
-                         "rank %d got no pair segment from rank %d: %s", p->me, p->peer, strerror(why));
-    case DLPG__SHM_FETCH_REFUSED:
-      return dlpg__error(DLPG_ERR_UNSUPPORTED, "rank %d is in another pid namespace than rank %d",
-                         p->me, p->peer);
-  }
   dlpg__pair_header_t h = {0};
-  void *m = MAP_FAILED;
-  if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && h.magic == DLPG__PAIR_MAGIC &&
-      h.version == DLPG__PAIR_VERSION && h.nonce == nonce)
-    m = mmap(NULL, h.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int e = errno;
-  close(fd); /* the mapping keeps the memory; nothing names it any more */
-  if (m == MAP_FAILED)
-    return dlpg__error(DLPG_ERR_UNSUPPORTED, "rank %d cannot map rank %d's pair segment (%s)",
-                       p->me, p->peer, h.magic == DLPG__PAIR_MAGIC ? strerror(e) : "not a pair segment");
-  dlpg__pair_bind(p, m, h.total_bytes);
+  dlpg__shm_join_t j = {sock, p->me, p->peer, token, deadline, "pair segment", &h, sizeof h,
+                        dlpg__pair_head_total, &nonce};
+  void *m = NULL;
+  size_t bytes = 0;
+  DLPG_CHECK(dlpg__shm_join_segment(&j, &m, &bytes));
+  dlpg__pair_bind(p, m, bytes);
   return DLPG_OK;
 }
 

@@ -1,8 +1,8 @@
-/* The reduction of every rank's slot of the current step (seg.h), below the collectives
- * that reduce (coll_reduce.c pipelined, eager.c in one step). */
+/* The reduction of every rank's slot of the step in progress (reduce_slots.h). */
+#include "shm/reduce_slots.h"
+
 #include <string.h>
 
-#include "shm/reduce.h"
 #include "shm/seg.h"
 #include "shm/team.h"
 
@@ -12,16 +12,17 @@
 void dlpg__shm_reduce_from(dlpg__shm_t *sh, const dlpg__shm_reducer_t *rd, void *dst, size_t off,
                            size_t n, const void *own) {
   if (n == 0) return;
+  const dlpg__shm_steps_t *st = &sh->st;
 #define DLPG__SRC(q) \
-  ((q) == sh->rank && own ? (const uint8_t *)own : dlpg__shm_cur_slot(sh, (q)) + off)
-  if (sh->size == 1) {
+  ((q) == st->rank && own ? (const uint8_t *)own : dlpg__shm_step_slot(st, (q)) + off)
+  if (sh->st.size == 1) {
     memcpy(dst, DLPG__SRC(0), n * rd->elem);
   } else {
     rd->comb(dst, DLPG__SRC(0), DLPG__SRC(1), n);
-    for (int q = 2; q < sh->size; q++) rd->acc(dst, DLPG__SRC(q), n);
+    for (int q = 2; q < sh->st.size; q++) rd->acc(dst, DLPG__SRC(q), n);
   }
 #undef DLPG__SRC
-  if (rd->avg) dlpg__shm_divide(rd->dt, dst, n, sh->size);
+  if (rd->avg) dlpg__shm_divide(rd->dt, dst, n, sh->st.size);
 }
 
 void dlpg__shm_reduce_slots(dlpg__shm_t *sh, const dlpg__shm_reducer_t *rd, void *dst,

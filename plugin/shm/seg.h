@@ -1,12 +1,11 @@
 /* The shared segment's layout and the engine's private handle, shared by the engine's
- * files (create, sync, collectives, pair channels). Nothing outside plugin/shm includes
+ * files (create, sync, steps). Nothing outside plugin/shm includes
  * it: the segment's layout is a contract between the ranks of one build only (rank 0
  * writes the version; a mismatch makes the creation fail rather than misread memory).
  *
  * Layout, each part aligned to DLPG__SHM_LINE so a counter one rank writes never shares a
  * cache line with another rank's:
- *   header | size rank blocks | size*size pair channel blocks |
- *   2 collective slots per rank | 2 pair slots per ordered pair
+ *   header | size rank blocks | 2 collective slots per rank
  * The slots are large but only the pages ranks touch are ever backed by memory. */
 #ifndef DLPG_SHM_SEG_H_
 #define DLPG_SHM_SEG_H_
@@ -16,18 +15,13 @@
 #include <stdint.h>
 
 #include "dlpg/dlpg.h"
+#include "shm/eager.h"
 #include "shm/shm.h"
+#include "shm/step.h"
 
 #define DLPG__SHM_LINE 128 /* two lines: adjacent-line prefetch pulls pairs */
 #define DLPG__SHM_MAGIC 0x316d687367706c64ull /* "dlpgshm1" */
-#define DLPG__SHM_VERSION 1u
-/* Reducing inputs up to DLPG__SHM_SMALL_BYTES take one step while what each rank then reads,
- * size inputs, stays within DLPG__SHM_SMALL_READ: below that a second synchronisation costs
- * more than reading every rank's input; above it the two-step path wins (16 cores: 4 ranks
- * took 44 us for 64 KiB in one step, 40 us for 128 KiB in two; 8 ranks 95 us for 64 KiB in
- * one, 59 us for 128 KiB in two). */
-#define DLPG__SHM_SMALL_BYTES ((size_t)64 << 10)
-#define DLPG__SHM_SMALL_READ ((size_t)128 << 10)
+#define DLPG__SHM_VERSION 2u /* 2: no pair channels (pair.h has its own segments) */
 
 /* A rank's state in the segment, read by peers in their slow path. */
 enum { DLPG__SHM_JOINING = 0, DLPG__SHM_ALIVE = 1, DLPG__SHM_LEFT = 2, DLPG__SHM_ABORTED = 3,
@@ -36,7 +30,7 @@ enum { DLPG__SHM_JOINING = 0, DLPG__SHM_ALIVE = 1, DLPG__SHM_LEFT = 2, DLPG__SHM
 /* What a rank called as its collective #opno, so peers can tell a mismatch from a step. */
 typedef struct dlpg__shm_desc {
   uint32_t opno;
-  uint16_t kind; /* dlpg__shm_kind_t */
+  uint16_t kind; /* dlpg__op_kind_t */
   uint8_t dtype, rop;
   int32_t root;
   /* What the caller named this operation (dlpg__shm_describe_next), for messages and the
@@ -64,55 +58,24 @@ typedef struct dlpg__shm_rankctl {
   _Alignas(DLPG__SHM_LINE) _Atomic int32_t cpu;
 } dlpg__shm_rankctl_t;
 
-/* Ordered pair src -> dst: sent is written by src only, done by dst only (own lines). */
-typedef struct dlpg__shm_chan {
-  _Alignas(DLPG__SHM_LINE) _Atomic uint32_t sent; /* chunks written by src (futex) */
-  _Atomic uint32_t sent_waiters;
-  _Alignas(DLPG__SHM_LINE) _Atomic uint32_t done; /* chunks consumed by dst (futex) */
-  _Atomic uint32_t done_waiters;
-} dlpg__shm_chan_t;
-
-/* The head of each pair slot; the chunk's bytes follow at DLPG__SHM_P2P_HEAD. */
-typedef struct dlpg__shm_msg {
-  uint64_t total; /* bytes of the whole message */
-  int32_t tag;
-  uint32_t len;   /* bytes in this chunk */
-} dlpg__shm_msg_t;
-#define DLPG__SHM_P2P_HEAD 64
-
 typedef struct dlpg__shm_header {
   uint64_t magic;
   uint64_t nonce;
   uint32_t version, size;
-  uint64_t slot_bytes, p2p_slot_bytes, total_bytes;
-  uint64_t off_ctl, off_chan, off_slots, off_p2p;
+  uint64_t slot_bytes, total_bytes;
+  uint64_t off_ctl, off_slots;
 } dlpg__shm_header_t;
-
-/* One of several copies a collective does together (copy_out.h). */
-typedef struct dlpg__shm_copy {
-  uint8_t *dst;
-  const uint8_t *src;
-  size_t len;
-} dlpg__shm_copy_t;
 
 /* Bytes of the smallest part a helper thread takes of a copy or reduction (team.h). */
 #define DLPG__SHM_PART_BYTES ((size_t)64 << 10)
 
-typedef enum dlpg__shm_kind {
-  DLPG__SHM_ALLREDUCE = 1, DLPG__SHM_REDUCE, DLPG__SHM_BROADCAST, DLPG__SHM_ALLGATHER,
-  DLPG__SHM_REDUCE_SCATTER, DLPG__SHM_ALLTOALL, DLPG__SHM_BARRIER
-} dlpg__shm_kind_t;
-
 struct dlpg__shm {
-  int rank, size;
+  /* First: dlpg__shm_steps (step.h) casts the handle to it. */
+  dlpg__shm_steps_t st;
   uint8_t *base;
   size_t map_bytes;
   dlpg__shm_header_t *hdr;
   dlpg__shm_rankctl_t *ctl;  /* [size] */
-  dlpg__shm_chan_t *chan;    /* [src * size + dst] */
-  uint8_t *slots;            /* rank r, slot b: slots + (2r + b) * slot_bytes */
-  uint8_t *p2p;              /* pair (s,d), slot b: p2p + ((s*size + d)*2 + b) * p2p_slot_bytes */
-  size_t slot_bytes, p2p_slot_bytes;
   size_t stream_bytes; /* output bytes from which copies into the output stream (copy_out.c) */
   double timeout_s;
   int spin;
@@ -121,50 +84,29 @@ struct dlpg__shm {
   _Atomic int aborted;       /* set by dlpg__shm_abort from any thread */
   const int *create_abort;   /* the creation's abort flag (config), or NULL */
   /* The caller's thread only: */
-  uint32_t step;             /* last collective step this rank posted */
-  uint32_t cur;              /* the step in progress (step + 1 once begun) */
   uint32_t opno;             /* collectives issued */
-  uint32_t *sent, *recvd;    /* [size] chunks this rank sent to / received from a peer */
   dlpg_status_t broken;      /* first failure; later operations repeat it */
   char broken_msg[512];
   /* The operation in progress, for messages and deadlines. */
-  /* What messages call it: a pair operation's name, or NULL for the collective in progress
-   * (label_kind #label_opno), formatted into op_label only when a message needs it
-   * (dlpg__shm_what): a snprintf per call would be a good part of a small one's time. */
+  /* What messages call it (label_kind #label_opno), formatted into op_label only when a
+   * message needs it (dlpg__shm_what; NULL until then): a snprintf per call would be a good
+   * part of a small one's time. */
   const char *op_name;
   char op_label[48];          /* "allreduce #7" */
-  int label_kind;             /* dlpg__shm_kind_t */
+  dlpg__op_kind_t label_kind;
   uint32_t label_opno;
   dlpg__shm_desc_t desc;      /* of the collective in progress */
   dlpg__shm_desc_t next;      /* call_* fields for the next collective (describe_next) */
   int next_set;
-  uint32_t op_first_step;
   double deadline;
-  /* The one-step collective started and not finished yet (eager.c), and its deadline (a
-   * pair operation in between sets its own). */
-  int pending;
-  dlpg__shm_call_t pend;
-  double pend_deadline;
-  long eager_bytes;          /* most bytes dlpg__shm_start posts; < 0: it never does */
+  dlpg__shm_eager_t eager;   /* the collective started and not finished yet (eager.c) */
   /* Threads that copy and reduce large collectives, the caller's included (team.h); the
    * team is started at the first collective that can use it. */
   int threads;
   struct dlpg__shm_team *team;
   int team_tried;
-  dlpg__shm_copy_t *copies;  /* [size + 2]: scratch for dlpg__shm_copy_many */
 };
 
-/* Addresses of the parts. */
-static inline uint8_t *dlpg__shm_slot(const dlpg__shm_t *sh, int r, uint32_t step) {
-  return sh->slots + ((size_t)2 * (size_t)r + (step & 1u)) * sh->slot_bytes;
-}
-static inline uint8_t *dlpg__shm_p2p_slot(const dlpg__shm_t *sh, int s, int d, uint32_t n) {
-  return sh->p2p + (((size_t)s * (size_t)sh->size + (size_t)d) * 2 + (n & 1u)) *
-                       sh->p2p_slot_bytes;
-}
-static inline dlpg__shm_chan_t *dlpg__shm_chan(const dlpg__shm_t *sh, int s, int d) {
-  return &sh->chan[(size_t)s * (size_t)sh->size + (size_t)d];
-}
 /* One spin of a waiting loop: tells the core (and its hyperthread sibling) that this
  * thread only waits. */
 static inline void dlpg__shm_pause(void) {
@@ -183,24 +125,25 @@ static inline int dlpg__shm_ge(uint32_t a, uint32_t b) { return (int32_t)(a - b)
 struct dlpg__shm_team *dlpg__shm_helpers(dlpg__shm_t *sh);
 
 /* sync.c: waiting and waking. */
-/* "allreduce", ... for a dlpg__shm_kind_t. */
-const char *dlpg__shm_kind_name(int kind);
+/* "allreduce", ...: core's name of kind without its "dlpg_", as the engine's messages name
+ * its collectives ("rank 1 died during allreduce #7"). */
+const char *dlpg__shm_kind_word(dlpg__op_kind_t kind);
 /* The name of the operation in progress for a message ("allreduce #7"). */
 const char *dlpg__shm_what(dlpg__shm_t *sh);
-/* Start an operation named name (for messages; NULL: the collective label_kind and
- * label_opno say): fails at once when broken or aborted, sets the deadline. */
-dlpg_status_t dlpg__shm_op_start(dlpg__shm_t *sh, const char *name);
+/* Start the collective label_kind and label_opno name: fails at once when broken or
+ * aborted, sets the deadline. */
+dlpg_status_t dlpg__shm_op_start(dlpg__shm_t *sh);
 /* Wait until *word >= target, where word is written by rank peer: spin, then sleep on the
  * shared futex in slices, checking abort, the peer's state and life, and the deadline.
- * what names the wait for a timeout ("reach allreduce #7"). Failure breaks the handle. */
+ * Failure breaks the handle. */
 dlpg_status_t dlpg__shm_wait(dlpg__shm_t *sh, _Atomic uint32_t *word, _Atomic uint32_t *waiters,
-                             uint32_t target, int peer, const char *what);
+                             uint32_t target, int peer);
 /* The same, bounded by the caller too: at `until` (dlpg__now() seconds, before the
  * deadline) it returns DLPG_OK with *ready = 0, having failed nothing. until <= 0: one look
  * at the word (and the abort flag and the deadline), no spinning, no sleeping. */
 dlpg_status_t dlpg__shm_wait_until(dlpg__shm_t *sh, _Atomic uint32_t *word,
                                    _Atomic uint32_t *waiters, uint32_t target, int peer,
-                                   const char *what, double until, int *ready);
+                                   double until, int *ready);
 /* A peer that failed or was aborted (its state in the segment), as this rank's failure
  * naming it; DLPG_OK otherwise. Its posted steps may still be there, so a wait alone would
  * not notice it: operations ask at their first step. */
@@ -215,53 +158,6 @@ void dlpg__shm_wake_all(dlpg__shm_t *sh);
 int dlpg__shm_pid_alive(int pid, uint64_t starttime);
 /* The start time of pid (field 22 of /proc/<pid>/stat), 0 when unknown. */
 uint64_t dlpg__shm_pid_starttime(int pid);
-
-/* step.c: the collective steps. Step k: a rank writes its slot (k % 2) only after every
- * rank posted k - 1 (so nobody still reads what it held at step k - 2), posts k, then
- * reads the slots of the ranks it needs once they posted k. */
-/* Start collective #opno of kind (fails when broken or aborted); count, dtype, rop and
- * root go into the descriptor peers compare. */
-dlpg_status_t dlpg__shm_coll_start(dlpg__shm_t *sh, dlpg__shm_kind_t kind, uint64_t count,
-                                   int dtype, int rop, int root);
-/* Begin the next step: wait until every rank posted the previous one. */
-dlpg_status_t dlpg__shm_step_begin(dlpg__shm_t *sh);
-/* Publish this rank's slot of the current step. On an operation's first step, then wait
- * until every rank posted it and compare what each called with what rank 0 called: a
- * mismatch fails the operation on every rank alike (DLPG_ERR_INVALID_ARGUMENT naming both
- * ranks and both sides) after the same step, so the handle stays usable for the next,
- * matching operation. */
-dlpg_status_t dlpg__shm_step_post(dlpg__shm_t *sh);
-/* Whether step_begin would not wait: every peer posted the previous step. */
-int dlpg__shm_step_free(const dlpg__shm_t *sh);
-/* The first step's check of step_post (every rank posted it, none failed, all called the
- * same), bounded by until as dlpg__shm_wait_until: *ready = 0 when a peer has not posted yet.
- * step_post runs it unbounded on an operation's first step. */
-dlpg_status_t dlpg__shm_step_check_first(dlpg__shm_t *sh, double until, int *ready);
-/* Wait until rank q posted the current step. */
-dlpg_status_t dlpg__shm_step_wait(dlpg__shm_t *sh, int q);
-dlpg_status_t dlpg__shm_step_wait_all(dlpg__shm_t *sh);
-/* Rank q's slot of the current step. */
-static inline uint8_t *dlpg__shm_cur_slot(const dlpg__shm_t *sh, int q) {
-  return dlpg__shm_slot(sh, q, sh->cur);
-}
-
-/* reduce_slots.c: dst[0..n) = the reduction of every rank's slot of the current step at
- * byte offset off, in rank order (then the avg division). */
-struct dlpg__shm_reducer;
-void dlpg__shm_reduce_slots(dlpg__shm_t *sh, const struct dlpg__shm_reducer *rd, void *dst,
-                            size_t off, size_t n);
-/* The same with own (not NULL) read in place of this rank's slot. */
-void dlpg__shm_reduce_from(dlpg__shm_t *sh, const struct dlpg__shm_reducer *rd, void *dst,
-                           size_t off, size_t n, const void *own);
-/* dlpg__shm_reduce_from split between the rank's helper threads (team.h). */
-void dlpg__shm_reduce_many(dlpg__shm_t *sh, const struct dlpg__shm_reducer *rd, void *dst,
-                           size_t off, size_t n, const void *own);
-
-/* eager.c: a collective of one step, as its two halves (shm.h's start and finish). 1 when
- * c fits one step (*bytes: what this rank writes into its slot). */
-int dlpg__shm_one_step(const dlpg__shm_t *sh, const dlpg__shm_call_t *c, size_t *bytes);
-/* Run c (one step) whole: start it waiting as long as the deadline allows, then finish it. */
-dlpg_status_t dlpg__shm_run_one(dlpg__shm_t *sh, const dlpg__shm_call_t *c);
 
 /* create_sock.c: the rendezvous socket (abstract namespace) and fd passing. */
 int dlpg__shm_sock_listen(const char *name);
@@ -278,5 +174,32 @@ int dlpg__shm_sock_recv(int fd, void *buf, size_t len, int *got_fd, double deadl
 enum { DLPG__SHM_FETCH_UNREACHABLE = 1, DLPG__SHM_FETCH_FAILED = 2, DLPG__SHM_FETCH_REFUSED = 3 };
 int dlpg__shm_sock_fetch(const char *name, const void *hello, size_t len, double deadline, int *fd,
                          int *err);
+
+/* What a joining rank sends the segment's owner: the token proves it read the store, the
+ * pid is compared with what the socket says of the sender. */
+typedef struct dlpg__shm_hello {
+  int32_t rank, pid;
+  uint8_t token[16];
+} dlpg__shm_hello_t;
+
+/* join.c: a joining rank's side. */
+typedef struct dlpg__shm_join {
+  const char *sock;     /* the owner's socket */
+  int rank, owner;      /* this rank, the segment's owner */
+  const uint8_t *token; /* 16 bytes */
+  double deadline;
+  const char *noun;     /* what messages call the segment: "segment", "pair segment" */
+  void *head;           /* head_len bytes for the segment's header */
+  size_t head_len;
+  /* The segment's bytes when head is the header expected (magic, version, nonce, ...),
+   * else 0. */
+  uint64_t (*total)(const void *head, const void *arg);
+  const void *arg;
+} dlpg__shm_join_t;
+/* Fetch the segment's memfd from the owner, read its header into head, map it whole:
+ * *map and *bytes. DLPG_ERR_UNSUPPORTED when it is unreachable from here, refused (another
+ * pid namespace) or not the segment expected (another host as far as the engine is
+ * concerned); DLPG_ERR_TIMEOUT when the owner did not answer by the deadline. */
+dlpg_status_t dlpg__shm_join_segment(const dlpg__shm_join_t *j, void **map, size_t *bytes);
 
 #endif

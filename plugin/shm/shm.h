@@ -1,5 +1,6 @@
 /* The shared-memory engine for ranks of one host: a segment every rank of a group maps,
- * and collectives and pair transfers on raw host buffers through it. It is the engine of
+ * and collectives on raw host buffers through it (sends and receives have segments of
+ * their own per pair: pair.h). It is the engine of
  * the CPU backend for one-host groups; the backend's table (core/backend.h) is a thin
  * adapter over these functions. It knows only the ground floor (base/) and the store's
  * public API, so it can be tested on its own.
@@ -36,8 +37,6 @@ typedef struct dlpg__shm_config {
   /* Bytes of each of a rank's two collective slots: operations larger than this are
    * pipelined through them in chunks. 0: DLPG__SHM_DEFAULT_SLOT_BYTES. */
   size_t slot_bytes;
-  /* Bytes of each of the two slots of a pair channel (send/recv). 0: the default. */
-  size_t p2p_slot_bytes;
   /* Seconds an operation (and the creation) may take before DLPG_ERR_TIMEOUT. */
   double timeout_s;
   /* Pause-instruction iterations a waiter spins before it sleeps on the futex; < 0: the
@@ -178,13 +177,6 @@ dlpg_status_t dlpg__shm_start(dlpg__shm_t *sh, const dlpg__shm_call_t *c, int *s
 dlpg_status_t dlpg__shm_finish(dlpg__shm_t *sh, double wait_s, int *done);
 /* 1 while a started collective is pending. */
 int dlpg__shm_pending(const dlpg__shm_t *sh);
-
-/* Pair channel: the n-th send to peer meets peer's n-th recv from this rank (FIFO per
- * ordered pair, independent of the collectives and of other pairs). tag and nbytes must
- * match the peer's (a mismatch fails the receive with DLPG_ERR_INVALID_ARGUMENT, after the
- * message has been drained so the channel stays in step). */
-dlpg_status_t dlpg__shm_send(dlpg__shm_t *sh, const void *buf, size_t nbytes, int peer, int tag);
-dlpg_status_t dlpg__shm_recv(dlpg__shm_t *sh, void *buf, size_t nbytes, int peer, int tag);
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,10 @@
-/* The steps every collective is made of (seg.h). Each rank has two slots; step k uses
- * slot k % 2. Before writing step k a rank waits until every rank posted k - 1, which
- * means every rank finished reading step k - 2 (reads of a step end before its reader
- * posts the next one), so a slot is never overwritten while a peer reads it, and no rank is
- * ever more than one step ahead of another. That wait is free in the all-to-all patterns
- * (the previous step already waited for everyone) and costs one check in rooted ones. */
+/* The steps every collective is made of (step.h), over the segment's rank blocks (seg.h).
+ * Before writing step k a rank waits until every rank posted k - 1: free in the all-to-all
+ * patterns (the previous step already waited for everyone), one check in rooted ones. */
+#include "shm/step.h"
+
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "base/status.h"
@@ -12,15 +12,17 @@
 #include "core/tensor.h"
 #include "shm/seg.h"
 
-dlpg_status_t dlpg__shm_coll_start(dlpg__shm_t *sh, dlpg__shm_kind_t kind, uint64_t count,
+_Static_assert(offsetof(struct dlpg__shm, st) == 0, "dlpg__shm_steps casts the handle");
+
+dlpg_status_t dlpg__shm_coll_start(dlpg__shm_t *sh, dlpg__op_kind_t kind, uint64_t count,
                                    int dtype, int rop, int root) {
-  if (sh->pending)
+  if (sh->eager.pending)
     return dlpg__error(DLPG_ERR_INTERNAL, "shm rank %d: a collective began while %s was pending",
-                       sh->rank, dlpg__shm_what(sh));
+                       sh->st.rank, dlpg__shm_what(sh));
   uint32_t opno = sh->opno + 1;
-  sh->label_kind = (int)kind;
+  sh->label_kind = kind;
   sh->label_opno = opno;
-  DLPG_CHECK(dlpg__shm_op_start(sh, NULL));
+  DLPG_CHECK(dlpg__shm_op_start(sh));
   sh->opno = opno;
   sh->desc = (dlpg__shm_desc_t){.opno = opno, .kind = (uint16_t)kind, .dtype = (uint8_t)dtype,
                                 .rop = (uint8_t)rop, .root = root, .count = count,
@@ -32,19 +34,19 @@ dlpg_status_t dlpg__shm_coll_start(dlpg__shm_t *sh, dlpg__shm_kind_t kind, uint6
     sh->desc.out_numel = sh->next.out_numel;
     sh->next_set = 0;
   }
-  sh->op_first_step = sh->step + 1;
+  sh->st.op_first_step = sh->st.step + 1;
   return DLPG_OK;
 }
 
 dlpg_status_t dlpg__shm_step_begin(dlpg__shm_t *sh) {
-  sh->cur = sh->step + 1;
-  for (int q = 0; q < sh->size; q++) {
-    if (q == sh->rank) continue;
-    DLPG_CHECK(dlpg__shm_wait(sh, &sh->ctl[q].seq, &sh->ctl[q].seq_waiters, sh->cur - 1, q, NULL));
+  sh->st.cur = sh->st.step + 1;
+  for (int q = 0; q < sh->st.size; q++) {
+    if (q == sh->st.rank) continue;
+    DLPG_CHECK(dlpg__shm_wait(sh, &sh->ctl[q].seq, &sh->ctl[q].seq_waiters, sh->st.cur - 1, q));
   }
   /* The descriptor of op n sits in desc[n % 2]: a peer still comparing op n - 2's is
    * impossible (it would be two steps behind). */
-  if (sh->cur == sh->op_first_step) sh->ctl[sh->rank].desc[sh->desc.opno & 1u] = sh->desc;
+  if (sh->st.cur == sh->st.op_first_step) sh->ctl[sh->st.rank].desc[sh->desc.opno & 1u] = sh->desc;
   return DLPG_OK;
 }
 
@@ -60,7 +62,7 @@ void dlpg__shm_describe_next(dlpg__shm_t *sh, int op_kind, dlpg__dtype_t dt, int
 
 static const char *dlpg__shm_call_name(const dlpg__shm_desc_t *d) {
   return d->call_kind != 0xff ? dlpg__op_name((dlpg__op_kind_t)d->call_kind)
-                              : dlpg__shm_kind_name(d->kind);
+                              : dlpg__shm_kind_word((dlpg__op_kind_t)d->kind);
 }
 
 /* "10 elements of float32", "an input of 20 and an output of 10 elements of float32", or
@@ -117,18 +119,23 @@ static int dlpg__shm_desc_equal(const dlpg__shm_desc_t *a, const dlpg__shm_desc_
 }
 
 int dlpg__shm_step_free(const dlpg__shm_t *sh) {
-  for (int q = 0; q < sh->size; q++)
-    if (q != sh->rank &&
-        !dlpg__shm_ge(atomic_load_explicit(&sh->ctl[q].seq, memory_order_acquire), sh->step))
+  if (atomic_load(&sh->aborted) || sh->broken != DLPG_OK) return 0;
+  for (int q = 0; q < sh->st.size; q++)
+    if (q != sh->st.rank &&
+        !dlpg__shm_ge(atomic_load_explicit(&sh->ctl[q].seq, memory_order_acquire), sh->st.step))
       return 0;
   return 1;
 }
 
+void dlpg__shm_step_publish(dlpg__shm_t *sh) {
+  sh->st.step = sh->st.cur;
+  dlpg__shm_rankctl_t *c = &sh->ctl[sh->st.rank];
+  dlpg__shm_post(&c->seq, &c->seq_waiters, sh->st.step);
+}
+
 dlpg_status_t dlpg__shm_step_post(dlpg__shm_t *sh) {
-  sh->step = sh->cur;
-  dlpg__shm_rankctl_t *c = &sh->ctl[sh->rank];
-  dlpg__shm_post(&c->seq, &c->seq_waiters, sh->step);
-  if (sh->cur != sh->op_first_step) return DLPG_OK;
+  dlpg__shm_step_publish(sh);
+  if (sh->st.cur != sh->st.op_first_step) return DLPG_OK;
   int ready = 1;
   return dlpg__shm_step_check_first(sh, INFINITY, &ready);
 }
@@ -137,18 +144,18 @@ dlpg_status_t dlpg__shm_step_check_first(dlpg__shm_t *sh, double until, int *rea
   /* Every rank waits for every other's first step, so each sees every descriptor: when
    * they differ, all fail here, after the same step, and the next operation starts in
    * step on every rank. (A rank that never comes is named by the wait's timeout.) */
-  for (int q = 0; q < sh->size; q++) {
-    if (q == sh->rank) continue;
-    DLPG_CHECK(dlpg__shm_wait_until(sh, &sh->ctl[q].seq, &sh->ctl[q].seq_waiters, sh->cur, q,
-                                    NULL, until, ready));
+  for (int q = 0; q < sh->st.size; q++) {
+    if (q == sh->st.rank) continue;
+    DLPG_CHECK(dlpg__shm_wait_until(sh, &sh->ctl[q].seq, &sh->ctl[q].seq_waiters, sh->st.cur, q,
+                                    until, ready));
     if (!*ready) return DLPG_OK;
   }
   /* A peer that failed (a timeout, an abort) after it posted this step: the group is
    * failing, and this operation with it, naming that peer. */
-  for (int q = 0; q < sh->size; q++)
-    if (q != sh->rank) DLPG_CHECK(dlpg__shm_peer_failed(sh, q));
+  for (int q = 0; q < sh->st.size; q++)
+    if (q != sh->st.rank) DLPG_CHECK(dlpg__shm_peer_failed(sh, q));
   const dlpg__shm_desc_t *a = &sh->ctl[0].desc[sh->desc.opno & 1u];
-  for (int q = 1; q < sh->size; q++) {
+  for (int q = 1; q < sh->st.size; q++) {
     const dlpg__shm_desc_t *b = &sh->ctl[q].desc[sh->desc.opno & 1u];
     if (!dlpg__shm_desc_equal(a, b)) return dlpg__shm_mismatch(sh, a, b, q);
   }
@@ -156,11 +163,11 @@ dlpg_status_t dlpg__shm_step_check_first(dlpg__shm_t *sh, double until, int *rea
 }
 
 dlpg_status_t dlpg__shm_step_wait(dlpg__shm_t *sh, int q) {
-  if (q == sh->rank) return DLPG_OK;
-  return dlpg__shm_wait(sh, &sh->ctl[q].seq, &sh->ctl[q].seq_waiters, sh->cur, q, NULL);
+  if (q == sh->st.rank) return DLPG_OK;
+  return dlpg__shm_wait(sh, &sh->ctl[q].seq, &sh->ctl[q].seq_waiters, sh->st.cur, q);
 }
 
 dlpg_status_t dlpg__shm_step_wait_all(dlpg__shm_t *sh) {
-  for (int q = 0; q < sh->size; q++) DLPG_CHECK(dlpg__shm_step_wait(sh, q));
+  for (int q = 0; q < sh->st.size; q++) DLPG_CHECK(dlpg__shm_step_wait(sh, q));
   return DLPG_OK;
 }

@@ -21,6 +21,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "core/op.h"
 #include "shm/seg.h"
 
 #define DLPG__SHM_SLICE_S 0.1
@@ -43,11 +44,7 @@ void dlpg__shm_post(_Atomic uint32_t *word, _Atomic uint32_t *waiters, uint32_t 
 }
 
 void dlpg__shm_wake_all(dlpg__shm_t *sh) {
-  for (int q = 0; q < sh->size; q++) dlpg__shm_futex_wake(&sh->ctl[q].seq);
-  for (int i = 0; i < sh->size * sh->size; i++) {
-    dlpg__shm_futex_wake(&sh->chan[i].sent);
-    dlpg__shm_futex_wake(&sh->chan[i].done);
-  }
+  for (int q = 0; q < sh->st.size; q++) dlpg__shm_futex_wake(&sh->ctl[q].seq);
 }
 
 uint64_t dlpg__shm_pid_starttime(int pid) {
@@ -97,7 +94,7 @@ dlpg_status_t dlpg__shm_break(dlpg__shm_t *sh, dlpg_status_t st) {
   if (sh->broken == DLPG_OK) {
     sh->broken = st;
     snprintf(sh->broken_msg, sizeof sh->broken_msg, "%s", dlpg__last_error());
-    dlpg__shm_rankctl_t *me = &sh->ctl[sh->rank];
+    dlpg__shm_rankctl_t *me = &sh->ctl[sh->st.rank];
     if (atomic_load(&me->state) == DLPG__SHM_ALIVE) {
       snprintf(me->reason, sizeof me->reason, "%.255s", sh->broken_msg);
       /* Peers waiting on this rank then fail at once instead of at their deadline; the
@@ -109,43 +106,35 @@ dlpg_status_t dlpg__shm_break(dlpg__shm_t *sh, dlpg_status_t st) {
   return st;
 }
 
-const char *dlpg__shm_kind_name(int kind) {
-  switch (kind) {
-    case DLPG__SHM_ALLREDUCE: return "allreduce";
-    case DLPG__SHM_REDUCE: return "reduce";
-    case DLPG__SHM_BROADCAST: return "broadcast";
-    case DLPG__SHM_ALLGATHER: return "allgather";
-    case DLPG__SHM_REDUCE_SCATTER: return "reduce_scatter";
-    case DLPG__SHM_ALLTOALL: return "alltoall";
-    case DLPG__SHM_BARRIER: return "barrier";
-  }
-  return "collective";
+const char *dlpg__shm_kind_word(dlpg__op_kind_t kind) {
+  const char *name = dlpg__op_name(kind);
+  return strncmp(name, "dlpg_", 5) == 0 ? name + 5 : name;
 }
 
 const char *dlpg__shm_what(dlpg__shm_t *sh) {
   if (!sh->op_name) {
     if (sh->label_opno == 0) return "the operation";
-    snprintf(sh->op_label, sizeof sh->op_label, "%s #%u", dlpg__shm_kind_name(sh->label_kind),
+    snprintf(sh->op_label, sizeof sh->op_label, "%s #%u", dlpg__shm_kind_word(sh->label_kind),
              sh->label_opno);
     sh->op_name = sh->op_label;
   }
   return sh->op_name;
 }
 
-dlpg_status_t dlpg__shm_op_start(dlpg__shm_t *sh, const char *name) {
-  sh->op_name = name;
+dlpg_status_t dlpg__shm_op_start(dlpg__shm_t *sh) {
+  sh->op_name = NULL;
   if (atomic_load(&sh->aborted))
     return dlpg__shm_break(sh, dlpg__error(DLPG_ERR_ABORTED, "shm rank %d: %s: the group was aborted",
-                                           sh->rank, dlpg__shm_what(sh)));
+                                           sh->st.rank, dlpg__shm_what(sh)));
   if (sh->broken != DLPG_OK)
-    return dlpg__error(sh->broken, "shm rank %d: %s: the group failed earlier: %s", sh->rank,
+    return dlpg__error(sh->broken, "shm rank %d: %s: the group failed earlier: %s", sh->st.rank,
                        dlpg__shm_what(sh), sh->broken_msg);
   sh->deadline = dlpg__now() + sh->timeout_s;
   return DLPG_OK;
 }
 
 static dlpg_status_t dlpg__shm_dead(dlpg__shm_t *sh, int q) {
-  return dlpg__error(DLPG_ERR_REMOTE, "shm rank %d: rank %d (pid %d) died during %s", sh->rank, q,
+  return dlpg__error(DLPG_ERR_REMOTE, "shm rank %d: rank %d (pid %d) died during %s", sh->st.rank, q,
                      sh->ctl[q].pid, dlpg__shm_what(sh));
 }
 
@@ -162,18 +151,18 @@ static dlpg_status_t dlpg__shm_peer_check(dlpg__shm_t *sh, int peer) {
   /* A peer that left may have exited since: it left, it did not die. */
   if (state == DLPG__SHM_LEFT)
     return dlpg__error(DLPG_ERR_REMOTE, "shm rank %d: rank %d (pid %d) left the group (destroyed it) during %s",
-                       sh->rank, peer, c->pid, op);
+                       sh->st.rank, peer, c->pid, op);
   /* The peer gave up: when it did because another rank died, name the dead one -- the
    * cause -- rather than the messenger. */
-  for (int q = 0; q < sh->size; q++)
-    if (q != sh->rank && q != peer && atomic_load(&sh->ctl[q].state) != DLPG__SHM_LEFT &&
+  for (int q = 0; q < sh->st.size; q++)
+    if (q != sh->st.rank && q != peer && atomic_load(&sh->ctl[q].state) != DLPG__SHM_LEFT &&
         !dlpg__shm_pid_alive(sh->ctl[q].pid, sh->ctl[q].starttime))
       return dlpg__shm_dead(sh, q);
   if (state == DLPG__SHM_ABORTED)
     return dlpg__error(DLPG_ERR_REMOTE, "shm rank %d: rank %d (pid %d) was aborted during %s",
-                       sh->rank, peer, c->pid, op);
+                       sh->st.rank, peer, c->pid, op);
   return dlpg__error(DLPG_ERR_REMOTE, "shm rank %d: rank %d (pid %d) failed during %s: %.256s",
-                     sh->rank, peer, c->pid, op, c->reason);
+                     sh->st.rank, peer, c->pid, op, c->reason);
 }
 
 dlpg_status_t dlpg__shm_peer_failed(dlpg__shm_t *sh, int q) {
@@ -192,7 +181,7 @@ static int dlpg__shm_peer_here(dlpg__shm_t *sh, int peer, int *cpu) {
   if (*cpu < 0) {
     *cpu = sched_getcpu();
     if (*cpu < 0) return 0;
-    atomic_store_explicit(&sh->ctl[sh->rank].cpu, *cpu, memory_order_relaxed);
+    atomic_store_explicit(&sh->ctl[sh->st.rank].cpu, *cpu, memory_order_relaxed);
   }
   return atomic_load_explicit(&sh->ctl[peer].cpu, memory_order_relaxed) == *cpu;
 }
@@ -222,13 +211,13 @@ static int dlpg__shm_leave_cpu(int cpu) {
  * meanwhile, it yields the CPU. */
 #define DLPG__SHM_MOVE_GAP_S 0.01
 static void dlpg__shm_make_room(dlpg__shm_t *sh, int peer, int *cpu) {
-  if (sh->yield_s <= 0 && sh->rank > peer) {
+  if (sh->yield_s <= 0 && sh->st.rank > peer) {
     double now = dlpg__now();
     if (now - sh->moved_at >= DLPG__SHM_MOVE_GAP_S) {
       sh->moved_at = now;
       if (dlpg__shm_leave_cpu(*cpu)) {
         *cpu = sched_getcpu();
-        atomic_store_explicit(&sh->ctl[sh->rank].cpu, *cpu, memory_order_relaxed);
+        atomic_store_explicit(&sh->ctl[sh->st.rank].cpu, *cpu, memory_order_relaxed);
         return;
       }
     }
@@ -237,14 +226,14 @@ static void dlpg__shm_make_room(dlpg__shm_t *sh, int peer, int *cpu) {
 }
 
 dlpg_status_t dlpg__shm_wait(dlpg__shm_t *sh, _Atomic uint32_t *word, _Atomic uint32_t *waiters,
-                             uint32_t target, int peer, const char *what) {
+                             uint32_t target, int peer) {
   int ready = 1;
-  return dlpg__shm_wait_until(sh, word, waiters, target, peer, what, INFINITY, &ready);
+  return dlpg__shm_wait_until(sh, word, waiters, target, peer, INFINITY, &ready);
 }
 
 dlpg_status_t dlpg__shm_wait_until(dlpg__shm_t *sh, _Atomic uint32_t *word,
                                    _Atomic uint32_t *waiters, uint32_t target, int peer,
-                                   const char *what, double until, int *ready) {
+                                   double until, int *ready) {
   *ready = 1;
   if (until <= 0) {
     /* A look: the word, the abort flag and the clock only (a peer's life is the slow path's
@@ -278,7 +267,7 @@ dlpg_status_t dlpg__shm_wait_until(dlpg__shm_t *sh, _Atomic uint32_t *word,
     if (atomic_load(&sh->aborted))
       return dlpg__shm_break(sh, dlpg__error(DLPG_ERR_ABORTED,
                                              "shm rank %d: the group was aborted during %s (waiting for rank %d)",
-                                             sh->rank, dlpg__shm_what(sh), peer));
+                                             sh->st.rank, dlpg__shm_what(sh), peer));
     dlpg_status_t st = dlpg__shm_peer_check(sh, peer);
     if (st != DLPG_OK) {
       /* The peer may have posted just before it went: look once more. */
@@ -288,20 +277,16 @@ dlpg_status_t dlpg__shm_wait_until(dlpg__shm_t *sh, _Atomic uint32_t *word,
     double now = dlpg__now(), left = sh->deadline - now;
     if (left <= 0) {
       if (dlpg__shm_ge(atomic_load(word), target)) return DLPG_OK;
-      if (what)
-        return dlpg__shm_break(sh, dlpg__error(DLPG_ERR_TIMEOUT,
-                                               "shm rank %d: rank %d (pid %d) did not %s within %g s",
-                                               sh->rank, peer, sh->ctl[peer].pid, what, sh->timeout_s));
-      /* A collective step: say whether the peer never arrived or stalled inside. */
-      if (!dlpg__shm_ge(v, sh->op_first_step))
+      /* Say whether the peer never arrived or stalled inside. */
+      if (!dlpg__shm_ge(v, sh->st.op_first_step))
         return dlpg__shm_break(sh, dlpg__error(DLPG_ERR_TIMEOUT,
                                                "shm rank %d: rank %d (pid %d) did not reach %s within %g s",
-                                               sh->rank, peer, sh->ctl[peer].pid, dlpg__shm_what(sh), sh->timeout_s));
+                                               sh->st.rank, peer, sh->ctl[peer].pid, dlpg__shm_what(sh), sh->timeout_s));
       return dlpg__shm_break(sh, dlpg__error(DLPG_ERR_TIMEOUT,
                                              "shm rank %d: rank %d (pid %d) stalled in %s for %g s (at its step %u of it, "
                                              "this rank waits for step %u)",
-                                             sh->rank, peer, sh->ctl[peer].pid, dlpg__shm_what(sh), sh->timeout_s,
-                                             v - sh->op_first_step + 1, target - sh->op_first_step + 1));
+                                             sh->st.rank, peer, sh->ctl[peer].pid, dlpg__shm_what(sh), sh->timeout_s,
+                                             v - sh->st.op_first_step + 1, target - sh->st.op_first_step + 1));
     }
     /* The caller's own bound (before the deadline): not ready yet, nothing failed. */
     double mine = until - now;

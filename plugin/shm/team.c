@@ -138,8 +138,6 @@ void dlpg__shm_team_free(dlpg__shm_team_t *t) {
   free(t);
 }
 
-int dlpg__shm_team_threads(const dlpg__shm_team_t *t) { return t ? t->threads : 1; }
-
 void dlpg__shm_team_run(dlpg__shm_team_t *t, dlpg__shm_part_fn fn, void *arg, size_t n,
                         size_t grain) {
   if (n == 0) return;

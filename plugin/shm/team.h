@@ -25,8 +25,6 @@ typedef void (*dlpg__shm_part_fn)(void *arg, size_t lo, size_t hi);
 dlpg__shm_team_t *dlpg__shm_team_new(int threads);
 /* Stop and join the helpers (in a forked child, which has none: only free). NULL ok. */
 void dlpg__shm_team_free(dlpg__shm_team_t *t);
-/* Threads in the team (1 for NULL). */
-int dlpg__shm_team_threads(const dlpg__shm_team_t *t);
 
 /* Run fn over [0, n) in parts of at least `grain` units (parts are multiples of it but the
  * last), on the caller and the helpers; returns once every part is done, with the parts'

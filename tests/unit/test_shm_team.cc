@@ -48,11 +48,9 @@ void ExpectEachOnce(dlpg__shm_team_t *t, int jobs) {
 
 TEST(ShmTeam, EveryUnitOnceJobAfterJob) {
   EXPECT_EQ(dlpg__shm_team_new(1), nullptr);
-  EXPECT_EQ(dlpg__shm_team_threads(nullptr), 1);
   ExpectEachOnce(nullptr, 50);  // no team: the caller alone
   dlpg__shm_team_t *t = dlpg__shm_team_new(4);
   ASSERT_NE(t, nullptr);
-  EXPECT_EQ(dlpg__shm_team_threads(t), 4);
   ExpectEachOnce(t, 3000);
   // After the helpers went to sleep: they wake for the next job.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));

@@ -52,7 +52,7 @@ struct Store {
 };
 
 struct Opts {
-  size_t slot = 0, p2p_slot = 0, stream = 0;
+  size_t slot = 0, stream = 0;
   long yield_us = 0;  // 0: the engine's default; < 0: never yield
   int threads = 0;    // 0: the engine's default; 1: no helper threads
   double timeout = Scaled(20);
@@ -67,7 +67,7 @@ struct Opts {
 // The engine's configuration that opts describe (the defaults' spin).
 inline dlpg__shm_config_t Config(const Opts &o) {
   dlpg__shm_config_t cfg{};
-  cfg.slot_bytes = o.slot, cfg.p2p_slot_bytes = o.p2p_slot, cfg.timeout_s = o.timeout;
+  cfg.slot_bytes = o.slot, cfg.timeout_s = o.timeout;
   cfg.spin = -1, cfg.stream_bytes = o.stream, cfg.yield_us = o.yield_us;
   cfg.threads = o.threads;
   return cfg;
