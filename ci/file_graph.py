@@ -14,11 +14,23 @@ every file that reads the struct on a circle with every file its source calls: a
 the merge, not of the code.) A file and its own header therefore never make a circle; two
 headers that include each other, or two sources that use each other's definitions, do.
 
-Prints the file graph and the folder graph (a folder is plugin/'s first path component),
-then every circle: a strongly connected component of more than one file, or of more than one
-folder. Exit status 1 when there is a circle, unless --report.
+Folders come at two granularities. A top folder is plugin/'s first path component (core,
+gloo, ...); a file in a sub-folder (plugin/core/exec/worker.c) belongs to it (core) for the
+edges between top folders, and to its own folder (core/exec) for the edges inside its top
+folder: a top folder split into sub-folders has a graph of its own, and its sub-folders get
+their own --layers. A top folder may declare the order of its sub-folders (its rooms) in a
+file (--rooms core=ci/core-rooms.txt, top to bottom): a file of a lower room must not use a
+file of a higher one, every file of the folder must sit in a declared room, and every
+declared room must exist. While the folder has no sub-folder the order is not checked (one
+line says so), so the file can be written before the files move.
 
-Usage: file_graph.py [--report] [--quiet] [--layers] [--drop FROM=TO ...] --root DIR --unit NAME=OBJDIR ...
+Prints the file graph and the folder graphs, then every circle: a strongly connected
+component of more than one file, or of more than one folder (top folders, or sub-folders of
+one top folder); then the rooms' verdict. Exit status 1 when there is a circle or a room is
+out of order, unless --report.
+
+Usage: file_graph.py [--report] [--quiet | --summary] [--layers] [--sizes] [--rooms FOLDER=FILE]
+                     [--drop FROM=TO ...] --root DIR --unit NAME=OBJDIR ...
 """
 import argparse
 import os
@@ -26,6 +38,8 @@ import re
 import subprocess
 import sys
 
+SOURCE_EXTS = (".c", ".cc", ".h")
+ROOM_RE = re.compile(r"^[a-z0-9_]+$")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # nm -P types: defined strong, defined weak (may be emitted by several objects: an inline
 # function or a template instance; it names its definer only when one object defines it),
@@ -147,7 +161,110 @@ def sccs(nodes, succ):
 
 
 def folder(node):
+    """The top folder: plugin/'s first path component."""
     return node.split("/")[0]
+
+
+def subfolder(node):
+    """The folder the file sits in (core/exec for core/exec/worker.c, gloo for gloo/peers.cc)."""
+    return os.path.dirname(node)
+
+
+def read_rooms(path):
+    """The rooms a rooms file declares, top to bottom: [(name, purpose)]. One room a line, its
+    name then its purpose; blank lines and lines starting with # are left out."""
+    rooms = []
+    with open(path, encoding="utf-8") as f:
+        for num, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            name, _, purpose = line.partition(" ")
+            if not ROOM_RE.match(name) or any(name == r for r, _ in rooms):
+                sys.exit("file_graph.py: %s:%d: %r is no room name or is declared twice"
+                         % (path, num, name))
+            rooms.append((name, purpose.strip()))
+    return rooms
+
+
+def source_files(root, top):
+    """Every .c, .cc and .h file under plugin/<top>, relative to plugin/, sorted."""
+    out = []
+    for d, dirs, files in os.walk(os.path.join(root, "plugin", top)):
+        dirs.sort()
+        for f in files:
+            if f.endswith(SOURCE_EXTS):
+                out.append(plugin_rel(root, os.path.join(d, f)))
+    return sorted(out)
+
+
+def folder_key(rooms):
+    """Sorts folders by name, the declared rooms of a top folder in their order (top first)."""
+    def key(f):
+        top, _, sub = f.partition("/")
+        order = [r for r, _ in rooms.get(top, [])]
+        return (top, sub != "", order.index(sub) if sub in order else len(order), sub)
+    return key
+
+
+def check_rooms(root, g, names, top, rooms_file, rooms):
+    """The order of top's rooms: the lines to print and whether it holds."""
+    files = source_files(root, top)
+    label = "rooms of %s (%s)" % (top, rooms_file)
+    if not any("/" in f[len(top) + 1:] for f in files):
+        return ["%s: plugin/%s has no sub-folders yet: order not checked" % (label, top)], True
+    rank = {r: i for i, (r, _) in enumerate(rooms)}
+    out, ok = [], True
+
+    def room(n):
+        parts = n.split("/")
+        return parts[1] if len(parts) > 2 and parts[0] == top else None
+
+    for r, _ in rooms:
+        if not os.path.isdir(os.path.join(root, "plugin", top, r)):
+            out.append("%s: declared room %s/%s does not exist" % (label, top, r))
+            ok = False
+    for f in files:
+        if room(f) not in rank:
+            out.append("%s: %s sits in no declared room" % (label, f))
+            ok = False
+    bad = {}
+    for (a, b), e in g.edges.items():
+        ra, rb = room(a), room(b)
+        if ra in rank and rb in rank and rank[ra] > rank[rb]:
+            bad.setdefault((ra, rb), []).append("%s -> %s (%s)" % (a, b, reason(e, names)))
+    for (ra, rb) in sorted(bad, key=lambda p: (rank[p[0]], rank[p[1]])):
+        edges = sorted(bad[(ra, rb)])
+        out.append("%s: %s/%s (lower) uses %s/%s (higher), %d file edge%s:"
+                   % (label, top, ra, top, rb, len(edges), "" if len(edges) == 1 else "s"))
+        out.extend("    " + e for e in edges)
+        ok = False
+    if ok:
+        out.append("%s, top to bottom: %s: no room uses a room above it: OK"
+                   % (label, " ".join(r for r, _ in rooms)))
+    return out, ok
+
+
+def print_sizes(root, rooms):
+    """Files and lines (as wc -l counts them) of each folder and sub-folder of plugin/."""
+    tops = sorted(d for d in os.listdir(os.path.join(root, "plugin"))
+                  if os.path.isdir(os.path.join(root, "plugin", d)))
+    count = {}
+    for top in tops:
+        for f in source_files(root, top):
+            with open(os.path.join(root, "plugin", f), "rb") as fh:
+                n = fh.read().count(b"\n")
+            for k in {top, subfolder(f)}:
+                c = count.setdefault(k, [0, 0])
+                c[0] += 1
+                c[1] += n
+    total = [sum(count[t][0] for t in tops if t in count),
+             sum(count[t][1] for t in tops if t in count)]
+    width = max([len(k) for k in count] + [9])
+    print("files and lines of plugin/ (.c, .cc, .h; lines as wc -l counts them)")
+    for k in sorted(count, key=folder_key(rooms)):
+        print("  %-*s %4d %6d" % (width, k, count[k][0], count[k][1]))
+    print("  %-*s %4d %6d" % (width, "total", total[0], total[1]))
 
 
 def reason(e, names, limit=3):
@@ -161,32 +278,35 @@ def reason(e, names, limit=3):
     return "; ".join(parts)
 
 
-def print_layers(g, succ, circles):
-    """Each folder's sources by layer (files of one circle share a layer, marked *)."""
+def print_layers(g, succ, circles, rooms):
+    """Each folder's sources by layer (files of one circle share a layer, marked *). A folder
+    here is the one a file sits in, so each room of core has its own layers."""
     comp = {n: (n,) for n in g.nodes}
     for c in circles:  # a circle's files within one folder
         for n in c:
-            comp[n] = tuple(m for m in c if folder(m) == folder(n))
+            comp[n] = tuple(m for m in c if subfolder(m) == subfolder(n))
     memo = {}
 
     def layer(c):
         if c not in memo:
             memo[c] = 0  # a circle's own edges do not raise it
             deps = {comp[t] for n in c for t in succ[n]
-                    if folder(t) == folder(n) and not t.endswith(".h") and comp[t] != c}
+                    if subfolder(t) == subfolder(n) and not t.endswith(".h") and comp[t] != c}
             memo[c] = 1 + max((layer(d) for d in deps), default=-1)
         return memo[c]
 
+    folders = sorted({subfolder(n) for n in g.nodes}, key=folder_key(rooms))
+    width = max([len(f) for f in folders] + [9])
     print("layers of plugin/ (sources, bottom up; * on a circle)")
-    for f in sorted({folder(n) for n in g.nodes}):
+    for f in folders:
         rows = {}
         for n in sorted(g.nodes):
-            if folder(n) == f and not n.endswith(".h"):
+            if subfolder(n) == f and not n.endswith(".h"):
                 on_circle = any(n in c for c in circles)
                 rows.setdefault(layer(comp[n]), []).append(
-                    n.split("/", 1)[1] + ("*" if on_circle else ""))
+                    os.path.basename(n) + ("*" if on_circle else ""))
         for k in sorted(rows):
-            print("  %-9s %2d  %s" % (f if k == min(rows) else "", k, " ".join(rows[k])))
+            print("  %-*s %2d  %s" % (width, f if k == min(rows) else "", k, " ".join(rows[k])))
 
 
 def main():
@@ -196,14 +316,27 @@ def main():
                     help="NAME=OBJDIR: the object files of one library")
     ap.add_argument("--report", action="store_true", help="print the circles, exit 0")
     ap.add_argument("--quiet", action="store_true", help="print the circles only")
+    ap.add_argument("--summary", action="store_true",
+                    help="print the folder graphs, not the file graph")
     ap.add_argument("--layers", action="store_true",
                     help="also print each folder's sources bottom up: a source's layer is one "
-                         "above the highest of the sources of its folder it uses")
+                         "above the highest of the sources of its folder it uses (a folder: "
+                         "the one the file sits in, so each room of core has its own)")
+    ap.add_argument("--sizes", action="store_true",
+                    help="also print the files and lines of each folder and sub-folder")
+    ap.add_argument("--rooms", action="append", default=[], metavar="FOLDER=FILE",
+                    help="the order of FOLDER's sub-folders, top to bottom, one a line in FILE: "
+                         "a lower one must not use a higher one")
     ap.add_argument("--drop", action="append", default=[], metavar="FROM=TO",
                     help="leave out the edge FROM -> TO (files relative to plugin/): shows what "
                          "remains once a cut under way elsewhere lands")
     args = ap.parse_args()
     root = os.path.abspath(args.root)
+    rooms, rooms_files = {}, {}
+    for r in args.rooms:
+        top, _, path = r.partition("=")
+        rooms[top] = read_rooms(path)
+        rooms_files[top] = path
 
     g = Graph()
     sources = set()
@@ -265,15 +398,22 @@ def main():
         print("file_graph: leaving out %s -> %s (--drop)" % (a, b))
 
     succ = g.succ()
-    fg = Graph()  # folder -> folder; each edge counts the file edges that make it
+    # Top folder -> top folder, and inside a top folder sub-folder -> sub-folder; each edge
+    # counts the file edges that make it.
+    fg, sg = Graph(), Graph()
     nfiles = {}
     for (a, b) in g.edges:
         fg.add(folder(a), folder(b))
         if folder(a) != folder(b):
             nfiles[(folder(a), folder(b))] = nfiles.get((folder(a), folder(b)), 0) + 1
-    fsucc = fg.succ()
+        else:
+            sg.add(subfolder(a), subfolder(b))
+            if subfolder(a) != subfolder(b):
+                nfiles[(subfolder(a), subfolder(b))] = nfiles.get((subfolder(a), subfolder(b)), 0) + 1
+    fsucc, ssucc = fg.succ(), sg.succ()
+    key = folder_key(rooms)
 
-    if not args.quiet:
+    if not args.quiet and not args.summary:
         print("file graph of plugin/ (file -> files it uses; s = symbols used, i = #include)")
         for n in sorted(g.nodes):
             outs = []
@@ -282,14 +422,26 @@ def main():
                 tag = ("s%d" % len(e["sym"]) if e["sym"] else "") + ("i" if e["inc"] else "")
                 outs.append("%s[%s]" % (t, tag))
             print("  %-28s -> %s" % (n, " ".join(outs) if outs else "(nothing)"))
+    if not args.quiet:
         print("folder graph of plugin/ (folder -> folder: file edges)")
         for (a, b) in sorted(fg.edges):
             print("  %-9s -> %-9s %3d" % (a, b, nfiles[(a, b)]))
+        for top in sorted({folder(a) for (a, _) in sg.edges}):
+            print("folder graph inside %s/ (sub-folder -> sub-folder: file edges)" % top)
+            inside = sorted((e for e in sg.edges if folder(e[0]) == top),
+                            key=lambda e: (key(e[0]), key(e[1])))
+            width = max(len(x) for e in inside for x in e)
+            for (a, b) in inside:
+                print("  %-*s -> %-*s %3d" % (width, a, width, b, nfiles[(a, b)]))
+    if args.sizes:
+        print_sizes(root, rooms)
 
     file_circles = sccs(g.nodes, succ)
     if args.layers:
-        print_layers(g, succ, file_circles)
-    folder_circles = sccs(fg.nodes, fsucc)
+        print_layers(g, succ, file_circles, rooms)
+    # (circle, whether between the sub-folders of one top folder)
+    folder_circles = [(c, False) for c in sccs(fg.nodes, fsucc)] + \
+        [(c, True) for c in sccs(sg.nodes, ssucc)]
     for comp in file_circles:
         members = set(comp)
         print("circle between %d files: %s" % (len(comp), " ".join(comp)))
@@ -297,25 +449,33 @@ def main():
             for b in succ[a]:
                 if b in members:
                     print("    %s -> %s (%s)" % (a, b, reason(g.edges[(a, b)], names)))
-    for comp in folder_circles:
+    for comp, inner in folder_circles:
         members = set(comp)
+        fold = subfolder if inner else folder
         print("circle between %d folders: %s" % (len(comp), " ".join(comp)))
         for a in comp:
-            for b in fsucc[a]:
+            for b in (ssucc if inner else fsucc)[a]:
                 if b in members:
                     files = sorted("%s -> %s" % (x, y) for (x, y) in g.edges
-                                   if folder(x) == a and folder(y) == b)
+                                   if fold(x) == a and fold(y) == b)
                     shown = ", ".join(files[:4]) + (", ..." if len(files) > 4 else "")
                     print("    %s -> %s (%d file edge%s: %s)" % (a, b, len(files),
                                                             "" if len(files) == 1 else "s", shown))
+    rooms_ok = True
+    for top in sorted(rooms):
+        lines, ok = check_rooms(root, g, names, top, rooms_files[top], rooms[top])
+        for line in lines:
+            print(line)
+        rooms_ok = rooms_ok and ok
     n = len(file_circles) + len(folder_circles)
-    if n == 0:
+    if n == 0 and rooms_ok:
         print("file_graph: %d files, %d edges, no circle between files or folders: OK"
               % (len(g.nodes), len(g.edges)))
         return 0
-    print("file_graph: %d files, %d edges, %d circle%s between files, %d between folders%s"
+    print("file_graph: %d files, %d edges, %d circle%s between files, %d between folders%s%s"
           % (len(g.nodes), len(g.edges), len(file_circles), "" if len(file_circles) == 1 else "s",
-             len(folder_circles), " (report only)" if args.report else ""))
+             len(folder_circles), "" if rooms_ok else "; rooms not as declared (above)",
+             " (report only)" if args.report else ""))
     return 0 if args.report else 1
 
 

@@ -19,6 +19,9 @@ bash ci/check-symbols.sh "$BUILD_DIR/libdlpg.so"
 bash ci/check-layers.sh
 # The file graph from the built objects: no circle between files or folders.
 bash ci/check-file-graph.sh --quiet
+# docs/architecture.md's figures (include and folder graphs, totals, sizes, layers) are what
+# this build gives.
+bash ci/architecture-figures.sh --check
 bash ci/check-install.sh
 (cd "$BUILD_DIR" && ctest --output-on-failure -j2 --timeout 900)
 # No segment, socket or rank process of the shared-memory backend outlives the suites.
