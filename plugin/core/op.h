@@ -6,13 +6,12 @@
 #define DLPG_CORE_OP_H_
 
 #include "core/backend_abi.h"
+#include "core/op_kind.h"
 #include "core/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-const char *dlpg__op_name(dlpg__op_kind_t kind); /* "dlpg_allreduce", ... */
 
 typedef struct dlpg__op {
   union {

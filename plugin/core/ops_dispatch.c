@@ -221,7 +221,7 @@ dlpg_status_t dlpg__backend_p2p_pass(dlpg__be_op_t *view, const char *why) {
   for (int i = from + 1; i < dlpg__backend_count() && next < 0; i++) {
     const dlpg__backend_vtbl_t *o = dlpg__backend_loaded(i);
     const dlpg__backend_entry_t *ef = dlpg__backend_entry(from), *ei = dlpg__backend_entry(i);
-    if (o && (ef->devices & ei->devices) && (!o->kinds || (o->kinds & DLPG__KIND_BIT(op->kind))))
+    if (o && (ef->devices & ei->devices) && dlpg__vtbl_serves(o, op->kind))
       next = i;
   }
   const char *fn = dlpg__op_name(op->kind);
