@@ -16,8 +16,11 @@ static dlpg_status_t dlpg__op_run(const dlpg__op_args_t *a, dlpg_work_t **work) 
   dlpg_status_t st = dlpg__op_build(a, op);
   if (st != DLPG_OK) {
     free(op);
-    /* A call only this rank rejects leaves its peers blocked: tell them (failure.h). */
-    if (a->g && (st == DLPG_ERR_INVALID_ARGUMENT || st == DLPG_ERR_UNSUPPORTED))
+    /* A call only this rank rejects leaves its peers blocked: tell them (failure.h). A
+     * transfer with this rank itself blocks nobody else. */
+    const dlpg__op_kind_info_t *k = dlpg__op_kind_info(a->kind);
+    int self = k && k->p2p && a->g && a->peer == a->g->rank;
+    if (a->g && !self && (st == DLPG_ERR_INVALID_ARGUMENT || st == DLPG_ERR_UNSUPPORTED))
       dlpg__failure_rejected(a->g, a->kind, a->peer, dlpg__last_error());
     return st;
   }

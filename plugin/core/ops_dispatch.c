@@ -43,6 +43,8 @@ static void dlpg__batch_free(void *p) {
 }
 static void dlpg__batch_key_init(void) { pthread_key_create(&dlpg__batch_key, dlpg__batch_free); }
 
+int dlpg__batch_depth(void) { return dlpg__tls_batch.depth; }
+
 /* Fail every work of ops that the backend did not take, with the current message. */
 static void dlpg__fail_unclaimed(dlpg__op_t *const *ops, int n, dlpg_status_t st) {
   dlpg__saved_error_t se;
@@ -144,18 +146,8 @@ dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
     free(op);
     return dlpg__error(DLPG_ERR_INTERNAL, "dlpg: an operation reached dispatch unvalidated");
   }
+  /* Validation refused a send or receive to self outside a batch (dlpg__batch_depth). */
   dlpg__batch_t *b = &dlpg__tls_batch;
-  if ((op->kind == DLPG__OP_SEND || op->kind == DLPG__OP_RECV) &&
-      op->peer == op->group->rank && b->depth == 0) {
-    /* Its match can only come from this thread, later: only a batch pairs them (NCCL). */
-    int send = op->kind == DLPG__OP_SEND, self = op->group->rank;
-    free(op);
-    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
-                       "%s: peer is %d, this rank itself: a %s to self must be issued inside a "
-                       "dlpg_group_start/end batch together with its matching %s",
-                       send ? "dlpg_send" : "dlpg_recv", self,
-                       send ? "send" : "receive", send ? "receive" : "send");
-  }
   if (work || be->on_worker) {
     st = dlpg__work_new(op->group, &w);
     if (st != DLPG_OK) {

@@ -243,7 +243,6 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
     DLPG_ARG_CHECK(a->peer >= 0 && a->peer < g->size,
                    "%s: peer is %d but world_size is %d (peer must be in [0, %d))", fn, a->peer,
                    g->size, g->size);
-    /* peer == rank (to self) is allowed inside a batch only: dispatch checks that. */
     DLPG_ARG_CHECK(a->tag >= 0, "%s: tag is %d (must be >= 0)", fn, a->tag);
   }
   if (k->reduces && ((int)a->rop < (int)DLPG_SUM || (int)a->rop > (int)DLPG_BXOR))
@@ -252,6 +251,15 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
                        (int)a->rop);
   /* The backend's own rules (dtype, reduce op, device capability). */
   DLPG_CHECK(be->check(fn, &op->be));
+  /* A transfer with this rank itself can only be matched later by this same thread: only a
+   * batch pairs the two (as NCCL's group calls do). */
+  if (k->p2p && a->peer == g->rank && dlpg__batch_depth() == 0) {
+    int send = a->kind == DLPG__OP_SEND;
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "%s: peer is %d, this rank itself: a %s to self must be issued inside a "
+                       "dlpg_group_start/end batch together with its matching %s", fn, g->rank,
+                       send ? "send" : "receive", send ? "receive" : "send");
+  }
 
   if (a->streams)
     for (int i = 0; i < n; i++) op->streams[i] = a->streams[i];

@@ -8,6 +8,7 @@
 // core/group.h (through ops_impl.h) uses C11 atomic_int, which C++ cannot name: the Gloo
 // island's C header maps it to std::atomic<int>, of the same layout.
 #include "gloo/c_headers.h"
+
 extern "C" {
 #include "base/status.h"
 #include "core/backend.h"
@@ -204,6 +205,33 @@ TEST(OpKinds, UnlistedKindIsUnsupportedAtValidation) {
       << dlpg_last_error();
   EXPECT_EQ(w, nullptr);
   EXPECT_EQ(g_issued, 0);
+  dlpg_group_destroy(g);
+  dlpg_store_close(store);
+}
+
+// A send or receive to this rank itself outside a batch is refused by validation (its match
+// can only come later from this thread); inside dlpg_group_start/end it is valid.
+TEST(OpKinds, SelfTransferOutsideBatchRefusedAtValidation) {
+  dlpg_store_t *store = nullptr;
+  ASSERT_EQ(dlpg_store_open("tcp://127.0.0.1:0?serve=1", 30, &store), DLPG_OK) << dlpg_last_error();
+  dlpg_group_t *g = nullptr;
+  ASSERT_EQ(dlpg_group_create(store, 0, 2, nullptr, &g), DLPG_OK) << dlpg_last_error();
+  Tensor t(kDLCPU);
+  std::string msg;
+  EXPECT_EQ(Build(g, DLPG__OP_SEND, &t.t, nullptr, 0, &msg), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(msg, "dlpg_send: peer is 0, this rank itself: a send to self must be issued inside "
+                 "a dlpg_group_start/end batch together with its matching receive");
+  EXPECT_EQ(Build(g, DLPG__OP_RECV, &t.t, nullptr, 0, &msg), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(msg, "dlpg_recv: peer is 0, this rank itself: a receive to self must be issued "
+                 "inside a dlpg_group_start/end batch together with its matching send");
+  // The other peer is fine outside a batch; this rank itself is fine inside one.
+  EXPECT_EQ(Build(g, DLPG__OP_SEND, &t.t, nullptr, 1, &msg), DLPG_OK) << msg;
+  ASSERT_EQ(dlpg_group_start(g), DLPG_OK);
+  EXPECT_EQ(dlpg__batch_depth(), 1);
+  EXPECT_EQ(Build(g, DLPG__OP_SEND, &t.t, nullptr, 0, &msg), DLPG_OK) << msg;
+  EXPECT_EQ(Build(g, DLPG__OP_RECV, &t.t, nullptr, 0, &msg), DLPG_OK) << msg;
+  EXPECT_EQ(dlpg_group_end(g), DLPG_OK) << dlpg_last_error();
+  EXPECT_EQ(dlpg__batch_depth(), 0);
   dlpg_group_destroy(g);
   dlpg_store_close(store);
 }
