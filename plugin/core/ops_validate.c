@@ -245,6 +245,9 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
                    g->size, g->size);
     DLPG_ARG_CHECK(a->tag >= 0, "%s: tag is %d (must be >= 0)", fn, a->tag);
   }
+  /* A reduce op outside the enum is a bad argument whatever the backend; a valid one the
+   * backend cannot apply to this dtype is its check's to refuse, once per operation, here
+   * (a backend's issue path need not judge the pair again). */
   if (k->reduces && ((int)a->rop < (int)DLPG_SUM || (int)a->rop > (int)DLPG_BXOR))
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
                        "%s: op is %d, not a dlpg_reduce_op_t (DLPG_SUM..DLPG_BXOR = 0..7)", fn,

@@ -8,11 +8,14 @@
 // core/group.h (through ops_impl.h) uses C11 atomic_int, which C++ cannot name: the Gloo
 // island's C header maps it to std::atomic<int>, of the same layout.
 #include "gloo/c_headers.h"
+#include "gloo/reduce_fns.h"
 
 extern "C" {
 #include "base/status.h"
 #include "core/backend.h"
 #include "core/ops_impl.h"
+#include "gloo/gloo.h"
+#include "shm/shm.h"
 }
 
 namespace {
@@ -234,6 +237,31 @@ TEST(OpKinds, SelfTransferOutsideBatchRefusedAtValidation) {
   EXPECT_EQ(dlpg__batch_depth(), 0);
   dlpg_group_destroy(g);
   dlpg_store_close(store);
+}
+
+// The dtype/reduce-op pair is judged once, at validation, by the serving backend's check;
+// the CPU issue paths then trust it. That holds only if (1) shm's check (the first CPU line,
+// whose rules answer before a group chose its line) and Gloo's agree on every pair, since a
+// group may run on either, and (2) every pair Gloo's check accepts has a reduce function
+// (and, for avg, a division), so its issue path never meets a pair it cannot run.
+TEST(OpKinds, CpuReduceRulesAgreeWithWhatRuns) {
+  int accepted = 0;
+  for (int dt = 0; dt < DLPG__DT_COUNT; dt++)
+    for (int op = DLPG_SUM; op <= DLPG_BXOR; op++) {
+      auto d = static_cast<dlpg__dtype_t>(dt);
+      auto o = static_cast<dlpg_reduce_op_t>(op);
+      SCOPED_TRACE(std::string(dlpg__dtype_name(d)) + " " + dlpg__reduce_op_name(o));
+      dlpg_status_t gloo = dlpg__gloo_check_reduce("f", d, o);
+      dlpg_status_t shm = dlpg__shm_check_reduce("f", d, o);
+      EXPECT_EQ(gloo, shm);
+      if (gloo != DLPG_OK) continue;
+      accepted++;
+      EXPECT_NE(dlpg_gloo::reduce_fn(d, o), nullptr);
+      if (o == DLPG_AVG) {
+        EXPECT_TRUE(dlpg_gloo::divide_elements(d, nullptr, 0, 2));
+      }
+    }
+  EXPECT_GT(accepted, 0);
 }
 
 }  // namespace
