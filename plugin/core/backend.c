@@ -54,7 +54,11 @@ static void dlpg__table_settings_register(const dlpg__backend_vtbl_t *vt) {
 int dlpg__backend_register(const dlpg__backend_entry_t *e) {
   pthread_mutex_lock(&dlpg__slots_mu);
   int slot = dlpg__nentries;
-  if (slot < DLPG__BACKEND_MAX && e && (!e->builtin || dlpg__table_known(e->builtin))) {
+  /* A built-in table is compiled with this kinds table: it lists its kinds (0 is left to
+   * modules built when it meant every kind, backend_abi.h). */
+  int no_kinds = e && e->builtin && e->builtin->kinds == 0;
+  if (slot < DLPG__BACKEND_MAX && e && !no_kinds &&
+      (!e->builtin || dlpg__table_known(e->builtin))) {
     dlpg__entries[slot] = e;
     __atomic_store_n(&dlpg__nentries, slot + 1, __ATOMIC_RELEASE);
   } else {
@@ -65,7 +69,8 @@ int dlpg__backend_register(const dlpg__backend_entry_t *e) {
   if (slot < 0)
     DLPG_WARN(INIT, -1, "backend %s not registered: %s", e && e->name ? e->name : "(null)",
               dlpg__nentries >= DLPG__BACKEND_MAX ? "DLPG__BACKEND_MAX backends are registered"
-                                                  : "its table is of another ABI version");
+              : no_kinds ? "its table lists no operation kinds (kinds is 0)"
+                         : "its table is of another ABI version");
   return slot;
 }
 

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "dlpg/dlpg.h"
+#include "core/op_kinds.h" /* dlpg__op_kind_t and the kinds masks, from the kinds table */
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,11 +70,6 @@ typedef struct dlpg__tensor {
 /* Most devices one rank may drive in one call. */
 #define DLPG__MAX_LOCAL_DEVICES 16
 
-typedef enum dlpg__op_kind {
-  DLPG__OP_ALLREDUCE, DLPG__OP_BROADCAST, DLPG__OP_REDUCE, DLPG__OP_ALLGATHER,
-  DLPG__OP_REDUCE_SCATTER, DLPG__OP_ALLTOALL, DLPG__OP_SEND, DLPG__OP_RECV, DLPG__OP_BARRIER,
-  DLPG__OP_COUNT
-} dlpg__op_kind_t;
 
 /* A group as a backend sees it. Filled once when the group is made; lives as long as the
  * group, which outlives every state a backend made for it. */
@@ -208,8 +204,13 @@ typedef struct dlpg__backend_vtbl {
    * rank published the same string. Its state_create still confirms it: DLPG_ERR_UNSUPPORTED
    * there (on every rank alike) makes core fall back to the next line. */
   dlpg_status_t (*locality)(char *out, size_t cap);
-  /* DLPG__KIND_BIT mask of the operations it serves; 0: every kind. An operation of a kind
-   * it does not serve goes to the next line serving its device. */
+  /* DLPG__KIND_BIT mask of the operations it serves (core/op_kinds.h), listed one by one
+   * (or DLPG__KINDS_ALL for a backend implementing every kind of the table it was built
+   * with). An operation of a kind it leaves out goes to the next line serving its device;
+   * with none, validation refuses it (DLPG_ERR_UNSUPPORTED naming the backend and the
+   * kind). 0, from a module built when 0 meant "every kind", means the nine kinds of ABI
+   * v1's first table (DLPG__KINDS_V1), never a kind added after it: read it with
+   * dlpg__vtbl_kinds. A built-in table must not say 0. */
   unsigned kinds;
   /* ---- appended in the same version: NULL (or beyond struct_size) when it has none. ----
    * Sends and receives decided per pair, for a line with a locality: they get a state of
@@ -254,8 +255,15 @@ typedef struct dlpg__backend_vtbl {
 #define dlpg__vtbl_has(vt, f)                                                              \
   ((vt)->struct_size >= offsetof(dlpg__backend_vtbl_t, f) + sizeof((vt)->f) && (vt)->f)
 
-/* Bit of an operation kind in a kinds mask. */
-#define DLPG__KIND_BIT(kind) (1u << (unsigned)(kind))
+/* The kinds vt serves, as core reads them: its list, less any kind this table does not know
+ * (a module built from a later table), and 0 read as ABI v1's nine (see kinds above). */
+static inline unsigned dlpg__vtbl_kinds(const dlpg__backend_vtbl_t *vt) {
+  return vt->kinds ? vt->kinds & DLPG__KINDS_ALL : DLPG__KINDS_V1;
+}
+/* Whether vt serves kind. */
+static inline int dlpg__vtbl_serves(const dlpg__backend_vtbl_t *vt, dlpg__op_kind_t kind) {
+  return (unsigned)kind < DLPG__OP_COUNT && (dlpg__vtbl_kinds(vt) & DLPG__KIND_BIT(kind)) != 0;
+}
 
 /* Core's services for a module, which links neither core nor its state: one copy of the
  * last error, the log configuration and the parameter cache exists, in libdlpg.so. */

@@ -55,7 +55,7 @@ static const dlpg__backend_vtbl_t *dlpg__candidate(int slot, int i) {
   if (!dlpg__lines_overlap(slot, i)) return NULL;
   const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(i), *first = dlpg__backend_loaded(slot);
   if (!vt || !first || vt->on_worker != first->on_worker) return NULL;
-  if (vt->kinds && !(vt->kinds & DLPG__KIND_BIT(DLPG__OP_ALLREDUCE))) return NULL;
+  if (!dlpg__vtbl_serves(vt, DLPG__OP_ALLREDUCE)) return NULL;
   return vt;
 }
 
@@ -94,14 +94,14 @@ void dlpg__backend_where_publish(struct dlpg_group *g) {
 
 int dlpg__backend_for_kind(int slot, dlpg__op_kind_t kind) {
   const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(slot);
-  if (!vt || !vt->kinds || (vt->kinds & DLPG__KIND_BIT(kind))) return slot;
+  if (!vt || dlpg__vtbl_serves(vt, kind)) return slot;
   int n = dlpg__backend_count();
   for (int i = slot + 1; i < n; i++) {
     const dlpg__backend_vtbl_t *o = dlpg__backend_loaded(i);
-    if (o && dlpg__lines_overlap(slot, i) && (!o->kinds || (o->kinds & DLPG__KIND_BIT(kind))))
+    if (o && dlpg__lines_overlap(slot, i) && dlpg__vtbl_serves(o, kind))
       return i;
   }
-  return slot; /* nobody else: slot's own check refuses it */
+  return slot; /* nobody else: validation refuses it, naming slot's backend */
 }
 
 /* The forced name (DLPG_CPU_BACKEND) for slot's devices, or NULL when the rule decides. */
@@ -119,7 +119,7 @@ int dlpg__backend_p2p_line(int slot) {
   for (int i = 0; i < n; i++) {
     const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(i);
     if (vt && dlpg__lines_overlap(slot, i) && strcmp(vt->name, forced) == 0 &&
-        (!vt->kinds || (vt->kinds & DLPG__KIND_BIT(DLPG__OP_SEND))))
+        dlpg__vtbl_serves(vt, DLPG__OP_SEND))
       return i;
   }
   return slot; /* an unknown name: the collectives' choice reports it */

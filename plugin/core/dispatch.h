@@ -12,6 +12,10 @@ extern "C" {
 
 struct dlpg_group;
 
+/* How deep the calling thread is in dlpg_group_start/end batches (0: outside any). Read by
+ * validation: a send or receive to this rank itself is matched only inside a batch. */
+int dlpg__batch_depth(void);
+
 /* Issue a heap-allocated op built by dlpg__op_build (takes ownership). work == NULL: a CPU
  * operation is waited for (the group's timeout) and its status returned; a CUDA one
  * returns once enqueued. Inside dlpg_group_start/end the op is only queued on the thread's

@@ -1,7 +1,7 @@
 /* The names core and the backends print, and the dtype table behind them: dtypes (with
- * their DLPack code, bits and size), devices, reduce ops and operations. Pure functions of
- * their argument, below everything that prints them (the backend table, validation, the
- * flight recorder, the backends' own messages). */
+ * their DLPack code, bits and size), devices and reduce ops (operations' names come from
+ * their table, op_kind.c). Pure functions of their argument, below everything that prints
+ * them (the backend table, validation, the flight recorder, the backends' own messages). */
 #include <stdio.h>
 
 #include "core/op.h"
@@ -81,18 +81,4 @@ const char *dlpg__reduce_op_name(dlpg_reduce_op_t op) {
   static _Thread_local char buf[32];
   snprintf(buf, sizeof buf, "op(%d)", (int)op);
   return buf;
-}
-
-/* ------------------------------------------------------------------ operations */
-
-const char *dlpg__op_name(dlpg__op_kind_t kind) {
-  static const char *names[DLPG__OP_COUNT] = {
-      [DLPG__OP_ALLREDUCE] = "dlpg_allreduce", [DLPG__OP_BROADCAST] = "dlpg_broadcast",
-      [DLPG__OP_REDUCE] = "dlpg_reduce",       [DLPG__OP_ALLGATHER] = "dlpg_allgather",
-      [DLPG__OP_REDUCE_SCATTER] = "dlpg_reduce_scatter",
-      [DLPG__OP_ALLTOALL] = "dlpg_alltoall",   [DLPG__OP_SEND] = "dlpg_send",
-      [DLPG__OP_RECV] = "dlpg_recv",           [DLPG__OP_BARRIER] = "dlpg_barrier",
-  };
-  if ((int)kind < 0 || kind >= DLPG__OP_COUNT) return "dlpg_operation";
-  return names[kind];
 }

@@ -7,12 +7,11 @@
 
 #include "core/backend_abi.h"
 #include "core/names.h"
+#include "core/op_kind.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-const char *dlpg__op_name(dlpg__op_kind_t kind); /* "dlpg_allreduce", ... */
 
 typedef struct dlpg__op {
   union {

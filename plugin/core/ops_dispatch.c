@@ -42,6 +42,8 @@ static void dlpg__batch_free(void *p) {
 }
 static void dlpg__batch_key_init(void) { pthread_key_create(&dlpg__batch_key, dlpg__batch_free); }
 
+int dlpg__batch_depth(void) { return dlpg__tls_batch.depth; }
+
 /* Fail every work of ops that the backend did not take, with the current message. */
 static void dlpg__fail_unclaimed(dlpg__op_t *const *ops, int n, dlpg_status_t st) {
   dlpg__saved_error_t se;
@@ -105,7 +107,10 @@ static dlpg_status_t dlpg__finish_internal(struct dlpg_work *w, int wait) {
 
 dlpg_status_t dlpg__op_refused(struct dlpg_group *g, dlpg__op_kind_t kind, int peer,
                                dlpg_status_t st) {
-  if (g && (st == DLPG_ERR_INVALID_ARGUMENT || st == DLPG_ERR_UNSUPPORTED)) {
+  /* A transfer with this rank itself blocks nobody else. */
+  const dlpg__op_kind_info_t *k = dlpg__op_kind_info(kind);
+  int self = k && k->p2p && g && peer == g->rank;
+  if (g && !self && (st == DLPG_ERR_INVALID_ARGUMENT || st == DLPG_ERR_UNSUPPORTED)) {
     dlpg__saved_error_t se;
     dlpg__error_save(&se);
     dlpg__observe_rejected(g, kind, peer, se.msg);
@@ -133,18 +138,8 @@ dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
     free(op);
     return dlpg__error(DLPG_ERR_INTERNAL, "dlpg: an operation reached dispatch unvalidated");
   }
+  /* Validation refused a send or receive to self outside a batch (dlpg__batch_depth). */
   dlpg__batch_t *b = &dlpg__tls_batch;
-  if ((op->kind == DLPG__OP_SEND || op->kind == DLPG__OP_RECV) &&
-      op->peer == op->group->rank && b->depth == 0) {
-    /* Its match can only come from this thread, later: only a batch pairs them (NCCL). */
-    int send = op->kind == DLPG__OP_SEND, self = op->group->rank;
-    free(op);
-    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
-                       "%s: peer is %d, this rank itself: a %s to self must be issued inside a "
-                       "dlpg_group_start/end batch together with its matching %s",
-                       send ? "dlpg_send" : "dlpg_recv", self,
-                       send ? "send" : "receive", send ? "receive" : "send");
-  }
   if (work || be->on_worker) {
     st = dlpg__work_new(op->group, &w);
     if (st != DLPG_OK) {
@@ -217,7 +212,7 @@ dlpg_status_t dlpg__backend_p2p_pass(dlpg__be_op_t *view, const char *why) {
   for (int i = from + 1; i < dlpg__backend_count() && next < 0; i++) {
     const dlpg__backend_vtbl_t *o = dlpg__backend_loaded(i);
     const dlpg__backend_entry_t *ef = dlpg__backend_entry(from), *ei = dlpg__backend_entry(i);
-    if (o && (ef->devices & ei->devices) && (!o->kinds || (o->kinds & DLPG__KIND_BIT(op->kind))))
+    if (o && (ef->devices & ei->devices) && dlpg__vtbl_serves(o, op->kind))
       next = i;
   }
   const char *fn = dlpg__op_name(op->kind);

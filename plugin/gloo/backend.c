@@ -131,4 +131,10 @@ const dlpg__backend_vtbl_t dlpg__gloo_backend = {
     .params = (const dlpg__be_param_t *)(const void *)dlpg__gloo_params,
     .nparams = DLPG__GLOO_PARAM_COUNT,
     .log_subsys = "GLOO",
+    /* Every kind: collectives and barriers on the mesh, sends and receives pairwise. */
+    .kinds = DLPG__KIND_BIT(DLPG__OP_ALLREDUCE) | DLPG__KIND_BIT(DLPG__OP_BROADCAST) |
+             DLPG__KIND_BIT(DLPG__OP_REDUCE) | DLPG__KIND_BIT(DLPG__OP_ALLGATHER) |
+             DLPG__KIND_BIT(DLPG__OP_REDUCE_SCATTER) | DLPG__KIND_BIT(DLPG__OP_ALLTOALL) |
+             DLPG__KIND_BIT(DLPG__OP_BARRIER) | DLPG__KIND_BIT(DLPG__OP_SEND) |
+             DLPG__KIND_BIT(DLPG__OP_RECV),
 };

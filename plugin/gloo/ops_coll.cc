@@ -25,7 +25,7 @@ namespace {
 // In-place allreduce of numel elements at ptr (dtype of t).
 void allreduce_buffer(dlpg__gloo_ctx_t *ctx, const dlpg__op_t &op, void *ptr, size_t numel,
                       uint32_t tag) {
-  ReduceFn fn = checked_reduce_fn(op);
+  ReduceFn fn = op_reduce_fn(op);
   with_elem_type(dlpg__dtype_size(op.in[0].dtype), [&](auto e) {
     using T = typename decltype(e)::type;
     ::gloo::AllreduceOptions opts(ctx->gloo);
@@ -64,7 +64,7 @@ void do_broadcast(dlpg__gloo_ctx_t *ctx, const dlpg__op_t &op, uint32_t tag) {
 }
 
 void do_reduce(dlpg__gloo_ctx_t *ctx, const dlpg__op_t &op, uint32_t tag) {
-  ReduceFn fn = checked_reduce_fn(op);
+  ReduceFn fn = op_reduce_fn(op);
   const size_t numel = static_cast<size_t>(op.in[0].numel);
   const bool root = ctx->rank == op.root;
   // Gloo uses every rank's output as its accumulator; a non-root rank reduces into scratch
@@ -119,7 +119,7 @@ void do_reduce_scatter(dlpg__gloo_ctx_t *ctx, const dlpg__op_t &op, uint32_t tag
     allreduce_buffer(ctx, sum, scratch.data(), static_cast<size_t>(op.in[0].numel), tag);
     memcpy(op.out[0].ptr, scratch.data() + block * r, block);
   } else {
-    ReduceFn fn = checked_reduce_fn(sum);
+    ReduceFn fn = op_reduce_fn(sum);
     std::vector<char> acc(op.in[0].nbytes), tmp(block);
     memcpy(acc.data(), op.in[0].ptr, op.in[0].nbytes);
     auto sendbuf = ctx->gloo->createUnboundBuffer(acc.data(), acc.size());

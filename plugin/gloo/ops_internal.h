@@ -32,12 +32,14 @@ void with_elem_type(size_t esize, F &&f) {
   }
 }
 
-// op's reduce function for its input dtype and reduce op; throws UNSUPPORTED naming both
-// when Gloo does not serve the pair. Shared by the Gloo algorithms and the small path.
-ReduceFn checked_reduce_fn(const dlpg__op_t &op);
+// op's reduce function for its input dtype and reduce op. The pair was judged once, at
+// validation, by the backend's check (backend.c), whose every accepted pair has a function
+// (tests/unit pins that); a missing one is a bug: INTERNAL. Shared by the Gloo algorithms
+// and the small path.
+ReduceFn op_reduce_fn(const dlpg__op_t &op);
 
-// The AVG step: divide numel elements at ptr (dtype of t) by size; throws UNSUPPORTED when
-// the dtype cannot be averaged.
+// The AVG step: divide numel elements at ptr (dtype of t) by size; the check accepts avg
+// only on dtypes that divide, so a dtype that cannot is a bug: INTERNAL.
 void average(const dlpg__tensor_t &t, void *ptr, size_t numel, int size);
 
 // Run one collective (every kind but SEND and RECV). Throws on failure; a mismatch with

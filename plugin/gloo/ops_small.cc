@@ -41,7 +41,7 @@ void post_first_recvs(dlpg__gloo_ctx_t *ctx, uint32_t tag) {
 // out = payload(0)[off..] op payload(1)[off..] op ... for numel elements, in rank order.
 void reduce_ranks(dlpg__gloo_ctx_t *ctx, const dlpg__op_t &op, void *out, size_t off,
                   size_t nbytes, size_t numel) {
-  ReduceFn fn = checked_reduce_fn(op);
+  ReduceFn fn = op_reduce_fn(op);
   memcpy(out, first_payload(ctx, 0) + off, nbytes);
   for (int r = 1; r < ctx->size; r++) fn(out, out, first_payload(ctx, r) + off, numel);
   if (op.rop == DLPG_AVG) average(op.in[0], out, numel, ctx->size);

@@ -55,6 +55,11 @@ static const dlpg__backend_vtbl_t dlpg__nccl_backend = {
     .params = dlpg__nccl_params,
     .nparams = DLPG__NCCL_NPARAMS,
     .log_subsys = "NCCL",
+    /* What dlpg__enqueue (issue.c) maps to NCCL calls; barriers run on host memory. */
+    .kinds = DLPG__KIND_BIT(DLPG__OP_ALLREDUCE) | DLPG__KIND_BIT(DLPG__OP_BROADCAST) |
+             DLPG__KIND_BIT(DLPG__OP_REDUCE) | DLPG__KIND_BIT(DLPG__OP_ALLGATHER) |
+             DLPG__KIND_BIT(DLPG__OP_REDUCE_SCATTER) | DLPG__KIND_BIT(DLPG__OP_ALLTOALL) |
+             DLPG__KIND_BIT(DLPG__OP_SEND) | DLPG__KIND_BIT(DLPG__OP_RECV),
 };
 
 /* A message through a host whose verror is known to lie inside its struct_size, before the

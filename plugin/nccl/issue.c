@@ -93,6 +93,9 @@ static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__be_op_t *op, dlpg
         r = ncclRecv(in->ptr, in->nbytes, ncclUint8, dlpg__nccl_peer_rank(c, op, i), comm, s);
         break;
       default:
+        /* Unreachable: the table's kinds list only the cases above, and validation refuses
+         * any other kind (naming this backend) before issue. Kept against a caller that
+         * skips validation. */
         return dlpg__error(DLPG_ERR_INTERNAL, "%s: operation kind %d is not an NCCL operation",
                            fn, (int)op->kind);
     }
@@ -107,6 +110,8 @@ static dlpg_status_t dlpg__precheck(const char *fn, const dlpg__be_op_t *op) {
     return dlpg__error(DLPG_ERR_INTERNAL, "%s: op without group", fn);
   if (!op->state)
     return dlpg__error(DLPG_ERR_INTERNAL, "%s: group has no NCCL state", fn);
+  /* Never true after validation (the table's kinds leave barriers out): a caller that
+   * skipped it. */
   if (op->kind == DLPG__OP_BARRIER)
     return dlpg__error(DLPG_ERR_INTERNAL, "%s: not an NCCL operation (kind %d)", fn,
                        (int)op->kind);
