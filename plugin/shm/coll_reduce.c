@@ -39,7 +39,7 @@ dlpg_status_t dlpg__shm_check_reduce(const char *fn, dlpg__dtype_t dt, dlpg_redu
 static dlpg_status_t dlpg__shm_start_reduce(dlpg__shm_t *sh, const char *fn, dlpg__op_kind_t kind,
                                             size_t count, dlpg__dtype_t dt, dlpg_reduce_op_t op,
                                             int root, dlpg__shm_reducer_t *rd) {
-  DLPG_CHECK(dlpg__shm_check_reduce(fn, dt, op));
+  /* The pair was judged once, at validation (this backend's check, backend.c). */
   dlpg__shm_reducer(dt, op, rd);
   DLPG_ARG_CHECK(root >= 0 && root < dlpg__shm_steps(sh)->size,
                  "%s: root %d is out of range (size %d)", fn, root, dlpg__shm_steps(sh)->size);
@@ -96,7 +96,6 @@ static dlpg_status_t dlpg__shm_reduce_any(dlpg__shm_t *sh, const char *fn, dlpg_
   dlpg__shm_call_t c = {kind, in, out, count, dt, op, root < 0 ? 0 : root};
   size_t bytes = 0;
   if (dlpg__shm_one_step(sh, &c, &bytes)) {
-    DLPG_CHECK(dlpg__shm_check_reduce(fn, dt, op));
     DLPG_ARG_CHECK(count == 0 || (in && (out || (who >= 0 && who != rank))),
                    "%s: rank %d: in or out is NULL for %zu elements", fn, rank, count);
     return dlpg__shm_run_one(sh, &c);
@@ -131,7 +130,6 @@ dlpg_status_t dlpg__shm_reduce_scatter(dlpg__shm_t *sh, const void *in, void *ou
   dlpg__shm_call_t c = {DLPG__OP_REDUCE_SCATTER, in, out, count, dt, op, 0};
   size_t bytes = 0;
   if (dlpg__shm_one_step(sh, &c, &bytes)) {
-    DLPG_CHECK(dlpg__shm_check_reduce(fn, dt, op));
     DLPG_ARG_CHECK(count == 0 || (in && out), "%s: rank %d: in or out is NULL", fn, st->rank);
     return dlpg__shm_run_one(sh, &c);
   }
