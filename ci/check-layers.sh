@@ -35,7 +35,7 @@ fi
 bad=0
 for b in $backends registry xla; do
   if echo "$edges" | grep -q "^core $b "; then
-    echo "ci/check-layers.sh: core includes $b/ (core stands on base and store only; it must reach backends only through core/backend.h)" >&2
+    echo "ci/check-layers.sh: core includes $b/ (core stands on base and store only; it must reach backends only through core/lines/backend.h)" >&2
     grep -rln "#include \"$b/" plugin/core >&2
     bad=1
   fi

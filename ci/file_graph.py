@@ -9,7 +9,7 @@ module's among its own (it links no part of core).
 Headers are nodes of their own. A header holds declarations and types; it depends on the
 headers it includes, never on a source, so an #include is an edge to the header and a use of
 a definition an edge to the source that defines it. (Counted as part of the source of the
-same stem, a header such as core/group.h, whose struct both sides of a call read, would put
+same stem, a header such as core/group/group.h, whose struct both sides of a call read, would put
 every file that reads the struct on a circle with every file its source calls: a circle of
 the merge, not of the code.) A file and its own header therefore never make a circle; two
 headers that include each other, or two sources that use each other's definitions, do.
@@ -61,7 +61,7 @@ def objects(root, objdir):
             if not f.endswith(".o"):
                 continue
             obj = os.path.join(d, f)
-            rel = os.path.relpath(obj, objdir)[:-2]  # plugin/core/group.c
+            rel = os.path.relpath(obj, objdir)[:-2]  # plugin/core/door/group.c
             if rel.startswith("plugin/") and os.path.exists(os.path.join(root, rel)):
                 out.append((obj, rel[len("plugin/"):]))
     return sorted(out)
@@ -383,7 +383,7 @@ def main():
         for inc in INCLUDE_RE.findall(text):
             target = os.path.normpath(os.path.join(os.path.dirname(rel), inc))
             if not os.path.exists(os.path.join(root, "plugin", target)):
-                target = inc  # "core/group.h": relative to plugin/
+                target = inc  # "core/group/group.h": relative to plugin/
             if not os.path.exists(os.path.join(root, "plugin", target)):
                 continue  # dlpg/dlpg.h (the public header), a system or third-party header
             g.add(rel, target, inc=True)

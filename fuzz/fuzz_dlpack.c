@@ -10,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tensor.h"
+#include "core/lines/tensor.h"
 
-/* The registry's device lookup (core/backend.c), which validation asks first. The real one
+/* The registry's device lookup (core/lines/backend.c), which validation asks first. The real one
  * reads plugin/registry/backends.c and comes with the module loader; this target links only
- * core/tensor.c, so the same device sets are given here: CPU and pinned host memory to slot 0
+ * core/lines/tensor.c, so the same device sets are given here: CPU and pinned host memory to slot 0
  * (gloo), CUDA and managed memory to slot 1 (nccl). Which dtypes and reduce ops a backend
- * supports is its own check (core/backend.h), fuzzed with the backends, not here. */
+ * supports is its own check (core/lines/backend.h), fuzzed with the backends, not here. */
 int dlpg__backend_for_device(int device_type) {
   switch (device_type) {
     case kDLCPU: case kDLCUDAHost: return 0;

@@ -5,7 +5,7 @@
  * loads, so the backends are loaded first). */
 #include <stdio.h>
 
-#include "core/backend.h"
+#include "core/lines/backend.h"
 #include "base/params.h"
 #include "dlpg/dlpg.h"
 
@@ -29,7 +29,7 @@ int main(void) {
       printf("  %-6s %s: %s; serves %s\n", e->name, e->builtin ? "built in" : "module loaded",
              be->build_info(), devices);
       /* Where a backend of several for one device serves a group, and what this process
-       * would publish (the per-group choice, DLPG_CPU_BACKEND, core/backend.h). */
+       * would publish (the per-group choice, DLPG_CPU_BACKEND, core/lines/backend.h). */
       char where[512];
       if (be->locality && be->locality(where, sizeof where) == DLPG_OK)
         printf("         collectives of groups whose ranks all run at \"%s\" (this process)\n",

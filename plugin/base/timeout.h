@@ -1,4 +1,4 @@
-/* The one rule for how long a blocking step may take, shared by groups (core/group.c) and
+/* The one rule for how long a blocking step may take, shared by groups (core/door/group.c) and
  * stores (plugin/store): the caller's timeout when positive, else DLPG_TIMEOUT when positive,
  * else DLPG__DEFAULT_TIMEOUT_S; never more than a year. Rejecting a NaN (or an infinite
  * group option) stays with each caller, whose message names its argument. */

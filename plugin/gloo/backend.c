@@ -1,4 +1,4 @@
-/* The Gloo backend's table (core/backend.h): host memory (cpu, cuda_host), one tensor per
+/* The Gloo backend's table (core/lines/backend.h): host memory (cpu, cuda_host), one tensor per
  * call, collectives run on the group's worker thread, sends and receives issued on the
  * caller's thread to pairwise contexts (p2p.h), and the dtype/reduce-op rules of the Gloo path,
  * written once here. */
@@ -6,7 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 
-#include "core/backend.h"
+#include "core/lines/backend.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "gloo/create.h"
@@ -127,7 +127,7 @@ const dlpg__backend_vtbl_t dlpg__gloo_backend = {
     .destroy = dlpg__gloo_destroy,
     .build_info = dlpg__gloo_build_info,
     /* Its variables, in base/params.h's declaration (the ABI's dlpg__be_param_t has the same
-     * layout, asserted in core/backend.c). */
+     * layout, asserted in core/lines/backend.c). */
     .params = (const dlpg__be_param_t *)(const void *)dlpg__gloo_params,
     .nparams = DLPG__GLOO_PARAM_COUNT,
     .log_subsys = "GLOO",

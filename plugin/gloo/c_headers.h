@@ -19,10 +19,10 @@ using atomic_int = std::atomic<int>;
 
 #include "dlpg/dlpg.h"
 #include "base/log.h"
-#include "core/op.h"
+#include "core/group/op.h"
 #include "base/params.h"
 #include "base/status.h"
-#include "core/tensor.h"
+#include "core/lines/tensor.h"
 #include "gloo/gloo.h"
 #include "gloo/params.h"
 #include "store/store.h"

@@ -12,9 +12,9 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
-#include "gloo/c_headers.h"  // before core/rendezvous.h (atomic_int)
+#include "gloo/c_headers.h"  // before core/group/rendezvous.h (atomic_int)
 #include "base/clock.h"
-#include "core/rendezvous.h"
+#include "core/group/rendezvous.h"
 #include "gloo/create.h"
 #include "gloo/ctx.h"
 #include "gloo/errors.h"
@@ -151,7 +151,7 @@ extern "C" dlpg_status_t dlpg__gloo_ctx_create_abortable(dlpg_store_t *store, co
   const double deadline = dlpg__now() + timeout_s;
   char secs[32];
   snprintf(secs, sizeof secs, "%g", timeout_s);
-  // Every key of this creation lives under a scope of its own (core/rendezvous.h), so an
+  // Every key of this creation lives under a scope of its own (core/group/rendezvous.h), so an
   // earlier job's keys under the same group name are never read; the handshake also names
   // a missing rank, a rank claimed twice and differing world sizes.
   char scope[DLPG__RDV_SCOPE_MAX];

@@ -4,7 +4,7 @@
 #define DLPG_GLOO_GLOO_H_
 
 #include "dlpg/dlpg.h"
-#include "core/op.h"
+#include "core/group/op.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -12,7 +12,7 @@
 #define DLPG_GLOO_P2P_H_
 
 #include "dlpg/dlpg.h"
-#include "core/op.h"
+#include "core/group/op.h"
 #include "gloo/gloo.h"
 
 #ifdef __cplusplus

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "base/clock.h"
-#include "core/work.h"
+#include "core/group/work.h"
 #include "gloo/c_headers.h"
 #include "gloo/create.h"
 #include "gloo/ops_internal.h"

@@ -1,6 +1,6 @@
 /* The Gloo backend's own environment variables and log subsystem, declared here rather than
  * in core (base/params.h, base/log.h hold only core's) and handed to core in the backend's
- * table, which core registers with the registry's line (core/backend.c), so dlpg-info
+ * table, which core registers with the registry's line (core/lines/backend.c), so dlpg-info
  * lists them and DLPG_DEBUG_SUBSYS=GLOO selects Gloo's lines. */
 #ifndef DLPG_GLOO_PARAMS_H_
 #define DLPG_GLOO_PARAMS_H_

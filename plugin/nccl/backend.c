@@ -1,4 +1,4 @@
-/* The NCCL backend's table and the module's entry point (core/backend_abi.h). Core loads
+/* The NCCL backend's table and the module's entry point (core/group/backend_abi.h). Core loads
  * libdlpg_nccl.so with dlopen at the first CUDA tensor and calls dlpg_backend_init_v1, the
  * module's only exported symbol; everything else the module needs from core comes through
  * the host table it is handed (kept by host.c). */

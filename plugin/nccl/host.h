@@ -1,5 +1,5 @@
 /* What the NCCL module gets from core, all through the host table core hands its entry
- * point (core/backend_abi.h): host.c keeps the table and defines these, so the module links
+ * point (core/group/backend_abi.h): host.c keeps the table and defines these, so the module links
  * no part of core and keeps no copy of core's state (last error, log configuration,
  * parameter cache). The ground floor's error functions (base/status.h: dlpg__error,
  * dlpg__error_prefix, dlpg__last_error, ...) are defined by host.c the same way, so a message
@@ -8,7 +8,7 @@
 #ifndef DLPG_NCCL_HOST_H_
 #define DLPG_NCCL_HOST_H_
 
-#include "core/backend_abi.h"
+#include "core/group/backend_abi.h"
 
 #ifdef __cplusplus
 extern "C" {

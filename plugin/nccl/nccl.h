@@ -1,10 +1,10 @@
 /* The NCCL path: the module libdlpg_nccl.so, built when CUDA and NCCL are found and loaded
- * by core at the first CUDA tensor (core/backend.h). backend.c puts these in its table. */
+ * by core at the first CUDA tensor (core/lines/backend.h). backend.c puts these in its table. */
 #ifndef DLPG_NCCL_NCCL_H_
 #define DLPG_NCCL_NCCL_H_
 
 #include "dlpg/dlpg.h"
-#include "core/backend_abi.h"
+#include "core/group/backend_abi.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -2,7 +2,7 @@
  * rendezvous and creation (comm_create.c), the dtype/op tables (types.c), the enqueueing of
  * operations (issue.c), the CUDA-event pollers behind work (events.c) and their event pool
  * (event_pool.c), error translation (errors.c). Core is reached only through the host table
- * (host.h) and seen only through the views of core/backend_abi.h; the module's settings are
+ * (host.h) and seen only through the views of core/group/backend_abi.h; the module's settings are
  * settings.h's. Calls go one way: backend.c -> issue.c -> comm_create.c, events.c -> comm.c
  * -> event_pool.c -> errors.c -> host.c. */
 #ifndef DLPG_NCCL_NCCL_INTERNAL_H_
@@ -15,7 +15,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
-#include "core/backend_abi.h"
+#include "core/group/backend_abi.h"
 #include "nccl/host.h"
 #include "nccl/nccl.h"
 #include "nccl/settings.h"

@@ -8,7 +8,7 @@
 #define DLPG_NCCL_RULES_H_
 
 #include "dlpg/dlpg.h"
-#include "core/backend_abi.h"
+#include "core/group/backend_abi.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -3,7 +3,7 @@
 #ifndef DLPG_NCCL_SETTINGS_H_
 #define DLPG_NCCL_SETTINGS_H_
 
-#include "core/backend_abi.h"
+#include "core/group/backend_abi.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,12 +1,12 @@
-/* The one list of backends, handed to core when the library loads (core/backend.h). Adding
- * a backend: its folder under plugin/, implementing dlpg__backend_vtbl_t (core/backend_abi.h),
+/* The one list of backends, handed to core when the library loads (core/lines/backend.h). Adding
+ * a backend: its folder under plugin/, implementing dlpg__backend_vtbl_t (core/group/backend_abi.h),
  * and one line here. Order matters only for a device two backends claim: validation hands
- * out the first, and each group chooses among them in this order (core/backend.h). Core
+ * out the first, and each group chooses among them in this order (core/lines/backend.h). Core
  * never names anything here: this file reaches core (dlpg__backend_register) and the
  * built-in tables, not the other way round. */
 #include <dlpack/dlpack.h>
 
-#include "core/backend.h"
+#include "core/lines/backend.h"
 #include "gloo/gloo.h"
 #include "shm/backend.h"
 

@@ -1,4 +1,4 @@
-/* The shared-memory backend's table (core/backend_abi.h): host memory (cpu, cuda_host) of
+/* The shared-memory backend's table (core/group/backend_abi.h): host memory (cpu, cuda_host) of
  * groups whose ranks all run on one host, one tensor per call, collectives on the group's
  * worker thread (the engine takes one operation at a time per handle, and the worker runs a
  * blocking call inline on the caller's thread when nothing is queued before it). Sends and
@@ -13,8 +13,8 @@
 
 #include "base/log.h"
 #include "base/status.h"
-#include "core/backend_abi.h"
-#include "core/op.h"
+#include "core/group/backend_abi.h"
+#include "core/group/op.h"
 #include "shm/backend.h"
 #include "shm/backend_p2p.h"
 #include "shm/params.h"

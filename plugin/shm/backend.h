@@ -2,7 +2,7 @@
 #ifndef DLPG_SHM_BACKEND_H_
 #define DLPG_SHM_BACKEND_H_
 
-#include "core/backend_abi.h"
+#include "core/group/backend_abi.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -25,7 +25,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
-#include "core/tensor.h"
+#include "core/lines/tensor.h"
 #include "shm/pair_seg.h"
 
 #define DLPG__PAIR_SLICE_S 0.1

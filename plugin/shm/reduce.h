@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/tensor.h"
+#include "core/lines/tensor.h"
 #include "dlpg/dlpg.h"
 
 /* dst = a op b, for n elements (dst, a, b distinct). */

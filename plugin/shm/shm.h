@@ -1,7 +1,7 @@
 /* The shared-memory engine for ranks of one host: a segment every rank of a group maps,
  * and collectives on raw host buffers through it (sends and receives have segments of
  * their own per pair: pair.h). It is the engine of
- * the CPU backend for one-host groups; the backend's table (core/backend.h) is a thin
+ * the CPU backend for one-host groups; the backend's table (core/lines/backend.h) is a thin
  * adapter over these functions. It knows only the ground floor (base/) and the store's
  * public API, so it can be tested on its own.
  *
@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/tensor.h"
+#include "core/lines/tensor.h"
 #include "dlpg/dlpg.h"
 
 #ifdef __cplusplus

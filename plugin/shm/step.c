@@ -8,8 +8,8 @@
 #include <stdio.h>
 
 #include "base/status.h"
-#include "core/op.h"
-#include "core/tensor.h"
+#include "core/group/op.h"
+#include "core/lines/tensor.h"
 #include "shm/seg.h"
 
 _Static_assert(offsetof(struct dlpg__shm, st) == 0, "dlpg__shm_steps casts the handle");

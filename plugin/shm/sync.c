@@ -21,7 +21,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
-#include "core/op.h"
+#include "core/group/op.h"
 #include "shm/seg.h"
 
 #define DLPG__SHM_SLICE_S 0.1

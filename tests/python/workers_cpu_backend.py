@@ -9,7 +9,7 @@ import os
 import re
 import traceback
 
-# The choice's INFO line (core/backend_choice.c): collectives on <devices> tensors run on
+# The choice's INFO line (core/lines/backend_choice.c): collectives on <devices> tensors run on
 # <backend> (<why>).
 CHOICE = re.compile(r"collectives on ([a-z_, ]+) tensors run on ([a-z0-9_]+) \((.*)\)")
 

@@ -8,7 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-#include "core/backend_abi.h"
+#include "core/group/backend_abi.h"
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
 

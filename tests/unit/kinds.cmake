@@ -1,4 +1,4 @@
-# The operation-kind table (plugin/core/op_kinds.h): the names and facts generated from it,
+# The operation-kind table (plugin/core/group/op_kinds.h): the names and facts generated from it,
 # the kinds a backend table lists (a module's 0 read as ABI v1's nine), validation refusing a
 # kind the serving backend does not list, the self-send rule at validation, and the CPU
 # backends' reduce rules agreeing with what their issue paths can run (the pair is judged

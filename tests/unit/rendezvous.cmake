@@ -1,4 +1,4 @@
-# White-box tests of the scoped rendezvous (plugin/core/rendezvous.c) and of the Gloo
+# White-box tests of the scoped rendezvous (plugin/core/group/rendezvous.c) and of the Gloo
 # context's creation over it: stale keys of earlier jobs, keys removed, ranks named.
 dlpg_add_gtest(test_rendezvous TIMEOUT 120 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_rendezvous.cc
   LIBS dlpg_obj)

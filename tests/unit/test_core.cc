@@ -23,11 +23,11 @@ using atomic_int = std::atomic<int>;
 #define _STDATOMIC_H 1
 #include "../conformance/time_scale.h"
 extern "C" {
-#include "core/backend.h"
-#include "core/group.h"
+#include "core/lines/backend.h"
+#include "core/group/group.h"
 #include "base/status.h"
-#include "core/tensor.h"
-#include "core/work.h"
+#include "core/lines/tensor.h"
+#include "core/group/work.h"
 #include "gloo/gloo.h"
 #include "nccl/rules.h"
 }

@@ -5,15 +5,15 @@
 #include <cstring>
 #include <string>
 
-// core/group.h (through ops_impl.h) uses C11 atomic_int, which C++ cannot name: the Gloo
+// core/group/group.h (through ops_impl.h) uses C11 atomic_int, which C++ cannot name: the Gloo
 // island's C header maps it to std::atomic<int>, of the same layout.
 #include "gloo/c_headers.h"
 #include "gloo/reduce_fns.h"
 
 extern "C" {
 #include "base/status.h"
-#include "core/backend.h"
-#include "core/ops_impl.h"
+#include "core/lines/backend.h"
+#include "core/door/ops_impl.h"
 #include "gloo/gloo.h"
 #include "shm/shm.h"
 }

@@ -1,4 +1,4 @@
-// White-box tests of the scoped rendezvous (plugin/core/rendezvous.c) and of the Gloo
+// White-box tests of the scoped rendezvous (plugin/core/group/rendezvous.c) and of the Gloo
 // context's creation over it: a store that outlives many jobs
 // under one group name, keys removed after a creation, a rank claimed twice, world sizes
 // that differ, a missing rank and rank 0 named, and a peer that published its address and
@@ -24,7 +24,7 @@
 #include "../conformance/time_scale.h"
 #include "gloo/c_headers.h"
 #include "base/clock.h"
-#include "core/rendezvous.h"
+#include "core/group/rendezvous.h"
 #include "gloo/ctx.h"
 #include "gloo/p2p.h"
 

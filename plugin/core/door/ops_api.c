@@ -1,0 +1,85 @@
+/* The public operations of dlpg.h: each packs its arguments, validates them at the door
+ * (ops_validate.c) and issues the op (ops_dispatch.c). Nothing else happens here: what the
+ * group's diagnostics learn of the call, the executor tells them (core/group/observer.h). */
+#include <stdlib.h>
+
+#include "core/door/ops_impl.h"
+#include "base/status.h"
+
+/* Validate into a heap op and issue it. The op record is large (every local device's
+ * tensors), so it is built on the heap that the executor will own. */
+static dlpg_status_t dlpg__op_run(const dlpg__op_args_t *a, dlpg_work_t **work) {
+  dlpg__op_t *op = malloc(sizeof *op);
+  if (!op) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", dlpg__op_name(a->kind));
+  dlpg_status_t st = dlpg__op_build(a, op);
+  if (st != DLPG_OK) {
+    free(op);
+    return dlpg__op_refused(a->g, a->kind, a->peer, st);
+  }
+  return dlpg__op_issue(op, work);
+}
+
+dlpg_status_t dlpg_allreduce(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
+                             int ntensors, dlpg_reduce_op_t op, void *const *streams,
+                             dlpg_work_t **work) {
+  dlpg__op_args_t a = {DLPG__OP_ALLREDUCE, g, inputs, outputs, ntensors, op, 0, 0, 0, streams};
+  return dlpg__op_run(&a, work);
+}
+
+dlpg_status_t dlpg_broadcast(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
+                             int ntensors, int root, void *const *streams, dlpg_work_t **work) {
+  dlpg__op_args_t a = {DLPG__OP_BROADCAST, g, inputs, outputs, ntensors, DLPG_SUM, root, 0, 0,
+                       streams};
+  return dlpg__op_run(&a, work);
+}
+
+dlpg_status_t dlpg_reduce(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
+                          int ntensors, dlpg_reduce_op_t op, int root, void *const *streams,
+                          dlpg_work_t **work) {
+  dlpg__op_args_t a = {DLPG__OP_REDUCE, g, inputs, outputs, ntensors, op, root, 0, 0, streams};
+  return dlpg__op_run(&a, work);
+}
+
+dlpg_status_t dlpg_allgather(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
+                             int ntensors, void *const *streams, dlpg_work_t **work) {
+  dlpg__op_args_t a = {DLPG__OP_ALLGATHER, g, inputs, outputs, ntensors, DLPG_SUM, 0, 0, 0,
+                       streams};
+  return dlpg__op_run(&a, work);
+}
+
+dlpg_status_t dlpg_reduce_scatter(dlpg_group_t *g, DLTensor *const *inputs,
+                                  DLTensor *const *outputs, int ntensors, dlpg_reduce_op_t op,
+                                  void *const *streams, dlpg_work_t **work) {
+  dlpg__op_args_t a = {DLPG__OP_REDUCE_SCATTER, g, inputs, outputs, ntensors, op, 0, 0, 0,
+                       streams};
+  return dlpg__op_run(&a, work);
+}
+
+dlpg_status_t dlpg_alltoall(dlpg_group_t *g, DLTensor *input, DLTensor *output, void *stream,
+                            dlpg_work_t **work) {
+  DLTensor *in[1] = {input}, *out[1] = {output};
+  void *streams[1] = {stream};
+  dlpg__op_args_t a = {DLPG__OP_ALLTOALL, g, in, out, 1, DLPG_SUM, 0, 0, 0, streams};
+  return dlpg__op_run(&a, work);
+}
+
+dlpg_status_t dlpg_send(dlpg_group_t *g, DLTensor *tensor, int peer, int tag, void *stream,
+                        dlpg_work_t **work) {
+  DLTensor *in[1] = {tensor};
+  void *streams[1] = {stream};
+  dlpg__op_args_t a = {DLPG__OP_SEND, g, in, NULL, 1, DLPG_SUM, 0, peer, tag, streams};
+  return dlpg__op_run(&a, work);
+}
+
+dlpg_status_t dlpg_recv(dlpg_group_t *g, DLTensor *tensor, int peer, int tag, void *stream,
+                        dlpg_work_t **work) {
+  DLTensor *in[1] = {tensor};
+  void *streams[1] = {stream};
+  dlpg__op_args_t a = {DLPG__OP_RECV, g, in, NULL, 1, DLPG_SUM, 0, peer, tag, streams};
+  return dlpg__op_run(&a, work);
+}
+
+dlpg_status_t dlpg_barrier(dlpg_group_t *g, dlpg_work_t **work) {
+  dlpg__op_args_t a = {DLPG__OP_BARRIER, g, NULL, NULL, 0, DLPG_SUM, 0, 0, 0, NULL};
+  return dlpg__op_run(&a, work);
+}

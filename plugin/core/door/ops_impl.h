@@ -1,0 +1,33 @@
+/* Private to the door: building a validated dlpg__op_t from a public call's arguments
+ * (ops_validate.c); issuing it is the executor's (dispatch.h). */
+#ifndef DLPG_CORE_OPS_IMPL_H_
+#define DLPG_CORE_OPS_IMPL_H_
+
+#include "core/exec/dispatch.h"
+#include "core/group/group.h"
+#include "core/group/op.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The arguments of one public operation, as the caller gave them. */
+typedef struct dlpg__op_args {
+  dlpg__op_kind_t kind;
+  struct dlpg_group *g;
+  DLTensor *const *inputs;
+  DLTensor *const *outputs;
+  int ntensors;
+  dlpg_reduce_op_t rop;
+  int root, peer, tag;
+  void *const *streams;
+} dlpg__op_args_t;
+
+/* Validate a's arguments at the door and fill *op (op->work is left NULL). Every failure
+ * returns a status with a message naming the function, the argument and the values. */
+dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,60 @@
+/* The mechanics of a group's abort (abort.h), and the abort because of a peer's record
+ * (failure_impl.h). They call the worker's queue and the backends' abort, never the failure
+ * records or the watcher thread, so that the watcher, which aborts, and the abort of the
+ * failure layer (failure.c), which wakes the watcher to write its record, both sit above. */
+#include "core/health/abort.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "core/lines/backend.h"
+#include "core/health/failure_impl.h"
+#include "core/health/flight.h"
+#include "core/group/group.h"
+#include "base/log.h"
+#include "core/exec/worker.h"
+
+int dlpg__group_set_aborted(struct dlpg_group *g) {
+  if (atomic_exchange(&g->aborted, 1) != 0) return 0;
+  DLPG_WARN(INIT, g->rank, "group \"%s\" aborted", g->name);
+  return 1;
+}
+
+void dlpg__group_cut(struct dlpg_group *g) {
+  /* Waiters notice the flag within one wait slice. */
+  dlpg__worker_abort(g);
+  pthread_mutex_lock(&g->be_mu);
+  for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++) {
+    const dlpg__backend_vtbl_t *be = g->be_state[i] ? dlpg__backend_loaded(i) : NULL;
+    /* The worker cuts its own backend's run short; a p2p_direct backend's transfers live
+     * in the same state unless they have one of their own (p2p_state_create). */
+    if (be && (!be->on_worker || (be->p2p_direct && !dlpg__vtbl_has(be, p2p_state_create))))
+      be->abort(g->be_state[i]);
+    be = g->p2p_state[i] ? dlpg__backend_loaded(i) : NULL;
+    if (be && dlpg__vtbl_has(be, p2p_abort)) be->p2p_abort(g->p2p_state[i]);
+  }
+  pthread_mutex_unlock(&g->be_mu);
+}
+
+/* The group failed because of rank's record: remember the cause and abort. The peer's record
+ * is the cause, so this rank records nothing (as failure.c's abort would not once the cause
+ * is set); the flight recorder's dump names it. */
+void dlpg__fail_adopt(struct dlpg_group *g, int rank, const char *msg) {
+  struct dlpg__watch *w = g->watch;
+  pthread_mutex_lock(&w->mu);
+  int first = !atomic_load(&w->remote);
+  if (first) {
+    snprintf(w->cause, sizeof w->cause, "group \"%s\" failed on rank %d%s: %s", g->name, rank,
+             rank == g->rank ? " (this rank)" : "", msg);
+    atomic_store(&w->remote, 1);
+  }
+  pthread_mutex_unlock(&w->mu);
+  if (first) DLPG_WARN(COLL, g->rank, "%s; aborting the group", w->cause);
+  if (dlpg__group_set_aborted(g)) {
+    char why[DLPG__ERROR_MAX];
+    dlpg__failure_remote(g, why, sizeof why);
+    dlpg__flight_dump_all(g, why);
+  }
+  dlpg__group_cut(g);
+}

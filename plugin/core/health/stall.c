@@ -1,0 +1,168 @@
+/* Stall warnings (stall.h). The wording follows the timeout headline's: a rank is named as
+ * not having reached the operation only when its own progress record says so; a rank
+ * without a record (never blocked long enough to write one, stopped before it could, cut
+ * off from the store) is named as one whose progress is unknown. Point-to-point sequence
+ * numbers are per rank, so for a send or receive the peer's record is quoted as it is. */
+#include "core/health/stall.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/params.h"
+#include "base/status.h"
+#include "core/health/failure_impl.h"
+#include "core/group/group.h"
+#include "core/lines/tensor.h"
+
+/* The default: a minute, or half the group's timeout when that is shorter. */
+#define DLPG__STALL_DEFAULT_S 60.0
+/* The shortest threshold: a peer that reached the operation publishes its progress after
+ * about 0.2 s of blocking (watch.c), so an earlier look could call it late. */
+#define DLPG__STALL_MIN_S 0.5
+/* Most peers whose records one warning reads (one store round trip each) and names. */
+#define DLPG__STALL_READ_MAX 64
+#define DLPG__STALL_NAME_MAX 16
+
+/* DLPG_STALL_WARN_S parsed once (an unparsable value is reported once, then the default
+ * applies): < 0 unset, else the threshold (0: off). */
+static pthread_once_t dlpg__stall_once = PTHREAD_ONCE_INIT;
+static double dlpg__stall_param = -1;
+
+static void dlpg__stall_load(void) {
+  double v = 0;
+  if (!dlpg__param_double(DLPG__PARAM_STALL_WARN_S, &v)) return;
+  dlpg__stall_param = !(v > 0) ? 0 : v < DLPG__STALL_MIN_S ? DLPG__STALL_MIN_S : v;
+}
+
+double dlpg__stall_after_s(const struct dlpg_group *g) {
+  pthread_once(&dlpg__stall_once, dlpg__stall_load);
+  if (dlpg__stall_param >= 0) return dlpg__stall_param;
+  double half = g->timeout_s / 2;
+  return half < DLPG__STALL_DEFAULT_S ? half : DLPG__STALL_DEFAULT_S;
+}
+
+/* A list of ranks "1, 2, 5" that names at most DLPG__STALL_NAME_MAX, then "and N more". */
+typedef struct dlpg__rank_list {
+  char text[160];
+  size_t len;
+  int n;
+} dlpg__rank_list_t;
+
+static void dlpg__rank_list_add(dlpg__rank_list_t *l, int r) {
+  if (l->n < DLPG__STALL_NAME_MAX && l->len < sizeof l->text)
+    l->len += (size_t)snprintf(l->text + l->len, sizeof l->text - l->len, "%s%d",
+                               l->n ? ", " : "", r);
+  l->n++;
+}
+
+static const char *dlpg__rank_list_str(dlpg__rank_list_t *l) {
+  if (l->n > DLPG__STALL_NAME_MAX && l->len < sizeof l->text)
+    snprintf(l->text + l->len, sizeof l->text - l->len, " and %d more",
+             l->n - DLPG__STALL_NAME_MAX);
+  return l->text;
+}
+
+/* The collective case: which peers' records show coll_seq e->seq not yet started. */
+static void dlpg__stall_coll_note(struct dlpg_group *g, const dlpg__flight_entry_t *e,
+                                  char *buf, size_t cap) {
+  dlpg__rank_list_t behind = {0}, unknown = {0};
+  char detail[256] = "";
+  size_t nd = 0;
+  int read = 0;
+  for (int r = 0; r < g->size; r++) {
+    if (r == g->rank) continue;
+    if (read == DLPG__STALL_READ_MAX) break;
+    read++;
+    char v[128];
+    unsigned long long started = 0;
+    int have = dlpg__fail_read(g, "progress", r, 0, v, sizeof v) &&
+               sscanf(v, "%llu", &started) == 1;
+    if (have && started >= e->seq) continue;
+    if (have) {
+      if (behind.n < 4 && nd < sizeof detail)
+        nd += (size_t)snprintf(detail + nd, sizeof detail - nd, "%srank %d last started coll_seq %llu",
+                               behind.n ? ", " : "", r, started);
+      dlpg__rank_list_add(&behind, r);
+    } else {
+      dlpg__rank_list_add(&unknown, r);
+    }
+  }
+  size_t n = 0;
+  if (behind.n && n < cap)
+    n += (size_t)snprintf(buf + n, cap - n,
+                          "; rank%s %s had not reached coll_seq %" PRIu64
+                          " (progress record%s: %s%s)",
+                          behind.n > 1 ? "s" : "", dlpg__rank_list_str(&behind), e->seq,
+                          behind.n > 1 ? "s" : "", detail, behind.n > 4 ? ", ..." : "");
+  if (unknown.n && n < cap)
+    n += (size_t)snprintf(buf + n, cap - n,
+                          "; rank%s %s published no progress, so whether %s reached coll_seq %"
+                          PRIu64 " is unknown",
+                          unknown.n > 1 ? "s" : "", dlpg__rank_list_str(&unknown),
+                          unknown.n > 1 ? "they" : "it", e->seq);
+  if (!behind.n && !unknown.n && n < cap)
+    n += (size_t)snprintf(buf + n, cap - n,
+                          "; the progress records of %s show coll_seq %" PRIu64 " started",
+                          read < g->size - 1 ? "the ranks read" : "every other rank", e->seq);
+  if (read < g->size - 1 && n < cap)
+    snprintf(buf + n, cap - n, "; the records of %d ranks were not read", g->size - 1 - read);
+}
+
+/* The point-to-point case: the peer's record as it is (its p2p numbers are its own). */
+static void dlpg__stall_p2p_note(struct dlpg_group *g, const dlpg__flight_entry_t *e,
+                                 char *buf, size_t cap) {
+  char v[128];
+  unsigned long long cs = 0, cd = 0, ps = 0, pd = 0;
+  const char *other = e->kind == DLPG__OP_SEND ? "receive" : "send";
+  if (e->peer >= 0 && e->peer < g->size &&
+      dlpg__fail_read(g, "progress", e->peer, 0, v, sizeof v) &&
+      sscanf(v, "%llu %llu %llu %llu", &cs, &cd, &ps, &pd) == 4) {
+    snprintf(buf, cap,
+             "; rank %d's last progress record: coll_seq %llu started, %llu completed; %llu "
+             "point-to-point operations started, %llu completed (whether it posted the "
+             "matching %s is not known from these counts)",
+             e->peer, cs, cd, ps, pd, other);
+  } else {
+    snprintf(buf, cap,
+             "; rank %d published no progress, so whether it posted the matching %s is unknown",
+             e->peer, other);
+  }
+}
+
+void dlpg__stall_check(struct dlpg_group *g, const dlpg__flight_progress_t *p, double blocked_s,
+                       uint64_t *warned) {
+  const dlpg__flight_entry_t *e = &p->oldest;
+  if (!e->id || *warned == e->id) return;
+  double after = dlpg__stall_after_s(g);
+  if (after <= 0 || blocked_s < after) return;
+  /* The watcher's look at the failure record took a while: the operation may be done. */
+  dlpg__flight_entry_t now;
+  if (!dlpg__flight_get(g, e->id, &now) ||
+      (now.state != DLPG__FL_QUEUED && now.state != DLPG__FL_STARTED))
+    return;
+  *warned = e->id;
+  if (!dlpg__log_enabled(DLPG__LOG_WARN, e->p2p ? DLPG__SUB_P2P : DLPG__SUB_COLL)) return;
+  dlpg__saved_error_t se;
+  dlpg__error_save(&se);
+  char what[160], note[640];
+  const char *dt = e->dtype >= 0 ? dlpg__dtype_name((dlpg__dtype_t)e->dtype) : NULL;
+  if (e->p2p)
+    snprintf(what, sizeof what, "%s %s rank %d (p2p_seq %" PRIu64 " on this rank, %s x%" PRId64 ")",
+             dlpg__op_name(e->kind), e->kind == DLPG__OP_SEND ? "to" : "from", e->peer, e->seq,
+             dt ? dt : "-", e->count);
+  else if (dt)
+    snprintf(what, sizeof what, "%s (coll_seq %" PRIu64 ", %s x%" PRId64 ")",
+             dlpg__op_name(e->kind), e->seq, dt, e->count);
+  else
+    snprintf(what, sizeof what, "%s (coll_seq %" PRIu64 ")", dlpg__op_name(e->kind), e->seq);
+  if (e->p2p) dlpg__stall_p2p_note(g, e, note, sizeof note);
+  else dlpg__stall_coll_note(g, e, note, sizeof note);
+  dlpg__error_restore(&se, DLPG_OK);
+  dlpg__log(DLPG__LOG_WARN, e->p2p ? DLPG__SUB_P2P : DLPG__SUB_COLL, g->rank,
+            "group \"%s\": %s still blocked after %.1f s (DLPG_STALL_WARN_S=%g; the group's "
+            "timeout is %g s)%s",
+            g->name, what, blocked_s, after, g->timeout_s, note);
+}

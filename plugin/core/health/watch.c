@@ -1,0 +1,275 @@
+/* The per-group failure watcher (failure.h): one thread per group, started at its first
+ * operation (or failure), stopped at destroy. It writes the records other threads queue
+ * (an abort's, a rejected call's), and while an operation has been blocked for a moment it
+ * publishes this rank's progress and reads the group's failure record, aborting the group
+ * when a peer's appears. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "core/health/failure_impl.h"
+#include "core/health/flight.h"
+#include "core/group/group.h"
+#include "core/group/job.h"
+#include "base/log.h"
+#include "base/status.h"
+#include "core/group/thread.h"
+#include "core/health/stall.h"
+
+/* An operation is "blocked" once nothing completed for this long while it is in flight. */
+#define DLPG__WATCH_BLOCKED_S 0.2
+/* The watcher's blocking read of the failure key (its poll period while blocked); a record
+ * ends the read at once, so a longer read only slows the rejected-call check. After
+ * DLPG__WATCH_LONG_S of blocking the reads lengthen, keeping the store's load from many
+ * ranks waiting in one long operation at about two requests a second each. */
+#define DLPG__WATCH_POLL_S 0.2
+#define DLPG__WATCH_LONG_S 5.0
+#define DLPG__WATCH_LONG_POLL_S 1.0
+/* How often the watcher looks at the group's progress counters: while operations are in
+ * flight, and while none is (an idle group's thread wakes 5 times a second). */
+#define DLPG__WATCH_TICK_S 0.05
+#define DLPG__WATCH_IDLE_TICK_S 0.2
+/* A peer's rejected call turns fatal once this rank stayed blocked in that operation for so
+ * long after seeing it (a rank that fixes its arguments and retries at once is no failure). */
+#define DLPG__WATCH_REJECT_GRACE_S 0.5
+/* After rejecting a call, how long the rank keeps reading the failure key while idle, so it
+ * learns when its peers turned the rejection into the group's failure. */
+#define DLPG__WATCH_REJECTED_WINDOW_S 3.0
+/* How long destroy waits for the watcher (it may be inside a store call). */
+#define DLPG__WATCH_JOIN_S 3.0
+
+/* ------------------------------------------------------------------ the watcher */
+
+typedef struct dlpg__watch_loop {
+  uint64_t last_finished;
+  double last_change;
+  int published_blocked;
+  char last_progress[128];
+  char soft_seen[DLPG__ERROR_MAX + 64];
+  double soft_seen_at;
+  double rejected_until; /* this rank rejected a call: read the failure key until then */
+  uint64_t stall_warned; /* the flight id of the operation last warned about (stall.h) */
+} dlpg__watch_loop_t;
+
+static void dlpg__publish_progress(struct dlpg_group *g, dlpg__watch_loop_t *L,
+                                   const dlpg__flight_progress_t *p) {
+  char v[128];
+  snprintf(v, sizeof v, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64, p->coll_started,
+           p->coll_done, p->p2p_started, p->p2p_done);
+  if (strcmp(v, L->last_progress) == 0) return;
+  dlpg__fail_put(g, "progress", g->rank, v);
+  snprintf(L->last_progress, sizeof L->last_progress, "%s", v);
+}
+
+/* Does a peer's rejected call match the operation this rank is blocked in? */
+static int dlpg__rejection_matches(struct dlpg_group *g, const char *v,
+                                   const dlpg__flight_entry_t *e, int *rank, const char **msg) {
+  int p2p = 0, peer = -1;
+  unsigned long long seq = 0;
+  if (!e->id || sscanf(v, "%d %d %llu %d", rank, &p2p, &seq, &peer) != 4 || *rank == g->rank)
+    return 0;
+  const char *nl = strchr(v, '\n');
+  *msg = nl ? nl + 1 : "";
+  if (!p2p) return !e->p2p && e->seq == seq;
+  return e->p2p && e->peer == *rank && peer == g->rank;
+}
+
+/* The group's failure record, if a peer wrote one (or one in this rank's name). Waits up to
+ * wait_s for it; 1 when found (the group is then aborted). */
+static int dlpg__watch_failed(struct dlpg_group *g, double wait_s) {
+  char v[DLPG__ERROR_MAX + 64];
+  int rank = -1;
+  const char *msg = NULL;
+  if (dlpg__fail_read(g, "failed", -1, wait_s, v, sizeof v) &&
+      dlpg__fail_parse(v, &rank, &msg) &&
+      !(rank == g->rank && atomic_load(&g->watch->recorded))) { /* not this rank's own */
+    dlpg__fail_adopt(g, rank, msg);
+    return 1;
+  }
+  return 0;
+}
+
+void dlpg__watch_rejected(struct dlpg_group *g) {
+  if (!g->watch) return;
+  long long until = (long long)((dlpg__now() + DLPG__WATCH_REJECTED_WINDOW_S) * 1000.0);
+  atomic_store(&g->watch->rejected_until_ms, until);
+}
+
+void dlpg__watch_check_rejected(struct dlpg_group *g) {
+  struct dlpg__watch *w = g->watch;
+  if (!w || !atomic_load_explicit(&w->rejected_until_ms, memory_order_relaxed)) return;
+  if (dlpg__now() * 1000.0 > (double)atomic_load(&w->rejected_until_ms)) {
+    atomic_store(&w->rejected_until_ms, 0);
+    return;
+  }
+  if (atomic_load(&g->aborted)) return;
+  dlpg__saved_error_t se;
+  dlpg__error_save(&se);
+  dlpg__watch_failed(g, 0);
+  dlpg__error_restore(&se, DLPG_OK);
+}
+
+/* One look while blocked. Returns 1 when the group was aborted. */
+static int dlpg__watch_blocked(struct dlpg_group *g, dlpg__watch_loop_t *L,
+                               const dlpg__flight_progress_t *p, double blocked_s) {
+  dlpg__publish_progress(g, L, p);
+  L->published_blocked = 1;
+  if (dlpg__watch_failed(g, blocked_s < DLPG__WATCH_LONG_S ? DLPG__WATCH_POLL_S
+                                                           : DLPG__WATCH_LONG_POLL_S))
+    return 1;
+  char v[DLPG__ERROR_MAX + 64];
+  int rank = -1;
+  const char *msg = NULL;
+  if (!dlpg__fail_read(g, "rejected", -1, 0, v, sizeof v) ||
+      !dlpg__rejection_matches(g, v, &p->oldest, &rank, &msg)) {
+    L->soft_seen[0] = '\0';
+    return 0;
+  }
+  double now = dlpg__now();
+  if (strcmp(v, L->soft_seen) != 0) {
+    snprintf(L->soft_seen, sizeof L->soft_seen, "%s", v);
+    L->soft_seen_at = now;
+    return 0;
+  }
+  if (now - L->soft_seen_at < DLPG__WATCH_REJECT_GRACE_S) return 0;
+  /* Still blocked in the call the peer rejected: record it in the peer's name, so every
+   * rank (the peer included) learns the group's cause. */
+  char val[DLPG__ERROR_MAX + 64];
+  snprintf(val, sizeof val, "%d %d\n%s", rank, (int)DLPG_ERR_INVALID_ARGUMENT, msg);
+  dlpg__fail_record_now(g, val);
+  dlpg__fail_adopt(g, rank, msg);
+  return 1;
+}
+
+static void *dlpg__watch_main(void *arg) {
+  struct dlpg_group *g = arg;
+  struct dlpg__watch *w = g->watch;
+  dlpg__watch_loop_t L;
+  memset(&L, 0, sizeof L);
+  L.last_finished = UINT64_MAX;
+  int idle = 1;
+  /* Started by a failure before any operation joined the job (a rejected call, an abort):
+   * join it here, off the caller's thread; a rank outside its job has no records. */
+  if (!dlpg__fail_gen(g)) {
+    dlpg__saved_error_t se;
+    dlpg__error_save(&se);
+    dlpg__job_join(g);
+    dlpg__error_restore(&se, DLPG_OK);
+  }
+  pthread_mutex_lock(&w->mu);
+  for (;;) {
+    if (!w->hard_pending && !w->soft_pending && !w->stop) {
+      struct timespec ts = dlpg__abstime_in(idle ? DLPG__WATCH_IDLE_TICK_S : DLPG__WATCH_TICK_S);
+      pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+    }
+    if (w->hard_pending || w->soft_pending) {
+      int hard = w->hard_pending;
+      char val[sizeof w->hard_val];
+      memcpy(val, hard ? w->hard_val : w->soft_val, sizeof val);
+      if (hard) w->hard_pending = 0;
+      else w->soft_pending = 0;
+      pthread_mutex_unlock(&w->mu);
+      if (hard) {
+        dlpg__fail_record_now(g, val);
+      } else {
+        dlpg__fail_put(g, "rejected", -1, val);
+        L.rejected_until = dlpg__now() + DLPG__WATCH_REJECTED_WINDOW_S;
+      }
+      pthread_mutex_lock(&w->mu);
+      continue;
+    }
+    if (w->stop || !dlpg__fail_gen(g)) break;
+    /* Aborted: nothing left to watch, but the abort's own record may still come (it is
+     * queued just after the flag is set); the thread stays until destroy. */
+    if (atomic_load(&g->aborted)) continue;
+    pthread_mutex_unlock(&w->mu);
+    dlpg__flight_progress_t p;
+    dlpg__flight_progress(g, &p);
+    double now = dlpg__now();
+    if (p.finished != L.last_finished) {
+      L.last_finished = p.finished;
+      L.last_change = now;
+    }
+    idle = p.inflight == 0;
+    double since = L.last_change;
+    if (p.oldest.id && p.oldest.t_issue > since) since = p.oldest.t_issue;
+    /* A look that finds the group's failure aborts it; the loop then only writes records. */
+    if (p.inflight > 0 && now - since >= DLPG__WATCH_BLOCKED_S) {
+      if (!dlpg__watch_blocked(g, &L, &p, now - since))
+        dlpg__stall_check(g, &p, dlpg__now() - since, &L.stall_warned);
+    } else if (L.published_blocked && p.inflight == 0) {
+      dlpg__publish_progress(g, &L, &p); /* unblocked: where this rank got to */
+      L.published_blocked = 0;
+    } else if (now < L.rejected_until) {
+      dlpg__watch_failed(g, DLPG__WATCH_POLL_S);
+    }
+    pthread_mutex_lock(&w->mu);
+  }
+  w->exited = 1;
+  pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  dlpg__group_release(g); /* may free w when destroy gave up on this thread */
+  return NULL;
+}
+
+void dlpg__watch_start(struct dlpg_group *g, int take_gen) {
+  struct dlpg__watch *w = g->watch;
+  if (!w || atomic_load(&w->started)) return;
+  if (!dlpg__fail_enabled(g)) {
+    atomic_store(&w->started, 1); /* off for this group: later operations skip this call */
+    return;
+  }
+  /* take_gen (an operation's first issue): the job is joined here, on the caller's thread
+   * before the operation's rendezvous (which joins it anyway), rather than by the new thread
+   * alongside it: the records' scope is then known before anything can fail. A failure is
+   * the operation's to report (backend.c repeats it). */
+  if (take_gen) {
+    dlpg__saved_error_t se;
+    dlpg__error_save(&se);
+    dlpg__job_join(g);
+    dlpg__error_restore(&se, DLPG_OK);
+  }
+  pthread_mutex_lock(&w->mu);
+  if (!atomic_load(&w->started) && !w->stop) {
+    atomic_store(&w->started, 1);
+    dlpg__group_retain(g);
+    int rc = pthread_create(&w->thread, NULL, dlpg__watch_main, g);
+    if (rc == 0) {
+      w->have_thread = 1;
+    } else {
+      dlpg__group_release(g);
+      DLPG_WARN(INIT, g->rank, "group \"%s\": cannot start the failure watcher (%s); "
+                "failures are not propagated", g->name, strerror(rc));
+    }
+  }
+  pthread_mutex_unlock(&w->mu);
+}
+
+void dlpg__watch_op(struct dlpg_group *g) {
+  if (g->watch && !atomic_load_explicit(&g->watch->started, memory_order_relaxed))
+    dlpg__watch_start(g, 1);
+}
+
+void dlpg__watch_stop(struct dlpg_group *g) {
+  struct dlpg__watch *w = g->watch;
+  if (!w) return;
+  pthread_mutex_lock(&w->mu);
+  w->stop = 1;
+  pthread_cond_broadcast(&w->cv);
+  if (!w->have_thread) {
+    pthread_mutex_unlock(&w->mu);
+    return;
+  }
+  int exited = dlpg__thread_wait_or_give_up(&w->mu, &w->cv, &w->exited, &w->detached,
+                                            DLPG__WATCH_JOIN_S);
+  w->have_thread = 0;
+  pthread_mutex_unlock(&w->mu);
+  if (!exited)
+    DLPG_WARN(INIT, g->rank, "group \"%s\": the failure watcher is stuck in the store; "
+              "detaching it", g->name);
+  dlpg__thread_reap(w->thread, exited);
+}
