@@ -11,9 +11,10 @@
 #include "shm/backend.h"
 
 static const dlpg__backend_entry_t dlpg__registry[] = {
-    /* Built in: shared memory for host memory of groups on one host (its table's locality
-     * and kinds: collectives only, chosen per group, backend_choice.c), then Gloo (a C++17
-     * island) for any group and for sends and receives. */
+    /* Built in: shared memory for host memory of groups on one host (its table's locality:
+     * collectives chosen per group, backend_choice.c; sends and receives decided per pair,
+     * handing a pair that does not share a host to the next line), then Gloo (a C++17
+     * island) for any group and any pair. */
     {"shm", DLPG__DEV_BIT(kDLCPU) | DLPG__DEV_BIT(kDLCUDAHost), &dlpg__shm_backend, NULL,
      DLPG__PARAM_COUNT},
     /* Built in: Gloo (a C++17 island) for host memory. */
