@@ -18,16 +18,13 @@ static const char *dlpg__dev_str(const dlpg__tensor_t *t, char *buf, size_t cap)
   return buf;
 }
 
-/* The argument's name in messages, by the kind's naming (op_kinds.h): "inputs[1]", or
- * "tensor"/"input"/"output" for the operations of one tensor. */
+/* The argument's name in messages, by the kind's naming (op_kinds.h): "inputs[1]" (formatted
+ * into buf), or "tensor"/"input"/"output" for the operations of one tensor (a literal). */
 static const char *dlpg__arg_name(const dlpg__op_kind_info_t *k, int is_out, int i, char *buf,
                                   size_t cap) {
-  if (k->args == DLPG__ARGS_TENSOR)
-    snprintf(buf, cap, "tensor");
-  else if (k->args == DLPG__ARGS_PAIR)
-    snprintf(buf, cap, "%s", is_out ? "output" : "input");
-  else
-    snprintf(buf, cap, "%s[%d]", is_out ? "outputs" : "inputs", i);
+  if (k->args == DLPG__ARGS_TENSOR) return "tensor";
+  if (k->args == DLPG__ARGS_PAIR) return is_out ? "output" : "input";
+  snprintf(buf, cap, "%s[%d]", is_out ? "outputs" : "inputs", i);
   return buf;
 }
 
@@ -37,9 +34,9 @@ static dlpg_status_t dlpg__check_like(const char *fn, const dlpg__op_kind_info_t
                                       int i, const dlpg__tensor_t *t, const dlpg__tensor_t *ref,
                                       int ref_out, int ref_i) {
   if (t->backend == ref->backend && t->dtype == ref->dtype) return DLPG_OK;
-  char nm[32], refname[32];
-  dlpg__arg_name(k, is_out, i, nm, sizeof nm);
-  dlpg__arg_name(k, ref_out, ref_i, refname, sizeof refname);
+  char nmbuf[32], refbuf[32];
+  const char *nm = dlpg__arg_name(k, is_out, i, nmbuf, sizeof nmbuf);
+  const char *refname = dlpg__arg_name(k, ref_out, ref_i, refbuf, sizeof refbuf);
   if (t->backend != ref->backend) {
     char served[256], d1[48], d2[48];
     dlpg__backend_devices(served, sizeof served);
@@ -140,8 +137,8 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
   /* The operations of one tensor name it alone ("tensor", "input"); the others name the
    * arrays (inputs[i]/outputs[i]). */
   int single = k->args != DLPG__ARGS_LIST;
-  char in0[32];
-  dlpg__arg_name(k, 0, 0, in0, sizeof in0);
+  /* Literal names: nothing is formatted unless a message needs it. */
+  const char *in0 = k->args == DLPG__ARGS_LIST ? "inputs[0]" : dlpg__arg_name(k, 0, 0, NULL, 0);
   if (single)
     DLPG_ARG_CHECK(a->inputs && a->inputs[0], "%s: %s is NULL", fn, in0);
   else
