@@ -23,17 +23,17 @@ dlpg_add_gtest(test_group SOURCES ${D}/test_group.cc LIBS dlpg_conformance_harne
 # shared-memory one by default (sends and receives too, decided per pair); the same binaries
 # run again with Gloo forced, so both pass the same suite.
 foreach(t test_collectives test_errors test_p2p)
-  dlpg_gtest_entry(${t}_gloo TARGET ${t} ENVIRONMENT DLPG_CPU_BACKEND=gloo)
+  dlpg_gtest_run(${t}_gloo TARGET ${t} ENVIRONMENT DLPG_CPU_BACKEND=gloo)
 endforeach()
 # Sends and receives on shared memory again with pair slots of 4 KiB, so every message
 # above a few KiB is pipelined through hundreds of chunks.
-dlpg_gtest_entry(test_p2p_smallslot TARGET test_p2p FILTER *P2PTags*:*P2PAsync*
+dlpg_gtest_run(test_p2p_smallslot TARGET test_p2p FILTER *P2PTags*:*P2PAsync*
   ENVIRONMENT DLPG_SHM_P2P_SLOT_BYTES=4096)
 
 # The shm backend with helper threads forced (the 2-core CI machine starts none by default):
 # the 64 MiB cases (fresh outputs, faulted in first) and asynchronous works through the ABI,
 # the team started on the group's worker.
-dlpg_gtest_entry(test_collectives_threads TARGET test_collectives
+dlpg_gtest_run(test_collectives_threads TARGET test_collectives
   FILTER *CollectivesLarge*:*AsyncWork*:*Allreduce*
   ENVIRONMENT DLPG_CPU_BACKEND=shm DLPG_SHM_THREADS=3)
 

@@ -14,7 +14,7 @@ dlpg_add_gtest(test_faults ${DLPG_FAULTS_TIMEOUTS}
 # Once per host-memory backend: test_faults with the default choice (these ranks share a
 # host: shared memory), test_faults_gloo with Gloo forced. The cases expect what a user of
 # either gets and check from the flight record that their collectives ran on the backend
-# of their entry; sends and receives follow the same choice, per pair. The soak runs 200 cycles here;
+# of their run; sends and receives follow the same choice, per pair. The soak runs 200 cycles here;
 # ci/sanitize.sh runs the full 1 000 on each backend.
-dlpg_gtest_entry(test_faults_gloo TARGET test_faults ${DLPG_FAULTS_TIMEOUTS}
+dlpg_gtest_run(test_faults_gloo TARGET test_faults ${DLPG_FAULTS_TIMEOUTS}
   ENVIRONMENT DLPG_SOAK_CYCLES=200 DLPG_CPU_BACKEND=gloo)

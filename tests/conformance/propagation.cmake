@@ -7,5 +7,5 @@ dlpg_add_gtest(test_propagation SOURCES ${D}/test_propagation.cc
 # FlightEnv.* skip without their environment: only test_flight_env runs them.
 dlpg_add_gtest(test_flight FILTER -FlightEnv.* SOURCES ${D}/test_flight.cc
   LIBS dlpg_conformance_harness)
-dlpg_gtest_entry(test_flight_env TARGET test_flight FILTER FlightEnv.*
+dlpg_gtest_run(test_flight_env TARGET test_flight FILTER FlightEnv.*
   ENVIRONMENT DLPG_FLIGHT_RECORDER_ENTRIES=8 DLPG_DEBUG=TRACE)

@@ -6,5 +6,5 @@ set(D ${CMAKE_CURRENT_LIST_DIR})
 # 120 s a case: a relaunch after a missing rank waits out that rank (13 s measured).
 dlpg_add_gtest(test_relaunch TIMEOUT 120 SOURCES ${D}/test_relaunch.cc ${D}/faults_util.cc
   LIBS dlpg_conformance_harness OpenSSL::Crypto)
-dlpg_gtest_entry(test_relaunch_gloo TARGET test_relaunch TIMEOUT 120
+dlpg_gtest_run(test_relaunch_gloo TARGET test_relaunch TIMEOUT 120
   ENVIRONMENT DLPG_CPU_BACKEND=gloo)
