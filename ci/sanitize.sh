@@ -22,14 +22,15 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:quarantine_size_mb=16:detec
 export LSAN_OPTIONS="suppressions=$PWD/ci/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export DLPG_SOAK_CYCLES=1000
-# The instrumented build runs several times slower: every wall-clock bound of the tests is
-# scaled by this factor (tests/conformance/time_scale.h).
+# The instrumented build runs several times slower: every wall-clock bound of the tests, and
+# every ctest entry's timeout, is scaled by this factor (tests/conformance/time_scale.h,
+# tests/CMakeLists.txt).
 export DLPG_TEST_TIME_SCALE=${DLPG_TEST_TIME_SCALE:-3}
 cd "$B"
 # ctest sets DLPG_SOAK_CYCLES=200 for test_faults and test_faults_gloo; the soak runs on
 # its own with 1 000 on each host-memory backend. The entries include the shared-memory
 # backend's (test_shm, test_faults, and every conformance entry without a _gloo suffix).
-ctest --output-on-failure -j2 --timeout 1200 -E 'cuda'
+ctest --output-on-failure -j2 -E 'cuda'
 ./tests/test_faults --gtest_filter='FaultsSoak.*'
 DLPG_CPU_BACKEND=gloo ./tests/test_faults --gtest_filter='FaultsSoak.*'
 bash "$ROOT/ci/check-shm-left.sh" "the sanitizer run"

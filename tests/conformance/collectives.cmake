@@ -12,36 +12,30 @@ target_compile_definitions(dlpg_conformance_harness PRIVATE
   DLPG_DEFAULT_PLUGIN="$<TARGET_FILE:dlpg>")
 
 set(D ${CMAKE_CURRENT_LIST_DIR})
-dlpg_add_gtest(test_collectives TIMEOUT 600 SOURCES ${D}/test_collectives.cc
-  ${D}/test_collectives_async.cc
+dlpg_add_gtest(test_collectives SOURCES ${D}/test_collectives.cc ${D}/test_collectives_async.cc
   LIBS dlpg_conformance_harness)
-dlpg_add_gtest(test_p2p TIMEOUT 300 SOURCES ${D}/test_p2p.cc ${D}/test_p2p_async.cc
-  ${D}/test_p2p_tags.cc LIBS dlpg_conformance_harness)
-dlpg_add_gtest(test_errors TIMEOUT 120 SOURCES ${D}/test_errors_inputs.cc
-  ${D}/test_errors_peers.cc LIBS dlpg_conformance_harness)
-dlpg_add_gtest(test_group TIMEOUT 300 SOURCES ${D}/test_group.cc LIBS dlpg_conformance_harness)
+dlpg_add_gtest(test_p2p SOURCES ${D}/test_p2p.cc ${D}/test_p2p_async.cc ${D}/test_p2p_tags.cc
+  LIBS dlpg_conformance_harness)
+dlpg_add_gtest(test_errors SOURCES ${D}/test_errors_inputs.cc ${D}/test_errors_peers.cc
+  LIBS dlpg_conformance_harness)
+dlpg_add_gtest(test_group SOURCES ${D}/test_group.cc LIBS dlpg_conformance_harness)
 # Host memory has two backends, chosen per group: ranks of one host (these tests) get the
 # shared-memory one by default (sends and receives too, decided per pair); the same binaries
 # run again with Gloo forced, so both pass the same suite.
 foreach(t test_collectives test_errors test_p2p)
-  add_test(NAME ${t}_gloo COMMAND ${t})
-  get_test_property(${t} TIMEOUT ${t}_timeout)
-  set_tests_properties(${t}_gloo PROPERTIES TIMEOUT ${${t}_timeout} ENVIRONMENT
-    "DLPG_CPU_BACKEND=gloo")
+  dlpg_gtest_run(${t}_gloo TARGET ${t} ENVIRONMENT DLPG_CPU_BACKEND=gloo)
 endforeach()
 # Sends and receives on shared memory again with pair slots of 4 KiB, so every message
 # above a few KiB is pipelined through hundreds of chunks.
-add_test(NAME test_p2p_smallslot COMMAND test_p2p --gtest_filter=*P2PTags*:*P2PAsync*)
-set_tests_properties(test_p2p_smallslot PROPERTIES TIMEOUT 300 ENVIRONMENT
-  "DLPG_SHM_P2P_SLOT_BYTES=4096")
+dlpg_gtest_run(test_p2p_smallslot TARGET test_p2p FILTER *P2PTags*:*P2PAsync*
+  ENVIRONMENT DLPG_SHM_P2P_SLOT_BYTES=4096)
 
 # The shm backend with helper threads forced (the 2-core CI machine starts none by default):
 # the 64 MiB cases (fresh outputs, faulted in first) and asynchronous works through the ABI,
 # the team started on the group's worker.
-add_test(NAME test_collectives_threads COMMAND test_collectives
-  --gtest_filter=*CollectivesLarge*:*AsyncWork*:*Allreduce*)
-set_tests_properties(test_collectives_threads PROPERTIES TIMEOUT 600 ENVIRONMENT
-  "DLPG_CPU_BACKEND=shm;DLPG_SHM_THREADS=3")
+dlpg_gtest_run(test_collectives_threads TARGET test_collectives
+  FILTER *CollectivesLarge*:*AsyncWork*:*Allreduce*
+  ENVIRONMENT DLPG_CPU_BACKEND=shm DLPG_SHM_THREADS=3)
 
 # The header as plain C99, pedantic, warnings as errors; layout of the public structs.
 add_executable(test_abi_c ${D}/test_abi_c.c)
@@ -50,5 +44,4 @@ set_target_properties(test_abi_c PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON
 target_compile_options(test_abi_c PRIVATE -Werror -pedantic)
 target_include_directories(test_abi_c PRIVATE ${PROJECT_SOURCE_DIR}/include)
 target_link_libraries(test_abi_c PRIVATE dlpg dlpack::dlpack)
-add_test(NAME test_abi_c COMMAND test_abi_c)
-set_tests_properties(test_abi_c PROPERTIES TIMEOUT 30)
+dlpg_add_plain_test(test_abi_c TIMEOUT 30 COMMAND $<TARGET_FILE:test_abi_c>)

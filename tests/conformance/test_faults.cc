@@ -9,7 +9,7 @@
 // The suite runs once per host-memory backend (faults.cmake: the default choice for ranks
 // of one host, shared memory, and Gloo forced by DLPG_CPU_BACKEND); the expectations are
 // what a user of either gets, and each trial checks from the flight record that its
-// collectives ran on the backend the entry is for. Tests named *Propagation* hold the
+// collectives ran on the backend the run is for. Tests named *Propagation* hold the
 // expectations of failure propagation (peers end within about a second naming the failed
 // rank).
 #include <dirent.h>
@@ -47,8 +47,9 @@ void AfterFailure(FaultRank &c, dlpg_group_t *g, int new_rank, int survivors) {
   CheckFreshGroup(c, new_rank, survivors, c.name, "samename", kTimeout + 5);
 }
 
-// The collectives a rank ran (warm-up, fresh groups) ran on the backend this ctest entry is
-// for: the suite must not pass on the other one unnoticed.
+// The collectives a rank ran (warm-up, fresh groups) ran on the backend this run of the
+// cases is for (ctest's test_faults or test_faults_gloo): the suite must not pass on the
+// other one unnoticed.
 void ExpectBackend(const RankOutcome &o) {
   int seen = 0;
   for (const char *k : {"warm_backend", "fresh_op_backend", "samename_op_backend"}) {

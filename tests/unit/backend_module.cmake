@@ -7,14 +7,15 @@
 # module and the loader's reason (for another ABI: both versions or sizes), and CPU jobs run.
 # ci/check-no-cuda.sh runs the same binary with the real module present but CUDA hidden.
 set(D ${CMAKE_CURRENT_LIST_DIR})
-dlpg_add_gtest(test_backend_module TIMEOUT 120 SOURCES ${D}/test_backend_module.cc
-  LIBS dlpg_conformance_harness)
+# OtherAbiNamesBothSides skips without a module of another ABI: only the _abi_ runs have it.
 set(DLPG_MISSING_MODULE ${CMAKE_CURRENT_BINARY_DIR}/no-such-dir/libdlpg_nccl.so)
-set_tests_properties(test_backend_module PROPERTIES ENVIRONMENT
-  "DLPG_NCCL_BACKEND=${DLPG_MISSING_MODULE};DLPG_TEST_EXPECT_MODULE_FAIL=${DLPG_MISSING_MODULE}: cannot open shared object file")
-add_test(NAME test_backend_module_broken COMMAND test_backend_module)
-set_tests_properties(test_backend_module_broken PROPERTIES TIMEOUT 120 ENVIRONMENT
-  "DLPG_NCCL_BACKEND=$<TARGET_FILE:dlpg>;DLPG_TEST_EXPECT_MODULE_FAIL=no entry point dlpg_backend_init_v1")
+dlpg_add_gtest(test_backend_module FILTER -*.OtherAbiNamesBothSides
+  ENVIRONMENT DLPG_NCCL_BACKEND=${DLPG_MISSING_MODULE}
+  "DLPG_TEST_EXPECT_MODULE_FAIL=${DLPG_MISSING_MODULE}: cannot open shared object file"
+  SOURCES ${D}/test_backend_module.cc LIBS dlpg_conformance_harness)
+dlpg_gtest_run(test_backend_module_broken TARGET test_backend_module
+  FILTER -*.OtherAbiNamesBothSides ENVIRONMENT DLPG_NCCL_BACKEND=$<TARGET_FILE:dlpg>
+  "DLPG_TEST_EXPECT_MODULE_FAIL=no entry point dlpg_backend_init_v1")
 
 # Fake modules of another ABI: name -> kind, and the text the failure must contain.
 set(DLPG_FAKE_MODULES v2 table host verror)
@@ -36,8 +37,8 @@ foreach(f ${DLPG_FAKE_MODULES})
   set_target_properties(dlpg_fake_${f} PROPERTIES OUTPUT_NAME dlpg_fake_${f})
   target_link_options(dlpg_fake_${f} PRIVATE -Wl,--no-undefined)
   add_dependencies(test_backend_module dlpg_fake_${f})
-  add_test(NAME test_backend_module_abi_${f} COMMAND test_backend_module
-    --gtest_filter=BackendModule.CudaTensorWithoutModuleIsUnsupported:BackendModule.OtherAbiNamesBothSides)
-  set_tests_properties(test_backend_module_abi_${f} PROPERTIES TIMEOUT 120 ENVIRONMENT
-    "DLPG_NCCL_BACKEND=$<TARGET_FILE:dlpg_fake_${f}>;DLPG_TEST_EXPECT_MODULE_FAIL=${DLPG_FAKE_EXPECT_${f}};DLPG_TEST_EXPECT_ABI_MISMATCH=1")
+  dlpg_gtest_run(test_backend_module_abi_${f} TARGET test_backend_module
+    FILTER BackendModule.CudaTensorWithoutModuleIsUnsupported:BackendModule.OtherAbiNamesBothSides
+    ENVIRONMENT DLPG_NCCL_BACKEND=$<TARGET_FILE:dlpg_fake_${f}>
+    "DLPG_TEST_EXPECT_MODULE_FAIL=${DLPG_FAKE_EXPECT_${f}}" DLPG_TEST_EXPECT_ABI_MISMATCH=1)
 endforeach()
