@@ -95,12 +95,14 @@ static dlpg_status_t dlpg__issue_direct(const dlpg__backend_vtbl_t *be, dlpg__op
   return DLPG_OK;
 }
 
-/* Wait for an internal work (CPU: the operation's status) and drop core's reference. (A
- * timeout has aborted the group: dlpg_work_wait's expiry, or the observer told of the
- * backend's.) */
+/* Wait for an internal work (CPU: the operation's status) and drop core's reference. A
+ * timeout leaves the group unusable: it is aborted before the caller hears of it, also when
+ * the backend's own deadline (the group's) fired on a thread of its own that completed the
+ * work (an abort already made is not repeated). */
 static dlpg_status_t dlpg__finish_internal(struct dlpg_work *w, int wait) {
   dlpg_status_t st = DLPG_OK;
   if (wait) st = dlpg__work_wait(w, 0);
+  if (st == DLPG_ERR_TIMEOUT) dlpg__observe_abort(w->group);
   dlpg__work_unref(w);
   return st;
 }
