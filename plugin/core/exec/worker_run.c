@@ -26,17 +26,20 @@ void dlpg__worker_run(dlpg__worker_t *w, dlpg__op_t *const *ops, int n) {
   void *state = NULL;
   dlpg_status_t st = dlpg__line_resolve(g, first, &slot, &state);
   if (st != DLPG_OK) {
-    char m[DLPG__ERROR_MAX];
-    snprintf(m, sizeof m, "%s", dlpg__last_error());
     /* A resolution an abort cut short reports the abort. */
     if (atomic_load(&g->aborted) || w->aborted) {
       dlpg__ops_finish(ops, n, DLPG_ERR_ABORTED, "group aborted");
       return;
     }
+    char m[DLPG__ERROR_MAX];
+    /* Ranks that did not meet within the group's timeout: a failure like an operation's
+     * timeout, told to the observer (recorded for the peers with who had not arrived, the
+     * group aborted). Other failures of the resolution are final for this line only. */
+    if (st == DLPG_ERR_TIMEOUT)
+      st = dlpg__worker_outcome(g, ops[0]->work->flight_id, st, m, sizeof m);
+    else
+      snprintf(m, sizeof m, "%s", dlpg__last_error());
     dlpg__ops_finish(ops, n, st, m);
-    /* Ranks that did not meet within the group's timeout leave it as unusable as an
-     * operation's timeout does (the failure is final either way). */
-    if (st == DLPG_ERR_TIMEOUT) dlpg__observe_abort(g);
     return;
   }
   const dlpg__backend_vtbl_t *be = dlpg__backend_loaded(slot);
