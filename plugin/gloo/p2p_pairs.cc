@@ -100,12 +100,19 @@ class ConnectWatch {
       cv_.wait_for(lk, std::chrono::milliseconds(20));
     }
   }
+  // The works complete outside ps_.mu: a failure goes to the group's observer, whose abort
+  // takes that lock (dlpg__gloo_group_abort). The op may be freed by its pool thread once
+  // the lock is released; the work, whose executor reference the claim holds, may not.
   void fail_connecting() {
-    std::lock_guard<std::mutex> lk(ps_.mu);
-    for (Transfer *t : ps_.in_flight)
-      if (t->op->peer == peer_ && claim(*t, Transfer::kClaimed))
-        complete(t->op, DLPG_ERR_REMOTE,
-                 lost_while_connecting(ps_, peer_, dlpg__op_name(t->op->kind)));
+    std::vector<std::pair<dlpg_work *, std::string>> claimed;
+    {
+      std::lock_guard<std::mutex> lk(ps_.mu);
+      for (Transfer *t : ps_.in_flight)
+        if (t->op->peer == peer_ && claim(*t, Transfer::kClaimed))
+          claimed.emplace_back(t->op->work,
+                               lost_while_connecting(ps_, peer_, dlpg__op_name(t->op->kind)));
+    }
+    for (auto &c : claimed) dlpg__work_complete(c.first, DLPG_ERR_REMOTE, c.second.c_str());
   }
   PairSet &ps_;
   const int peer_;

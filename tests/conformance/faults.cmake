@@ -6,7 +6,7 @@
 set(D ${CMAKE_CURRENT_LIST_DIR})
 dlpg_add_gtest(test_faults TIMEOUT 900 SOURCES ${D}/test_faults.cc ${D}/test_faults_store.cc
   ${D}/test_faults_storehost.cc
-  ${D}/test_faults_soak.cc
+  ${D}/test_faults_soak.cc ${D}/test_faults_p2p.cc
   ${D}/faults_util.cc LIBS dlpg_conformance_harness)
 # Once per host-memory backend: test_faults with the default choice (these ranks share a
 # host: shared memory), test_faults_gloo with Gloo forced. The cases expect what a user of
