@@ -265,8 +265,8 @@ TEST(ShmFaults, PeerLeaves) {
   ExpectAllPass(codes);
 }
 
-// Ranks that were aborted, destroyed their handles and exited are not "dead": a rank that arrives later is told they failed and left, not that
-// they died.
+// Ranks that were aborted, destroyed their handles and exited are not "dead": a rank that
+// arrives later is told they failed and left, not that they died.
 TEST(ShmFaults, FailedRanksThatLeftAreNotCalledDead) {
   Opts o;
   o.name = "failleft";
