@@ -8,3 +8,9 @@ dlpg_add_gtest(test_flight TIMEOUT 120 SOURCES ${D}/test_flight.cc LIBS dlpg_con
 add_test(NAME test_flight_env COMMAND test_flight --gtest_filter=FlightEnv.*)
 set_tests_properties(test_flight_env PROPERTIES TIMEOUT 60
   ENVIRONMENT "DLPG_FLIGHT_RECORDER_ENTRIES=8;DLPG_DEBUG=TRACE")
+# The first collective's missing rank and the abort's dump with Gloo forced: on Gloo the
+# first collective also connects the group, whose rendezvous names the missing rank too.
+add_test(NAME test_propagation_gloo COMMAND test_propagation
+  --gtest_filter=PropagationTimeout.FirstCollective*:PropagationTimeout.OnlyTheFailing*)
+set_tests_properties(test_propagation_gloo PROPERTIES TIMEOUT 120
+  ENVIRONMENT "DLPG_CPU_BACKEND=gloo")
