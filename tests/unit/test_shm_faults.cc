@@ -301,6 +301,7 @@ TEST(ShmFaults, FailedRanksThatLeftAreNotCalledDead) {
       EXPECT_EQ(dlpg__shm_allreduce(k.sh, in.data(), out.data(), in.size(), DLPG__DT_FLOAT32,
                                     DLPG_SUM), DLPG_ERR_REMOTE);
       std::string m = dlpg_last_error();
+      printf("rank 0: %s\n", m.c_str());
       EXPECT_EQ(m.find("died"), std::string::npos) << m;
       EXPECT_NE(m.find("left the group"), std::string::npos) << m;
       return;
