@@ -10,6 +10,8 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "base/clock.h"
 #include "core/group/work.h"
@@ -100,12 +102,19 @@ class ConnectWatch {
       cv_.wait_for(lk, std::chrono::milliseconds(20));
     }
   }
+  // The works complete outside ps_.mu: a failure goes to the group's observer, whose abort
+  // takes that lock (dlpg__gloo_group_abort). The op may be freed by its pool thread once
+  // the lock is released; the work, whose executor reference the claim holds, may not.
   void fail_connecting() {
-    std::lock_guard<std::mutex> lk(ps_.mu);
-    for (Transfer *t : ps_.in_flight)
-      if (t->op->peer == peer_ && claim(*t, Transfer::kClaimed))
-        complete(t->op, DLPG_ERR_REMOTE,
-                 lost_while_connecting(ps_, peer_, dlpg__op_name(t->op->kind)));
+    std::vector<std::pair<dlpg_work *, std::string>> claimed;
+    {
+      std::lock_guard<std::mutex> lk(ps_.mu);
+      for (Transfer *t : ps_.in_flight)
+        if (t->op->peer == peer_ && claim(*t, Transfer::kClaimed))
+          claimed.emplace_back(t->op->work,
+                               lost_while_connecting(ps_, peer_, dlpg__op_name(t->op->kind)));
+    }
+    for (auto &c : claimed) dlpg__work_complete(c.first, DLPG_ERR_REMOTE, c.second.c_str());
   }
   PairSet &ps_;
   const int peer_;
@@ -392,6 +401,7 @@ extern "C" void dlpg__gloo_group_abort(dlpg__gloo_group_t *gg) {
     if (dlpg__gloo_ctx_t *mesh = gg->mesh.load()) dlpg__gloo_ctx_abort(mesh);
     std::map<int, std::deque<dlpg__op_t *>> sends, recvs;
     std::map<int, std::shared_ptr<dlpg_gloo::Pair>> pairs;
+    std::vector<std::pair<dlpg_work *, std::string>> claimed;
     {
       std::lock_guard<std::mutex> lk(ps.mu);
       sends.swap(ps.self_sends);
@@ -401,12 +411,15 @@ extern "C" void dlpg__gloo_group_abort(dlpg__gloo_group_t *gg) {
       // with its queue. Running ones are woken by the contexts' abort below.
       for (dlpg_gloo::Transfer *t : ps.in_flight)
         if (dlpg_gloo::claim(*t, dlpg_gloo::Transfer::kClaimed))
-          dlpg_gloo::complete(t->op, DLPG_ERR_ABORTED,
-                              std::string(dlpg__op_name(t->op->kind)) +
-                                  ": group aborted while rank " + std::to_string(ps.rank) +
-                                  " waited for its connection to rank " +
-                                  std::to_string(t->op->peer));
+          claimed.emplace_back(t->op->work, std::string(dlpg__op_name(t->op->kind)) +
+                                                ": group aborted while rank " +
+                                                std::to_string(ps.rank) +
+                                                " waited for its connection to rank " +
+                                                std::to_string(t->op->peer));
     }
+    // Outside ps.mu, as every completion of this file: a failed work goes to the group's
+    // observer, and an abort's own could take this lock again (ConnectWatch says why).
+    for (auto &c : claimed) dlpg__work_complete(c.first, DLPG_ERR_ABORTED, c.second.c_str());
     for (auto &kv : pairs) {
       dlpg_gloo::Pair &p = *kv.second;
       std::lock_guard<std::mutex> lk(p.mu);

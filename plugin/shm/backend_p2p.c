@@ -223,11 +223,21 @@ static void *dlpg__shm_p2p_main(void *arg) {
     snprintf(pr->msg, sizeof pr->msg, "%s", why);
   }
   double deadline = dlpg__now() + g->timeout_s;
-  for (int i = 0; i < pr->npend; i++) {
+  /* Failed transfers complete after the lock is let go: a failure goes to the group's
+   * observer, which may wait on the store and aborts the group, and issuers of this pair
+   * would wait on the lock meanwhile. Their order does not matter (a later one fails too). */
+  dlpg__op_t **failed = NULL;
+  int nfailed = 0;
+  if (state == DLPG__SP_FAILED) {
+    failed = pr->pend;
+    nfailed = pr->npend;
+    pr->pend = NULL;
+    pr->cap = 0;
+  }
+  for (int i = 0; i < pr->npend && !failed; i++) {
     dlpg__op_t *op = pr->pend[i];
     if (state == DLPG__SP_SHM) dlpg__shm_p2p_start(pr, op, deadline, 0);
-    else if (state == DLPG__SP_PASSED) dlpg__backend_p2p_pass(&op->be, i == 0 ? why : NULL);
-    else dlpg__shm_p2p_fail(op, st, why);
+    else dlpg__backend_p2p_pass(&op->be, i == 0 ? why : NULL);
     free(op);
   }
   if (state == DLPG__SP_PASSED && pr->npend == 0)
@@ -235,6 +245,11 @@ static void *dlpg__shm_p2p_main(void *arg) {
               "to the next line (%s)", g->name, g->rank, pr->peer, why);
   pr->npend = 0;
   pthread_mutex_unlock(&pr->mu);
+  for (int i = 0; i < nfailed; i++) {
+    dlpg__shm_p2p_fail(failed[i], st, why);
+    free(failed[i]);
+  }
+  free(failed);
   if (state == DLPG__SP_SHM) dlpg__shm_pair_serve(pr->eng, &pr->stop);
   dlpg__shm_p2p_unref(pr->grp);
   return NULL;

@@ -24,6 +24,7 @@ void dlpg__shm_destroy(dlpg__shm_t *sh) {
   if (!sh) return;
   int32_t alive = DLPG__SHM_ALIVE;
   atomic_compare_exchange_strong(&sh->ctl[sh->st.rank].state, &alive, DLPG__SHM_LEFT);
+  atomic_store(&sh->ctl[sh->st.rank].left, 1);
   dlpg__shm_wake_all(sh);
   dlpg__shm_team_free(sh->team);
   munmap(sh->base, sh->map_bytes);

@@ -21,7 +21,7 @@
 
 #define DLPG__SHM_LINE 128 /* two lines: adjacent-line prefetch pulls pairs */
 #define DLPG__SHM_MAGIC 0x316d687367706c64ull /* "dlpgshm1" */
-#define DLPG__SHM_VERSION 2u /* 2: no pair channels (pair.h has its own segments) */
+#define DLPG__SHM_VERSION 3u /* 3: rankctl.left; 2: no pair channels (pair.h has its own) */
 
 /* A rank's state in the segment, read by peers in their slow path. */
 enum { DLPG__SHM_JOINING = 0, DLPG__SHM_ALIVE = 1, DLPG__SHM_LEFT = 2, DLPG__SHM_ABORTED = 3,
@@ -56,6 +56,9 @@ typedef struct dlpg__shm_rankctl {
    * on its own CPU moves off it or yields it (sync.c). A line of its own, so writing it does
    * not disturb peers polling seq. */
   _Alignas(DLPG__SHM_LINE) _Atomic int32_t cpu;
+  /* 1 once this rank destroyed its handle, whatever its state then (a rank that failed or
+   * was aborted keeps that state): its process may exit without having died. */
+  _Atomic int32_t left;
 } dlpg__shm_rankctl_t;
 
 typedef struct dlpg__shm_header {

@@ -156,13 +156,16 @@ static dlpg_status_t dlpg__shm_peer_check(dlpg__shm_t *sh, int peer) {
    * cause -- rather than the messenger. */
   for (int q = 0; q < sh->st.size; q++)
     if (q != sh->st.rank && q != peer && atomic_load(&sh->ctl[q].state) != DLPG__SHM_LEFT &&
+        !atomic_load(&sh->ctl[q].left) &&
         !dlpg__shm_pid_alive(sh->ctl[q].pid, sh->ctl[q].starttime))
       return dlpg__shm_dead(sh, q);
+  /* A peer that failed and then destroyed its handle may have exited since: it left. */
+  const char *left = atomic_load(&c->left) ? " and has left the group since" : "";
   if (state == DLPG__SHM_ABORTED)
-    return dlpg__error(DLPG_ERR_REMOTE, "shm rank %d: rank %d (pid %d) was aborted during %s",
-                       sh->st.rank, peer, c->pid, op);
-  return dlpg__error(DLPG_ERR_REMOTE, "shm rank %d: rank %d (pid %d) failed during %s: %.256s",
-                     sh->st.rank, peer, c->pid, op, c->reason);
+    return dlpg__error(DLPG_ERR_REMOTE, "shm rank %d: rank %d (pid %d) was aborted%s, during %s",
+                       sh->st.rank, peer, c->pid, left, op);
+  return dlpg__error(DLPG_ERR_REMOTE, "shm rank %d: rank %d (pid %d) failed%s, during %s: %.256s",
+                     sh->st.rank, peer, c->pid, left, op, c->reason);
 }
 
 dlpg_status_t dlpg__shm_peer_failed(dlpg__shm_t *sh, int q) {

@@ -246,6 +246,87 @@ TEST(PropagationTimeout, GroupDeadlineNamesTheMissingRank) {
   }, ro);
 }
 
+// The group's first collective, which rank 1 never calls (2 s deadline). On Gloo the
+// first collective also connects the group's mesh, which rank 1 never joins: rank 0's
+// message names rank 1 and does not both say it did not join and that whether it reached the
+// collective is unknown. Rank 1 then fails fast naming rank 0's timeout.
+TEST(PropagationTimeout, FirstCollectiveMissingRankNamedOnce) {
+  RunOptions ro;
+  ro.group_timeout_s = 2;
+  ro.deadline_s = 60;
+  RunRanks(Mode::kProcesses, 2, [&](RankCtx &c) {
+    HostTensor t(DT::F32, {64});
+    Generate(DT::F32, DLPG_SUM, c.seed, c.rank, t.elems(), 64);
+    DLTensor *tp = t.dl();
+    if (c.rank == 0) {
+      double t0 = NowSeconds();
+      dlpg_status_t s = c.api->allreduce(c.group, &tp, nullptr, 1, DLPG_SUM, nullptr, nullptr);
+      std::string msg = c.api->last_error();
+      printf("rank 0 %s after %.3f s: %s\n", c.api->status_name(s), NowSeconds() - t0,
+             msg.c_str());
+      EXPECT_EQ(s, DLPG_ERR_TIMEOUT) << c.api->status_name(s) << ": " << msg;
+      EXPECT_LT(NowSeconds() - t0, Scaled(8.0));
+      EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+      EXPECT_FALSE(msg.find("did not join") != std::string::npos &&
+                   msg.find("is unknown") != std::string::npos)
+          << "says rank 1 did not join and that whether it arrived is unknown: " << msg;
+    }
+    Meet(c, "timedout");
+    if (c.rank == 1) {
+      dlpg_status_t s = c.api->allreduce(c.group, &tp, nullptr, 1, DLPG_SUM, nullptr, nullptr);
+      std::string msg = c.api->last_error();
+      EXPECT_EQ(s, DLPG_ERR_REMOTE) << c.api->status_name(s) << ": " << msg;
+      EXPECT_NE(msg.find("rank 0"), std::string::npos) << msg;
+    }
+    Meet(c, "end");
+  }, ro);
+}
+
+// A rank whose wait times out aborts the group (core's own abort: nobody called
+// dlpg_group_abort). Rank 1 times out in an allreduce rank 2 joins only afterwards: rank 1
+// logs the abort and the flight record's dump; rank 0, blocked in the same allreduce, logs
+// one line naming rank 1's failure, neither an abort of its own nor a second dump, and its
+// message never speaks of dlpg_group_abort.
+TEST(PropagationTimeout, OnlyTheFailingRankDumps) {
+  RunThree(Mode::kProcesses, [&](RankCtx &c, dlpg_group_t *g) {  // the allreduce: coll_seq 2
+    HostTensor t(DT::F64, {32});
+    Generate(DT::F64, DLPG_SUM, c.seed, c.rank, t.elems(), 32);
+    DLTensor *tp = t.dl();
+    const std::string dump_line = "coll_seq=2 op=dlpg_allreduce";
+    std::string k = c.name + "/r1timedout";
+    if (c.rank == 1) {
+      std::string log = CaptureStderr([&] {
+        dlpg_work_t *w = nullptr;
+        DLPG_ASSERT_OK(c.api, c.api->allreduce(g, &tp, nullptr, 1, DLPG_SUM, nullptr, &w));
+        EXPECT_EQ(c.api->work_wait(w, 1.5), DLPG_ERR_TIMEOUT) << c.api->last_error();
+        c.api->work_wait(w, 10);
+        c.api->work_free(w);
+      });
+      c.api->store_set(c.store, k.c_str(), "1", 1);
+      EXPECT_NE(log.find(dump_line), std::string::npos) << log;
+      EXPECT_NE(log.find("\" aborted"), std::string::npos) << log;
+    } else if (c.rank == 0) {
+      std::string msg;
+      std::string log = CaptureStderr([&] {
+        dlpg_status_t s = c.api->allreduce(g, &tp, nullptr, 1, DLPG_SUM, nullptr, nullptr);
+        msg = c.api->last_error();
+        EXPECT_EQ(s, DLPG_ERR_REMOTE) << c.api->status_name(s) << ": " << msg;
+      });
+      printf("rank 0's log:\n%s", log.c_str());
+      EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+      EXPECT_EQ(msg.find("dlpg_group_abort"), std::string::npos) << msg;
+      EXPECT_NE(log.find("failed on rank 1"), std::string::npos) << log;
+      EXPECT_EQ(log.find(dump_line), std::string::npos) << log;
+      EXPECT_EQ(log.find("\" aborted"), std::string::npos) << log;  // INIT's "group "x" aborted"
+    } else {
+      const char *kp = k.c_str();
+      DLPG_EXPECT_OK(c.api, c.api->store_wait(c.store, &kp, 1, Scaled(60)));
+      dlpg_status_t s = c.api->allreduce(g, &tp, nullptr, 1, DLPG_SUM, nullptr, nullptr);
+      EXPECT_EQ(s, DLPG_ERR_REMOTE) << c.api->status_name(s) << ": " << c.api->last_error();
+    }
+  });
+}
+
 // After a remote failure the group stays unusable, and a new group of the same name on the
 // same store starts clean (the old failure record belongs to the old incarnation). The new
 // group's rendezvous must not read the old group's addresses either (rendezvous keys are

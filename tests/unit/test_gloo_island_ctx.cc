@@ -18,7 +18,8 @@ TEST(GlooIsland, RendezvousTimeoutNamesTheWait) {
   EXPECT_LT(secs, Scaled(5.0));
   EXPECT_NE(std::string(dlpg_last_error()).find("timed out"), std::string::npos) << dlpg_last_error();
   // The missing rank is named, not a store key.
-  EXPECT_NE(std::string(dlpg_last_error()).find("rank 1 of 2 did not join"), std::string::npos)
+  EXPECT_NE(std::string(dlpg_last_error()).find("rank 1 of 2 had not started it"),
+            std::string::npos)
       << dlpg_last_error();
   printf("message: %s\n", dlpg_last_error());
   // The failure is repeated, not retried.

@@ -116,9 +116,9 @@ TEST(Rendezvous, AFailedJobDoesNotDisturbTheNext) {
   Served s;
   auto bad = Begin(s, "j/gloo", {{0, 3}, {1, 3}}, 1.0);
   EXPECT_EQ(bad[0].st, DLPG_ERR_TIMEOUT);
-  EXPECT_TRUE(Has(bad[0].msg, "rank 2 of 3 did not join")) << bad[0].msg;
+  EXPECT_TRUE(Has(bad[0].msg, "rank 2 of 3 had not started it")) << bad[0].msg;
   EXPECT_EQ(bad[1].st, DLPG_ERR_TIMEOUT);
-  EXPECT_TRUE(Has(bad[1].msg, "rank 2 of 3 did not join")) << bad[1].msg;
+  EXPECT_TRUE(Has(bad[1].msg, "rank 2 of 3 had not started it")) << bad[1].msg;
   EXPECT_LT(bad[0].secs, Scaled(1.0 + 4.0));  // its 1 s deadline, not a hang
   EXPECT_LT(bad[1].secs, Scaled(1.0 + 4.0));
   auto good = Begin(s, "j/gloo", {{0, 2}, {1, 2}}, 10);

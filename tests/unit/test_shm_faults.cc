@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -260,6 +261,55 @@ TEST(ShmFaults, PeerLeaves) {
     EXPECT_TRUE(Has(dlpg_last_error(), "rank 1 (pid ")) << dlpg_last_error();
     EXPECT_TRUE(Has(dlpg_last_error(), "left the group")) << dlpg_last_error();
     EXPECT_LT(Now() - t0, 2.0);
+  });
+  ExpectAllPass(codes);
+}
+
+// Ranks that were aborted, destroyed their handles and exited are not "dead": a rank that
+// arrives later is told they failed and left, not that they died.
+TEST(ShmFaults, FailedRanksThatLeftAreNotCalledDead) {
+  Opts o;
+  o.name = "failleft";
+  o.timeout = Scaled(10);
+  o.parent = [](const std::vector<pid_t> &pids, Store &st) {
+    char buf[8];
+    size_t len;
+    for (const char *k : {"failleft/r1", "failleft/r2"})
+      ASSERT_EQ(dlpg_store_get(st.s, k, Scaled(20), buf, sizeof buf, &len), DLPG_OK);
+    // Both processes have exited (zombies until reaped: dead to the engine too).
+    for (int r : {1, 2}) {
+      std::string path = "/proc/" + std::to_string(pids[r]) + "/stat";
+      for (double t0 = Now(); Now() - t0 < Scaled(20);) {
+        std::ifstream f(path);
+        std::string line;
+        std::getline(f, line);
+        size_t p = line.rfind(')');
+        if (!f || p == std::string::npos || line.compare(p, 3, ") Z") == 0) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    dlpg_store_set(st.s, "failleft/gone", "1", 1);
+  };
+  auto codes = RunRanks(3, o, [](Rank &k) {
+    std::vector<float> in(1024, 1.0f), out(1024);
+    char buf[8];
+    size_t len;
+    if (k.rank != 0) {
+      dlpg__shm_abort(k.sh);
+    } else {
+      ASSERT_EQ(dlpg_store_get(k.store, "failleft/gone", Scaled(30), buf, sizeof buf, &len), DLPG_OK);
+      EXPECT_EQ(dlpg__shm_allreduce(k.sh, in.data(), out.data(), in.size(), DLPG__DT_FLOAT32,
+                                    DLPG_SUM), DLPG_ERR_REMOTE);
+      std::string m = dlpg_last_error();
+      printf("rank 0: %s\n", m.c_str());
+      EXPECT_EQ(m.find("died"), std::string::npos) << m;
+      EXPECT_NE(m.find("left the group"), std::string::npos) << m;
+      return;
+    }
+    dlpg__shm_destroy(k.sh);
+    k.sh = nullptr;
+    std::string key = "failleft/r" + std::to_string(k.rank);
+    dlpg_store_set(k.store, key.c_str(), "1", 1);
   });
   ExpectAllPass(codes);
 }

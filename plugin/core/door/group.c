@@ -3,6 +3,7 @@
  * The reference count that keeps the group's internals alive while work handles or a stuck
  * worker thread still use them is group_ref.c's. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,7 +167,7 @@ dlpg_status_t dlpg_group_size(const dlpg_group_t *group, int *world_size) {
 
 dlpg_status_t dlpg_group_abort(dlpg_group_t *g) {
   DLPG_ARG_CHECK(g != NULL, "dlpg_group_abort: group is NULL");
-  dlpg__group_abort(g);
+  dlpg__group_abort_because(g, "dlpg_group_abort was called");
   return DLPG_OK;
 }
 
@@ -174,7 +175,12 @@ dlpg_status_t dlpg_group_destroy(dlpg_group_t *g) {
   if (!g) return DLPG_OK;
   /* Let queued CPU operations finish (within the group's timeout), then drop the handle's
    * reference; communicators and the Gloo context go when the last work is freed. */
-  if (!dlpg__worker_drain(g)) dlpg__group_abort(g); /* so that a stuck operation returns */
+  if (!dlpg__worker_drain(g)) { /* so that a stuck operation returns */
+    char how[160];
+    snprintf(how, sizeof how, "dlpg_group_destroy was called while an operation of the group "
+             "had not finished within %g s", g->timeout_s);
+    dlpg__group_abort_because(g, how);
+  }
   dlpg__worker_shutdown(g);
   /* The watcher first: it writes the records still queued (a rejected call's, an abort's),
    * joining the job for them if this rank had not (bounded by the watcher's stop); then a

@@ -44,14 +44,25 @@ static void dlpg__batch_key_init(void) { pthread_key_create(&dlpg__batch_key, dl
 
 int dlpg__batch_depth(void) { return dlpg__tls_batch.depth; }
 
-/* Fail every work of ops that the backend did not take, with the current message. */
-static void dlpg__fail_unclaimed(dlpg__op_t *const *ops, int n, dlpg_status_t st) {
+/* Fail every work of ops that the backend did not take, with the current message. The
+ * failure reaches the group's observer through the work (its record for the peers); the
+ * caller is told what the first work ended with (a peer's earlier failure named). */
+static dlpg_status_t dlpg__fail_unclaimed(dlpg__op_t *const *ops, int n, dlpg_status_t st) {
   dlpg__saved_error_t se;
   dlpg__error_save(&se);
+  int told = 0;
   for (int i = 0; i < n; i++)
-    if (ops[i]->work && dlpg__work_is_unclaimed(ops[i]->work))
+    if (ops[i]->work && dlpg__work_is_unclaimed(ops[i]->work)) {
       dlpg__work_complete(ops[i]->work, st, se.msg);
-  dlpg__error_restore(&se, st);
+      char m[DLPG__ERROR_MAX];
+      dlpg_status_t ws = dlpg__work_status(ops[i]->work, m, sizeof m);
+      if (!told && ws != DLPG_OK && m[0]) {
+        told = 1;
+        st = ws;
+        snprintf(se.msg, sizeof se.msg, "%s", m);
+      }
+    }
+  return dlpg__error_restore(&se, st);
 }
 
 /* Whether op is issued on the caller's thread: every op of a caller-thread backend, and the
@@ -76,10 +87,7 @@ static dlpg_status_t dlpg__issue_direct(const dlpg__backend_vtbl_t *be, dlpg__op
     st = be->issue(dlpg__op_views(ops), n);
     if (st != DLPG_OK) dlpg__error_prefix(st, dlpg__op_name(ops[0]->kind));
   }
-  if (st != DLPG_OK) {
-    dlpg__fail_unclaimed(ops, n, st);
-    return st;
-  }
+  if (st != DLPG_OK) return dlpg__fail_unclaimed(ops, n, st);
   for (int i = 0; i < n; i++)
     if (ops[i]->work) dlpg__observe_started(ops[i]->group, ops[i]->work->flight_id, -1);
   /* A backend that returned OK must have attached a poller (or completed the work);
@@ -157,7 +165,7 @@ dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
    * adopted, or another thread): the op goes no further. */
   if (atomic_load(&op->group->aborted)) {
     st = dlpg__op_aborted(dlpg__op_name(op->kind), op->group);
-    dlpg__work_complete(w, st, dlpg__last_error());
+    dlpg__work_complete_observed(w, st, dlpg__last_error()); /* the group's failure already */
     dlpg__work_unref(w);
     free(op);
     return st;

@@ -9,17 +9,19 @@
 #include "base/status.h"
 #include "core/group/observer.h"
 #include "core/group/work.h"
+#include "core/group/work_impl.h"
 #include "core/exec/worker.h"
 #include "core/exec/worker_impl.h"
 
 void dlpg__op_finish(dlpg__op_t *op, dlpg_status_t st, const char *msg) {
   if (!op) return;
+  /* The outcome went to the observer in dlpg__worker_outcome (an abort's needs none). */
   if (st == DLPG_OK) {
-    dlpg__work_complete(op->work, DLPG_OK, NULL);
+    dlpg__work_complete_observed(op->work, DLPG_OK, NULL);
   } else {
     char m[DLPG__ERROR_MAX];
     dlpg__format_prefixed(m, sizeof m, dlpg__op_name(op->kind), msg, st);
-    dlpg__work_complete(op->work, st, m);
+    dlpg__work_complete_observed(op->work, st, m);
   }
   free(op);
 }

@@ -319,8 +319,11 @@ static dlpg_status_t rdv_lead(dlpg_store_t *s, const char *base, const char *sco
       break;
     }
     if (now >= deadline) {
+      /* What rank 0 knows: the rank did not start this rendezvous (a backend's connection,
+       * begun by each rank's first operation on it). Not that it never joined the group, nor
+       * whether it called that operation: its caller may say that much (the progress note). */
       snprintf(verdict, sizeof verdict,
-               "!timed out after %.3g s: rank%s %s of %d did not join the group", timeout_s,
+               "!timed out after %.3g s: rank%s %s of %d had not started it", timeout_s,
                n_missing > 1 ? "s" : "", missing, size);
       st = dlpg__error(DLPG_ERR_TIMEOUT, "%s: %s", what, verdict + 1);
       break;

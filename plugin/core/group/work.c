@@ -66,7 +66,27 @@ void dlpg__work_finish_locked(struct dlpg_work *w, dlpg_status_t status, const c
   pthread_cond_broadcast(&w->cv);
 }
 
+/* A backend's failure (a transfer its own threads ran, an issue that failed) is the group's
+ * failure: it reaches the observer here, before the work's mutex is taken (the observer may
+ * wait on the store, bounded, and aborts the group; the backend holds none of the locks its
+ * abort takes when it completes a work). The executor's own outcome, already told to the
+ * observer, takes dlpg__work_complete_observed. A work that has ended (a wait's timeout)
+ * reports nothing more. */
 void dlpg__work_complete(struct dlpg_work *w, dlpg_status_t status, const char *msg) {
+  if (!w) return;
+  char m[DLPG__ERROR_MAX];
+  if (status != DLPG_OK && w->group && !dlpg__work_is_done(w)) {
+    snprintf(m, sizeof m, "%s", msg && msg[0] ? msg : dlpg_status_name(status));
+    dlpg__saved_error_t se;
+    dlpg__error_save(&se);
+    status = dlpg__observe_failed(w->group, w->flight_id, status, m, sizeof m);
+    dlpg__error_restore(&se, DLPG_OK);
+    msg = m;
+  }
+  dlpg__work_complete_observed(w, status, msg);
+}
+
+void dlpg__work_complete_observed(struct dlpg_work *w, dlpg_status_t status, const char *msg) {
   if (!w) return;
   pthread_mutex_lock(&w->mu);
   dlpg__work_finish_locked(w, status, msg);
@@ -85,6 +105,21 @@ void dlpg__work_set_backend(struct dlpg_work *w, const dlpg__work_backend_t *be,
   /* The poller lives inside the work and is released with it, so the executor's
    * reference is no longer needed. */
   dlpg__work_unref(w);
+}
+
+int dlpg__work_is_done(struct dlpg_work *w) {
+  pthread_mutex_lock(&w->mu);
+  int r = w->done;
+  pthread_mutex_unlock(&w->mu);
+  return r;
+}
+
+dlpg_status_t dlpg__work_status(struct dlpg_work *w, char *msg, size_t cap) {
+  pthread_mutex_lock(&w->mu);
+  dlpg_status_t st = w->done ? w->status : DLPG_OK;
+  snprintf(msg, cap, "%s", w->done && w->message ? w->message : "");
+  pthread_mutex_unlock(&w->mu);
+  return st;
 }
 
 int dlpg__work_is_unclaimed(struct dlpg_work *w) {

@@ -18,7 +18,10 @@ extern "C" {
  * handle and the executor's. */
 dlpg_status_t dlpg__work_new(struct dlpg_group *g, struct dlpg_work **out);
 /* Executor side: finish with status and message (msg may be NULL or "" on success), wake
- * waiters, and drop the executor's reference. */
+ * waiters, and drop the executor's reference. A failure is the group's: it is told to the
+ * group's observer first (its record for the peers, the abort), which may rewrite it (a
+ * peer's earlier failure becomes DLPG_ERR_REMOTE naming it) and may wait on the store,
+ * bounded; so call it without holding a lock the backend's abort takes. */
 void dlpg__work_complete(struct dlpg_work *w, dlpg_status_t status, const char *msg);
 /* Attach a CUDA-side poller; the executor's reference passes to it (no complete needed). */
 void dlpg__work_set_backend(struct dlpg_work *w, const dlpg__work_backend_t *be, void *data);

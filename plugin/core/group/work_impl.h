@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/group/work.h"
@@ -38,6 +39,12 @@ struct dlpg_work {
 /* Record the result under w->mu (held by the caller), once: a later result is ignored. An
  * abort caused by a peer's failure becomes DLPG_ERR_REMOTE naming it. */
 void dlpg__work_finish_locked(struct dlpg_work *w, dlpg_status_t status, const char *msg);
+/* dlpg__work_complete for the executor whose outcome the group's observer already has (the
+ * worker's dlpg__worker_outcome) or that needs none (an abort's, a refusal's). */
+void dlpg__work_complete_observed(struct dlpg_work *w, dlpg_status_t status, const char *msg);
+/* Whether it completed; its status (DLPG_OK while pending) and message into msg. */
+int dlpg__work_is_done(struct dlpg_work *w);
+dlpg_status_t dlpg__work_status(struct dlpg_work *w, char *msg, size_t cap);
 /* dlpg_work_wait for core's own callers (timeout_s <= 0: the group's timeout). */
 dlpg_status_t dlpg__work_wait(struct dlpg_work *w, double timeout_s);
 /* Name the operation the work belongs to (for "dlpg_allreduce did not complete ..."). */

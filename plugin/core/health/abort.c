@@ -15,9 +15,9 @@
 #include "base/log.h"
 #include "core/exec/worker.h"
 
-int dlpg__group_set_aborted(struct dlpg_group *g) {
+int dlpg__group_set_aborted(struct dlpg_group *g, int log) {
   if (atomic_exchange(&g->aborted, 1) != 0) return 0;
-  DLPG_WARN(INIT, g->rank, "group \"%s\" aborted", g->name);
+  if (log) DLPG_WARN(INIT, g->rank, "group \"%s\" aborted", g->name);
   return 1;
 }
 
@@ -37,24 +37,31 @@ void dlpg__group_cut(struct dlpg_group *g) {
   pthread_mutex_unlock(&g->be_mu);
 }
 
-/* The group failed because of rank's record: remember the cause and abort. The peer's record
- * is the cause, so this rank records nothing (as failure.c's abort would not once the cause
- * is set); the flight recorder's dump names it. */
-void dlpg__fail_adopt(struct dlpg_group *g, int rank, const char *msg) {
+void dlpg__fail_cause(struct dlpg_group *g, int rank, const char *msg) {
   struct dlpg__watch *w = g->watch;
   pthread_mutex_lock(&w->mu);
-  int first = !atomic_load(&w->remote);
-  if (first) {
+  if (!atomic_load(&w->remote)) {
     snprintf(w->cause, sizeof w->cause, "group \"%s\" failed on rank %d%s: %s", g->name, rank,
              rank == g->rank ? " (this rank)" : "", msg);
     atomic_store(&w->remote, 1);
   }
   pthread_mutex_unlock(&w->mu);
+}
+
+/* The group failed because of rank's record: remember the cause and abort. The peer's record
+ * is the cause, so this rank records nothing (as failure.c's abort would not once the cause
+ * is set). Its one line names the cause; the log's dump and the abort's own line belong to
+ * the rank that failed first, while the dump's file is written here too, so the trace tool
+ * reads every rank's record side by side. */
+void dlpg__fail_adopt(struct dlpg_group *g, int rank, const char *msg) {
+  struct dlpg__watch *w = g->watch;
+  int first = !atomic_load(&w->remote);
+  dlpg__fail_cause(g, rank, msg);
   if (first) DLPG_WARN(COLL, g->rank, "%s; aborting the group", w->cause);
-  if (dlpg__group_set_aborted(g)) {
+  if (dlpg__group_set_aborted(g, 0)) {
     char why[DLPG__ERROR_MAX];
     dlpg__failure_remote(g, why, sizeof why);
-    dlpg__flight_dump_all(g, why);
+    dlpg__flight_dump_file_only(g, why);
   }
   dlpg__group_cut(g);
 }

@@ -10,8 +10,9 @@ extern "C" {
 
 struct dlpg_group;
 
-/* Set the group's abort flag. 1 the first time (logged), 0 when it was aborted already. */
-int dlpg__group_set_aborted(struct dlpg_group *g);
+/* Set the group's abort flag. 1 the first time (logged at WARN when log), 0 when it was
+ * aborted already. */
+int dlpg__group_set_aborted(struct dlpg_group *g, int log);
 
 /* Cut the group's operations short: queued CPU work completes now with DLPG_ERR_ABORTED,
  * and the worker's running operation and the caller-thread backends' state (NCCL

@@ -165,9 +165,14 @@ static dlpg_status_t dlpg__op_failed(struct dlpg_group *g, uint64_t flight_id,
     /* The record is bounded (the message quotes the op's message after the note). */
     snprintf(what, sizeof what, "%s (%.400s): %.560s", dlpg__op_name(e.kind), note, orig);
     snprintf(msg, cap, "%s; %s", orig, note);
+  } else if (e.id && e.p2p) {
+    /* The transfer in the user's terms: which peer, which tag. */
+    snprintf(what, sizeof what, "%s %s rank %d (tag %d, p2p_seq %" PRIu64 "): %s",
+             dlpg__op_name(e.kind), e.kind == DLPG__OP_SEND ? "to" : "from", e.peer, e.tag,
+             e.seq, orig);
   } else if (e.id) {
-    snprintf(what, sizeof what, "%s (%s %" PRIu64 "): %s", dlpg__op_name(e.kind),
-             e.p2p ? "p2p_seq" : "coll_seq", e.seq, orig);
+    snprintf(what, sizeof what, "%s (coll_seq %" PRIu64 "): %s", dlpg__op_name(e.kind), e.seq,
+             orig);
   } else {
     snprintf(what, sizeof what, "%s", orig);
   }
@@ -182,6 +187,9 @@ static dlpg_status_t dlpg__op_failed(struct dlpg_group *g, uint64_t flight_id,
   }
   dlpg__record(g, st, what, 0);
   dlpg__error_restore(&se, DLPG_OK);
+  /* The backend blames a peer (a lost connection, a dead rank): this rank's later calls name
+   * that failure as its peers do, rather than an abort of unknown cause. */
+  if (st == DLPG_ERR_REMOTE) dlpg__fail_cause(g, g->rank, what);
   dlpg__flight_dump_cause(what); /* the dump's reason */
   dlpg__group_abort(g);
   return st;
@@ -223,22 +231,28 @@ void dlpg__failure_timed_out(struct dlpg_group *g, uint64_t flight_id, const cha
   dlpg__store_cap_deadline(old);
 }
 
-/* The group is being aborted (first time): record a local abort unless a failure was
+/* The group is being aborted (first time): record why for the peers unless a failure was
  * already recorded or came from a peer, and dump the flight recorder. */
-static void dlpg__failure_on_abort(struct dlpg_group *g) {
+static void dlpg__failure_on_abort(struct dlpg_group *g, const char *how) {
   if (!g || !g->watch) return;
-  char why[DLPG__ERROR_MAX];
+  char why[DLPG__ERROR_MAX], what[DLPG__ERROR_MAX / 2];
   if (!dlpg__failure_remote(g, why, sizeof why)) {
-    snprintf(why, sizeof why, "group \"%.512s\" aborted", g->name);
+    if (how)
+      snprintf(what, sizeof what, "%s", how);
+    else
+      snprintf(what, sizeof what, "rank %d aborted the group after an operation of its failed",
+               g->rank);
+    snprintf(why, sizeof why, "group \"%.400s\" aborted: %.500s", g->name, what);
     /* Written by the watcher, so an abort never waits on the store. */
-    if (dlpg__fail_enabled(g))
-      dlpg__record(g, DLPG_ERR_ABORTED, "the group was aborted (dlpg_group_abort)", 1);
+    if (dlpg__fail_enabled(g)) dlpg__record(g, DLPG_ERR_ABORTED, what, 1);
   }
   dlpg__flight_dump_all(g, why);
 }
 
-void dlpg__group_abort(struct dlpg_group *g) {
+void dlpg__group_abort_because(struct dlpg_group *g, const char *how) {
   /* Before connections are cut: peers learn why (failure.h); the flight recorder's dump. */
-  if (dlpg__group_set_aborted(g)) dlpg__failure_on_abort(g);
+  if (dlpg__group_set_aborted(g, 1)) dlpg__failure_on_abort(g, how);
   dlpg__group_cut(g);
 }
+
+void dlpg__group_abort(struct dlpg_group *g) { dlpg__group_abort_because(g, NULL); }

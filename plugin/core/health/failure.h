@@ -68,11 +68,13 @@ dlpg_status_t dlpg__failure_op_failed(struct dlpg_group *g, uint64_t flight_id,
  * so whether it reached coll_seq 7 is unknown" for the caller's message. */
 void dlpg__failure_timed_out(struct dlpg_group *g, uint64_t flight_id, const char *op_name,
                              double timeout_s, char *note, size_t cap);
-/* Abort the group (the public dlpg_group_abort, and core's own code: a failed or timed-out
- * operation, a destroy whose operations did not finish). The first time, a local abort is
- * recorded for the peers unless a failure was already recorded or came from a peer (the
- * watcher writes it, so an abort never waits on the store) and the flight recorder is
- * dumped; then the group's operations are cut short (abort.h). */
+/* Abort the group. The first time, why is recorded for the peers unless a failure was
+ * already recorded or came from a peer (the watcher writes it, so an abort never waits on
+ * the store), the abort is logged and the flight recorder is dumped; then the group's
+ * operations are cut short (abort.h). how: what happened, in the words the peers will read
+ * after "group "x" failed on rank N: " ("dlpg_group_abort was called"); NULL for core's own
+ * abort after a failed or timed-out operation (whose failure is normally recorded already). */
+void dlpg__group_abort_because(struct dlpg_group *g, const char *how);
 void dlpg__group_abort(struct dlpg_group *g);
 
 #ifdef __cplusplus

@@ -56,6 +56,8 @@ int dlpg__fail_parse(const char *v, int *rank, const char **msg);
 
 /* The group failed because of rank's record: remember the cause and abort (abort.c). */
 void dlpg__fail_adopt(struct dlpg_group *g, int rank, const char *msg);
+/* Make rank's failure (msg) the group's cause, which later calls name, unless one is set. */
+void dlpg__fail_cause(struct dlpg_group *g, int rank, const char *msg);
 /* Write a failed record unless one exists (the first failure stands; failure_store.c). */
 void dlpg__fail_record_now(struct dlpg_group *g, const char *val);
 /* Start the watcher thread (once). take_gen: join the job on this thread first (watch.c);

@@ -97,6 +97,7 @@ uint64_t dlpg__flight_issue(struct dlpg_group *g, const dlpg__op_t *op, int trac
         e->device_ids |= (uint64_t)1 << op->in[i].device_id;
     e->peer = p2p ? op->peer
                   : (op->kind == DLPG__OP_BROADCAST || op->kind == DLPG__OP_REDUCE) ? op->root : -1;
+    e->tag = p2p ? op->tag : 0;
     e->state = tracked ? DLPG__FL_QUEUED : DLPG__FL_ENQUEUED;
     e->t_issue = now;
     if (!tracked) e->t_start = now;

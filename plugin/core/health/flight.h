@@ -41,6 +41,7 @@ typedef struct dlpg__flight_entry {
   int device_type;
   uint64_t device_ids;   /* bit per device id below 64 */
   int peer;              /* SEND/RECV: the peer; BROADCAST/REDUCE: the root; else -1 */
+  int tag;               /* SEND/RECV: the tag; else 0 */
   dlpg__flight_state_t state;
   dlpg_status_t status;
   double t_issue, t_start, t_end; /* dlpg__now(); 0 until reached */
@@ -92,6 +93,9 @@ int dlpg__flight_entries(struct dlpg_group *g, dlpg__flight_entry_t **out, int *
  * DLPG_FLIGHT_RECORDER_DUMP's file for this group and rank when that is set (one log line
  * says where, or why not). */
 void dlpg__flight_dump_all(struct dlpg_group *g, const char *why);
+/* Only the JSON file of that dump (a rank that adopts a peer's failure: the trace tool reads
+ * every rank's record, while the log's dump belongs to the rank that failed first). */
+void dlpg__flight_dump_file_only(struct dlpg_group *g, const char *why);
 /* This thread's own failure (what it records for its peers), which the next dump on this
  * thread adds to its reason: the abort that follows a local failure only knows that the
  * group was aborted. The dump clears it. */

@@ -168,3 +168,8 @@ void dlpg__flight_dump_all(struct dlpg_group *g, const char *why) {
   dlpg__flight_dump(g, why);
   dlpg__flight_dump_file(g, why);
 }
+
+void dlpg__flight_dump_file_only(struct dlpg_group *g, const char *why) {
+  dlpg__dump_cause[0] = '\0';
+  dlpg__flight_dump_file(g, why);
+}
