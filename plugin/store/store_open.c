@@ -9,7 +9,7 @@
  *   other schemes               registered by their backend (dlpg__store_register_scheme):
  *                               file:///PATH by the Gloo island's FileStore
  * The token (tcp_auth.h) is ?token= or else DLPG_STORE_TOKEN; messages never show it (a
- * URL is quoted with every query value but serve's replaced by ***). Every malformed URL is
+ * URL is quoted with the token's value replaced by ***). Every malformed URL is
  * DLPG_ERR_INVALID_ARGUMENT naming the URL and what is wrong. The launcher's variables are
  * read through base/params.h (never getenv). */
 #include <errno.h>
@@ -28,18 +28,12 @@
 static const char dlpg__open_fn[] = "dlpg_store_open";
 
 void dlpg__store_url_redact(const char *url, char *out, size_t cap) {
-  /* Every query value but serve's is hidden: a parameter dlpg does not know may be a
-   * misspelled token. */
   size_t o = 0;
-  const char *query = strchr(url, '?');
   for (const char *p = url; *p && o + 1 < cap;) {
-    int at_param = p == url ? strncmp(p, "token=", 6) == 0
-                            : query && p > query && (p[-1] == '?' || p[-1] == '&');
-    const char *eq = at_param ? strpbrk(p, "=&") : NULL;
-    if (eq && *eq == '=' && strncmp(p, "serve=", 6) != 0) {
-      int w = snprintf(out + o, cap - o, "%.*s=***", (int)(eq - p), p);
+    if ((p == url || p[-1] == '?' || p[-1] == '&') && strncmp(p, "token=", 6) == 0) {
+      int w = snprintf(out + o, cap - o, "token=***");
       o += w > 0 && (size_t)w < cap - o ? (size_t)w : cap - o - 1;
-      p = eq + 1;
+      p += 6;
       while (*p && *p != '&') ++p;
       continue;
     }
@@ -133,7 +127,7 @@ static dlpg_status_t dlpg__parse_hostport(const char *url, size_t scheme_len, co
 
 /* The query of a tcp:// or redis:// URL: token=SECRET, and serve=0|1 where serve is non-NULL.
  * token has room for DLPG__AUTH_TOKEN_MAX + 1 bytes. A refusal names the parameter and the
- * accepted ones; a value is shown only for serve (another may be a misspelled token). */
+ * accepted ones. */
 static dlpg_status_t dlpg__parse_query(const char *url, const char *rest, int *serve,
                                        char *token) {
   char name[16], value[DLPG__AUTH_TOKEN_MAX + 1];
