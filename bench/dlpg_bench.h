@@ -166,8 +166,10 @@ int bench_rank_main(const bench_opts_t *o, dlpg_store_t *store, int rank, int wo
 double bench_busbw_factor(bench_op_t op, int n);
 void bench_report_header(FILE *f, const bench_opts_t *o, const bench_ctx_t *x);
 void bench_report_row(FILE *f, const bench_opts_t *o, const bench_row_t *r);
-/* nccl-tests' closing lines: wrong elements and the average bus bandwidth. */
-void bench_report_trailer(FILE *f, const bench_opts_t *o, const bench_row_t *rows, int nrows);
+/* nccl-tests' closing lines: wrong elements and the average bus bandwidth; failed: the run
+ * stopped on an error, so it is not called OK. */
+void bench_report_trailer(FILE *f, const bench_opts_t *o, const bench_row_t *rows, int nrows,
+                          int failed);
 int bench_report_json(const char *path, const bench_opts_t *o, const bench_ctx_t *x,
                       const bench_row_t *rows, int nrows, double first_us, double first_b_us);
 

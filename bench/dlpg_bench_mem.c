@@ -23,7 +23,10 @@ double bench_now(void) {
   do {                                                                                   \
     cudaError_t e_ = (call);                                                             \
     if (e_ != cudaSuccess) {                                                             \
-      fprintf(stderr, "dlpg-bench: %s failed: %s\n", #call, cudaGetErrorString(e_));     \
+      fprintf(stderr, "dlpg-bench: %s failed: %s%s\n", #call, cudaGetErrorString(e_),    \
+              e_ == cudaErrorInsufficientDriver || e_ == cudaErrorNoDevice                 \
+                  ? " (--device cuda needs a usable GPU and driver, which this host lacks)"   \
+                  : "");                                                                 \
       return -1;                                                                         \
     }                                                                                    \
   } while (0)

@@ -78,7 +78,7 @@ int bench_memcpy_main(bench_opts_t *o) {
     if (next <= size) break;
     size = next;
   }
-  bench_report_trailer(stdout, o, rows, nrows);
+  bench_report_trailer(stdout, o, rows, nrows, rc != 0);
   if (rc == 0 && o->json_path && bench_report_json(o->json_path, o, &x, rows, nrows, -1, -1) != 0)
     rc = 1;
 out:

@@ -108,7 +108,8 @@ void bench_report_row(FILE *f, const bench_opts_t *o, const bench_row_t *r) {
   fflush(f);
 }
 
-void bench_report_trailer(FILE *f, const bench_opts_t *o, const bench_row_t *rows, int nrows) {
+void bench_report_trailer(FILE *f, const bench_opts_t *o, const bench_row_t *rows, int nrows,
+                          int failed) {
   long long wrong = 0;
   double bw = 0;
   int nbw = 0;
@@ -121,8 +122,13 @@ void bench_report_trailer(FILE *f, const bench_opts_t *o, const bench_row_t *row
       if (o->baseline && rows[i].b[ip].wrong > 0) wrong += rows[i].b[ip].wrong;
     }
   }
-  fprintf(f, "# Out of bounds values : %lld %s\n", wrong,
-          !o->check ? "(not checked)" : wrong ? "FAILED" : "OK");
+  /* A run that stopped on a failed operation is not OK, whatever the rows before it held. */
+  if (failed && !wrong)
+    fprintf(f, "# Out of bounds values : %lld FAILED (the run stopped on an error, reported "
+            "on stderr)\n", wrong);
+  else
+    fprintf(f, "# Out of bounds values : %lld %s\n", wrong,
+            !o->check ? "(not checked)" : wrong ? "FAILED" : "OK");
   fprintf(f, "# Avg bus bandwidth    : %g \n", nbw ? bw / nbw : 0.0);
   fprintf(f, "#\n");
   fflush(f);

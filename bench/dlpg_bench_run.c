@@ -280,7 +280,7 @@ static int sweep(bench_ctx_t *x) {
   if (x->rank == 0) {
     if (rs.first[0] >= 0) printf("# first dlpg op (includes lazy communicator creation): %.1f us\n", rs.first[0]);
     if (rs.first[1] >= 0) printf("# first baseline op (includes ncclCommInitRank): %.1f us\n", rs.first[1]);
-    bench_report_trailer(stdout, o, rs.v, rs.n);
+    bench_report_trailer(stdout, o, rs.v, rs.n, rc != 0);
     for (int i = 0; i < rs.n; i++)
       for (int ip = 0; ip < 2; ip++)
         if (rs.v[i].d[ip].wrong > 0 || rs.v[i].b[ip].wrong > 0) rc = -1;

@@ -4,12 +4,27 @@
  * each built-in backend's and each loaded module's (a module registers its own when it
  * loads, so the backends are loaded first). */
 #include <stdio.h>
+#include <string.h>
 
 #include "core/lines/backend.h"
 #include "base/params.h"
 #include "dlpg/dlpg.h"
 
-int main(void) {
+static void dlpg__usage(FILE *f) {
+  fprintf(f,
+          "usage: dlpg-info\n"
+          "  Print dlpg's version, what it was built with, each backend (built in or a module:\n"
+          "  whether it loaded and why not) and every DLPG_* environment variable with its\n"
+          "  value, default and meaning. Takes no arguments.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) {
+    int help = strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0;
+    if (!help) fprintf(stderr, "dlpg-info: unknown argument '%s'\n", argv[1]);
+    dlpg__usage(help ? stdout : stderr);
+    return help ? 0 : 2;
+  }
   int code = 0;
   const char *info = NULL;
   if (dlpg_get_version(&code) != DLPG_OK || dlpg_get_build_info(&info) != DLPG_OK) {

@@ -2,7 +2,11 @@
  * host it (multi-host jobs, a launcher that outlives the ranks). Ranks then open
  * "tcp://HOST:PORT". Runs until SIGINT or SIGTERM.
  *
- *   dlpg-store [--host HOST] [--port PORT]     (defaults: every interface, port 29501)
+ *   dlpg-store [--host HOST] [--port PORT]     (defaults: every interface, port 29700)
+ *
+ * The default port is clear of torchrun's: its MASTER_PORT defaults to 29500, and env://
+ * serves on MASTER_PORT + 1, so a dlpg-store on the master's host of such a job would
+ * otherwise take the port the job's own store needs.
  *
  * DLPG_STORE_TOKEN, when set, is required of every client (the same variable on the ranks,
  * or ?token= in their URL); the DLPG_STORE_* limits apply (docs/security.md). The banner
@@ -19,12 +23,14 @@
 #include "base/status.h"
 #include "store/store.h"
 
+#define DLPG__STORE_DEFAULT_PORT 29700
+
 static void dlpg__usage(FILE *f) {
   fprintf(f,
           "usage: dlpg-store [--host HOST] [--port PORT]\n"
           "  Serve the dlpg TCP store until SIGINT/SIGTERM. Ranks open tcp://HOST:PORT.\n"
           "  --host HOST  address to bind, only that one (default: every interface)\n"
-          "  --port PORT  TCP port, 0 picks a free one (default: 29501)\n"
+          "  --port PORT  TCP port, 0 picks a free one (default: 29700)\n"
           "  DLPG_STORE_TOKEN=SECRET in the environment: clients must hold the same secret\n");
 }
 
@@ -38,7 +44,7 @@ static int dlpg__parse_port(const char *s, int *port) {
 
 int main(int argc, char **argv) {
   const char *host = "";
-  int port = 29501;
+  int port = DLPG__STORE_DEFAULT_PORT;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
       dlpg__usage(stdout);
@@ -74,6 +80,8 @@ int main(int argc, char **argv) {
   dlpg__tcp_server_t *srv = NULL;
   if (dlpg__tcp_server_start(host, port, token, &srv) != DLPG_OK) {
     fprintf(stderr, "dlpg-store: %s\n", dlpg__last_error());
+    fprintf(stderr, "dlpg-store: --port PORT serves on another port (--port 0: a free one, "
+            "printed when listening)%s\n", *host ? ", --host HOST on another address" : "");
     return 1;
   }
   printf("dlpg-store listening on %s (%s)\n", dlpg__tcp_server_address(srv),

@@ -68,6 +68,36 @@ static int dlpg__level_parse(const char *lv) {
   return DLPG__LOG_WARN; /* WARN, and what is not a level */
 }
 
+int dlpg__log_level_known(const char *lv) {
+  return !lv || strcasecmp(lv, "NONE") == 0 || strcasecmp(lv, "WARN") == 0 ||
+         strcasecmp(lv, "INFO") == 0 || strcasecmp(lv, "TRACE") == 0;
+}
+
+int dlpg__log_subsys_unknown(const char *spec, char *name, size_t cap) {
+  const char *p = spec ? spec + (spec[0] == '^') : "";
+  while (*p) {
+    size_t len = strcspn(p, ",");
+    if (len > 0 && !(len == 3 && strncasecmp(p, "ALL", 3) == 0) && !dlpg__sub_bit(p, len)) {
+      snprintf(name, cap, "%.*s", (int)len, p);
+      return 1;
+    }
+    p += len;
+    if (*p == ',') p++;
+  }
+  return 0;
+}
+
+void dlpg__log_subsys_names(char *buf, size_t cap) {
+  int n = __atomic_load_n(&dlpg__sub_count, __ATOMIC_ACQUIRE);
+  size_t o = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < n && o < cap; i++) {
+    int w = snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", dlpg__sub_names[i]);
+    if (w < 0) break;
+    o += (size_t)w;
+  }
+}
+
 void dlpg__log_configure(const char *level, const char *subsys) {
   pthread_mutex_lock(&dlpg__log_mu);
   if (__atomic_load_n(&dlpg__log_level, __ATOMIC_ACQUIRE) < 0) {

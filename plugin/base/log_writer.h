@@ -7,6 +7,7 @@
 #define DLPG_BASE_LOG_WRITER_H_
 
 #include <stdarg.h>
+#include <stddef.h>
 
 #include "base/log.h"
 
@@ -18,6 +19,13 @@ void dlpg__log_configure(const char *level, const char *subsys);
  * (a forked child opens its own); a file that cannot be opened gives one line on stderr and
  * the lines stay there. The first call wins. */
 void dlpg__log_set_file(const char *pattern);
+/* 1 when lv is a level DLPG_DEBUG accepts (NONE, WARN, INFO, TRACE, any case) or NULL. */
+int dlpg__log_level_known(const char *lv);
+/* 1, and the first name of spec (DLPG_DEBUG_SUBSYS) that is neither ALL nor a subsystem
+ * registered so far copied into name, else 0. */
+int dlpg__log_subsys_unknown(const char *spec, char *name, size_t cap);
+/* The names registered so far, "INIT, STORE, COLL, P2P, ...". */
+void dlpg__log_subsys_names(char *buf, size_t cap);
 /* 1 once configured. */
 int dlpg__log_configured(void);
 /* Whether a line of level under sub passes the configuration (0 before it is configured). */

@@ -1,11 +1,13 @@
 /* Environment variables (params.h): the registry of declaration tables, core's own first.
  * This is the only file that calls getenv(). A table's cached variables are read together
  * at the first read of any of them, under its lock, and kept for the life of the process;
- * the others are read at each use. Unparsable values are reported through the log writer
- * (log_writer.h), never through log.c, which reads its configuration from here. */
+ * the others are read at each use. Unparsable or refused values are reported once per
+ * variable through the log writer (log_writer.h), never through log.c, which reads its
+ * configuration from here. */
 #include "base/params.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -49,11 +51,43 @@ static void dlpg__param_warn(const char *fmt, ...) {
     dlpg__log_configure(dlpg__param_str(DLPG__PARAM_DEBUG),
                         dlpg__param_str(DLPG__PARAM_DEBUG_SUBSYS));
   }
-  if (!dlpg__log_would(DLPG__LOG_WARN, DLPG__SUB_INIT)) return;
+  /* A warning about dlpg's own variables passes any DLPG_DEBUG_SUBSYS (which may be the
+   * variable at fault); only DLPG_DEBUG=NONE silences it. */
+  if (!dlpg__log_would(DLPG__LOG_WARN, 0)) return;
   va_list ap;
   va_start(ap, fmt);
   dlpg__log_write(DLPG__LOG_WARN, DLPG__SUB_INIT, -1, fmt, ap);
   va_end(ap);
+}
+
+/* Variables already warned about: each gets one warning for the life of the process, however
+ * often it is read (a long job reads some at every group or store). */
+#define DLPG__WARNED_MAX 64
+static const dlpg__param_decl_t *dlpg__warned[DLPG__WARNED_MAX];
+static int dlpg__nwarned;
+
+/* 1 the first time p is named here (then it is remembered), 0 after. Beyond the list's room
+ * a variable is warned about at each read rather than never. */
+static int dlpg__first_warning(const dlpg__param_decl_t *p) {
+  int first = 1;
+  pthread_mutex_lock(&dlpg__params_mu);
+  for (int i = 0; i < dlpg__nwarned && first; i++)
+    if (dlpg__warned[i] == p || strcmp(dlpg__warned[i]->env, p->env) == 0) first = 0;
+  if (first && dlpg__nwarned < DLPG__WARNED_MAX) dlpg__warned[dlpg__nwarned++] = p;
+  pthread_mutex_unlock(&dlpg__params_mu);
+  return first;
+}
+
+void dlpg__param_reject(const dlpg__param_decl_t *p, const char *value, const char *part,
+                        const char *accepted) {
+  if (!p || !dlpg__first_warning(p)) return;
+  if (!accepted) accepted = "see dlpg-info";
+  if (part)
+    dlpg__param_warn("%s=\"%s\": \"%s\" is ignored (accepted values: %s)", p->env,
+                     value ? value : "", part, accepted);
+  else
+    dlpg__param_warn("%s=\"%s\" is ignored (accepted values: %s)", p->env, value ? value : "",
+                     accepted);
 }
 
 static const char *dlpg__env_value(const char *name) {
@@ -139,15 +173,36 @@ int dlpg__param_set_default_env(const dlpg__param_decl_t *p, const char *value) 
   return dlpg__param_env(p) == NULL && setenv(p->env, value, 0) == 0;
 }
 
-int dlpg__param_get_double(const dlpg__param_decl_t *p, double *out) {
-  const char *v = dlpg__param_get(p);
-  if (!v) return 0;
+/* v parsed whole as a double (surrounding blanks allowed): 1, else 0. */
+static int dlpg__parse_double(const char *v, double *out) {
   char *end = NULL;
   errno = 0;
   double d = strtod(v, &end);
   while (end && (*end == ' ' || *end == '\t')) end++;
-  if (end == v || (end && *end) || errno == ERANGE) {
-    dlpg__param_warn("%s=\"%s\" is not a number; ignored", p->env, v);
+  if (end == v || (end && *end) || errno == ERANGE) return 0;
+  *out = d;
+  return 1;
+}
+
+int dlpg__param_get_double(const dlpg__param_decl_t *p, double *out) {
+  const char *v = dlpg__param_get(p);
+  if (!v) return 0;
+  double d = 0;
+  if (!dlpg__parse_double(v, &d)) {
+    dlpg__param_reject(p, v, NULL, "a number");
+    return 0;
+  }
+  if (out) *out = d;
+  return 1;
+}
+
+int dlpg__param_get_double_min(const dlpg__param_decl_t *p, double min, int min_allowed,
+                               const char *accepted, double *out) {
+  const char *v = dlpg__param_get(p);
+  if (!v) return 0;
+  double d = 0;
+  if (!dlpg__parse_double(v, &d) || !isfinite(d) || d < min || (d == min && !min_allowed)) {
+    dlpg__param_reject(p, v, NULL, accepted);
     return 0;
   }
   if (out) *out = d;
@@ -162,7 +217,7 @@ int dlpg__param_get_long(const dlpg__param_decl_t *p, long *out) {
   long l = strtol(v, &end, 10);
   while (end && (*end == ' ' || *end == '\t')) end++;
   if (end == v || (end && *end) || errno == ERANGE) {
-    dlpg__param_warn("%s=\"%s\" is not an integer; ignored", p->env, v);
+    dlpg__param_reject(p, v, NULL, "an integer");
     return 0;
   }
   if (out) *out = l;
@@ -179,6 +234,15 @@ const char *dlpg__param_env_name(dlpg__param_id_t id) {
 const char *dlpg__param_str(dlpg__param_id_t id) { return dlpg__param_get(dlpg__core(id)); }
 int dlpg__param_double(dlpg__param_id_t id, double *out) {
   return dlpg__core(id) && dlpg__param_get_double(dlpg__core(id), out);
+}
+int dlpg__param_double_min(dlpg__param_id_t id, double min, int min_allowed,
+                           const char *accepted, double *out) {
+  return dlpg__core(id) &&
+         dlpg__param_get_double_min(dlpg__core(id), min, min_allowed, accepted, out);
+}
+void dlpg__param_reject_id(dlpg__param_id_t id, const char *value, const char *part,
+                           const char *accepted) {
+  dlpg__param_reject(dlpg__core(id), value, part, accepted);
 }
 int dlpg__param_long(dlpg__param_id_t id, long *out) {
   return dlpg__core(id) && dlpg__param_get_long(dlpg__core(id), out);

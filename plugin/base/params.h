@@ -40,10 +40,20 @@ int dlpg__params_register(const char *owner, const dlpg__param_decl_t *decls, in
  * the environment at each use. */
 /* The value (environment, else default); NULL when unset with no default. */
 const char *dlpg__param_get(const dlpg__param_decl_t *p);
-/* 1 and the parsed value when set and numeric; 0 when unset or unparsable (a warning is
- * logged for unparsable values). */
+/* 1 and the parsed value when set and numeric; 0 when unset or unparsable (one warning per
+ * variable is logged for unparsable values). */
 int dlpg__param_get_double(const dlpg__param_decl_t *p, double *out);
 int dlpg__param_get_long(const dlpg__param_decl_t *p, long *out);
+/* As dlpg__param_get_double, also refusing a value below min (or equal to it unless
+ * min_allowed) or not finite; the warning names accepted ("a number of seconds > 0"). */
+int dlpg__param_get_double_min(const dlpg__param_decl_t *p, double min, int min_allowed,
+                               const char *accepted, double *out);
+/* Warn that p's value (or, when part is non-NULL, that part of it) is ignored, naming the
+ * variable, the value and the accepted values: once per variable for the life of the
+ * process, however often it is read. For an owner whose rule goes beyond a number (a list
+ * of names); the getters above warn through it. */
+void dlpg__param_reject(const dlpg__param_decl_t *p, const char *value, const char *part,
+                        const char *accepted);
 /* Set p's variable in the process environment unless it is already set (for variables
  * another library reads, such as NCCL's). Returns 1 if it set it. */
 int dlpg__param_set_default_env(const dlpg__param_decl_t *p, const char *value);
@@ -131,6 +141,10 @@ const char *dlpg__param_env_name(dlpg__param_id_t id);
 const char *dlpg__param_str(dlpg__param_id_t id);
 int dlpg__param_double(dlpg__param_id_t id, double *out);
 int dlpg__param_long(dlpg__param_id_t id, long *out);
+int dlpg__param_double_min(dlpg__param_id_t id, double min, int min_allowed,
+                           const char *accepted, double *out);
+void dlpg__param_reject_id(dlpg__param_id_t id, const char *value, const char *part,
+                           const char *accepted);
 
 #ifdef __cplusplus
 }

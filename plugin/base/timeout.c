@@ -1,8 +1,6 @@
 /* The timeout rule (timeout.h). */
 #include "base/timeout.h"
 
-#include <math.h>
-
 #include "base/params.h"
 
 double dlpg__timeout_or(double requested_s, double fallback_s) {
@@ -12,7 +10,7 @@ double dlpg__timeout_or(double requested_s, double fallback_s) {
 
 double dlpg__timeout_resolve(double requested_s) {
   double env = 0;
-  if (!(dlpg__param_double(DLPG__PARAM_TIMEOUT, &env) && env > 0 && isfinite(env)))
+  if (!dlpg__param_double_min(DLPG__PARAM_TIMEOUT, 0, 0, "a number of seconds > 0", &env))
     env = DLPG__DEFAULT_TIMEOUT_S;
   return dlpg__timeout_or(requested_s, env);
 }

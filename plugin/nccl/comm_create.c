@@ -420,6 +420,8 @@ dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__be_op_t *const *ops, in
   }
   if (hits == n) return DLPG_OK;
   for (int i = 0; i < hits; i++) dlpg__nccl_comm_release(comms[i]), comms[i] = NULL;
+  /* Before a communicator is made for a device: does the device exist here at all? */
+  for (int i = 0; i < n; i++) DLPG_CHECK(dlpg__nccl_devices_rule(fn, ops[i]));
 
   double deadline = dlpg__now() + ops[0]->gview->timeout_s;
 

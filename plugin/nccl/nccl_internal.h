@@ -165,6 +165,11 @@ static inline int dlpg__nccl_peer_rank(const dlpg__nccl_comm_t *c, const dlpg__b
 dlpg_status_t dlpg__nccl_wait_ready(const char *fn, dlpg__nccl_comm_t *const *cs, int nc,
                                     int parents, double deadline);
 
+/* Devices (devices.c): OK when every device of op exists in this process; else
+ * DLPG_ERR_SYSTEM naming the tensor, its device and what CUDA said (no usable driver or
+ * GPU, fewer devices). */
+dlpg_status_t dlpg__nccl_devices_rule(const char *fn, const dlpg__be_op_t *op);
+
 /* Types (types.c). */
 /* The NCCL type and op of a pair the backend's check accepted (both read rules.h's table). */
 void dlpg__nccl_reduce_type(dlpg__dtype_t dt, dlpg_reduce_op_t op, ncclDataType_t *type,

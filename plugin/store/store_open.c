@@ -126,25 +126,40 @@ static dlpg_status_t dlpg__parse_hostport(const char *url, size_t scheme_len, co
 }
 
 /* The query of a tcp:// or redis:// URL: token=SECRET, and serve=0|1 where serve is non-NULL.
- * token has room for DLPG__AUTH_TOKEN_MAX + 1 bytes. */
+ * token has room for DLPG__AUTH_TOKEN_MAX + 1 bytes. A refusal names the parameter and the
+ * accepted ones. */
 static dlpg_status_t dlpg__parse_query(const char *url, const char *rest, int *serve,
                                        char *token) {
   char name[16], value[DLPG__AUTH_TOKEN_MAX + 1];
   const char *q = *rest == '?' ? rest + 1 : "";
-  const char *known = serve ? "unknown query (parameters: serve=0|1, token=SECRET)"
-                            : "unknown query (the parameter is token=SECRET)";
+  const char *accepted = serve ? "serve=0|1, token=SECRET" : "token=SECRET";
+  char what[160];
   dlpg_status_t st = DLPG_OK;
   int r = 0;
   while (st == DLPG_OK &&
          (r = dlpg__store_query_next(&q, name, sizeof name, value, sizeof value)) == 1) {
     int on = !strcmp(value, "1") || !strcmp(value, "true");
     int off = !strcmp(value, "0") || !strcmp(value, "false");
-    if (serve && strcmp(name, "serve") == 0 && (on || off)) *serve = on;
-    else if (strcmp(name, "token") == 0 && *value) memcpy(token, value, strlen(value) + 1);
-    else st = dlpg__bad_url(url, known);
+    what[0] = '\0';
+    if (serve && strcmp(name, "serve") == 0) {
+      if (on || off) *serve = on;
+      else
+        snprintf(what, sizeof what, "serve=%.16s%s (accepted: serve=0|1, also true|false)", value,
+                 strlen(value) > 16 ? "..." : "");
+    } else if (strcmp(name, "token") == 0) {
+      if (*value) memcpy(token, value, strlen(value) + 1);
+      else snprintf(what, sizeof what, "token= is empty (accepted: token=SECRET)");
+    } else {
+      snprintf(what, sizeof what, "unknown query parameter \"%s\" (accepted: %s)", name,
+               accepted);
+    }
+    if (what[0]) st = dlpg__bad_url(url, what);
   }
-  if (st == DLPG_OK && r < 0)
-    st = dlpg__bad_url(url, "a query parameter is too long (a token has at most 1024 bytes)");
+  if (st == DLPG_OK && r < 0) {
+    snprintf(what, sizeof what, "a query parameter is too long (a name has at most %zu bytes, a "
+             "token at most %u; accepted: %s)", sizeof name - 1, DLPG__AUTH_TOKEN_MAX, accepted);
+    st = dlpg__bad_url(url, what);
+  }
   dlpg__auth_wipe(value, sizeof value);
   return st;
 }

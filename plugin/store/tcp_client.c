@@ -221,8 +221,8 @@ static const dlpg__store_vtbl_t dlpg__tcp_vtbl = {
     dlpg__tcp_check, dlpg__tcp_delete, dlpg__tcp_port, dlpg__tcp_destroy};
 
 /* Connect, retrying with exponential backoff (10 ms doubling to 1 s) until deadline; a
- * refused token (DLPG_ERR_INVALID_ARGUMENT) or a server's refusal (a connection limit) is
- * final. Without a token the connection completes one request (dlpg__tcp_ping) before it
+ * refused token or a host name the resolver does not know (DLPG_ERR_INVALID_ARGUMENT) or a
+ * server's refusal (a connection limit) is final. Without a token the connection completes one request (dlpg__tcp_ping) before it
  * goes to the pool, as an authenticated one completes its handshake. */
 static dlpg_status_t dlpg__tcp_first_connect(dlpg__tcp_store_t *t, double timeout_s) {
   double deadline = dlpg__now() + timeout_s, backoff = 0.010;

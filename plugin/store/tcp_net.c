@@ -81,6 +81,10 @@ dlpg_status_t dlpg__net_listen(const char *host, int port, int *out_fd, int *bou
   if (fd < 0 && gai != 0)
     return dlpg__error(DLPG_ERR_SYSTEM, "dlpg store server: cannot resolve %s:%d: %s", shown, port,
                        gai_strerror(gai));
+  if (fd < 0 && err == EADDRINUSE)
+    return dlpg__error(DLPG_ERR_SYSTEM, "dlpg store server: cannot listen on %s:%d: %s (the port "
+                       "is taken: serve on another one, or on port 0 for a free one)", shown,
+                       port, strerror(err));
   if (fd < 0)
     return dlpg__error(DLPG_ERR_SYSTEM, "dlpg store server: cannot listen on %s:%d: %s", shown,
                        port, strerror(err));
@@ -106,6 +110,12 @@ dlpg_status_t dlpg__net_connect_once(const char *host, int port, double deadline
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   int rc = getaddrinfo(host, portstr, &hints, &res);
+  /* The resolver's "no such name" is an answer, not an outage: retrying it until the
+   * timeout only hides a typo. A failure to ask (EAI_AGAIN and the rest) may pass. */
+  if (rc == EAI_NONAME)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "store server host \"%s\" is not a known host "
+                       "name (%s); check its spelling (a name the resolver does not know is not "
+                       "retried)", host, gai_strerror(rc));
   if (rc != 0)
     return dlpg__error(DLPG_ERR_SYSTEM, "cannot resolve store server %s:%d: %s", host, port,
                        gai_strerror(rc));

@@ -117,7 +117,8 @@ int dlpg__frame_parse(const uint8_t *body, size_t body_len, uint8_t *type, size_
  * SO_REUSEADDR, non-blocking. Sets *fd and *bound_port. Errors name host:port. */
 dlpg_status_t dlpg__net_listen(const char *host, int port, int *fd, int *bound_port);
 /* One connection attempt to host:port within the deadline (TCP_NODELAY set). Returns OK,
- * or a status with a message (not retried here). */
+ * or a status with a message (not retried here): DLPG_ERR_INVALID_ARGUMENT for a host name the
+ * resolver does not know (final), DLPG_ERR_SYSTEM otherwise. */
 dlpg_status_t dlpg__net_connect_once(const char *host, int port, double deadline, int *fd);
 /* Send/receive exactly len bytes before deadline. Return OK, DLPG_ERR_TIMEOUT,
  * DLPG_ERR_REMOTE (peer closed) or DLPG_ERR_SYSTEM, with a message naming what. */

@@ -138,6 +138,18 @@ def test_unsupported_pair_named_alone_fails_clearly():
     assert "-d int32 -o avg" in r.stderr, r.stderr
 
 
+@pytest.mark.skipif(os.path.exists("/dev/nvidia0"), reason="this host has a GPU")
+def test_cuda_without_a_gpu_fails_and_says_so():
+    """A run whose operations fail reports the failure and exits non-zero: its trailer does
+    not call the result OK."""
+    r = run([BENCH, "allreduce", "--nranks", "1", "--device", "cuda", "-b", "8", "-e", "8",
+             "-n", "1", "-w", "0"])
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert " OK" not in r.stdout, r.stdout
+    if "# Out of bounds values" in r.stdout:
+        assert "FAILED" in r.stdout, r.stdout
+
+
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
 def test_one_rank_of_an_mpirun_job():
     r = run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", BENCH, "reduce",

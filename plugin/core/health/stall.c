@@ -26,15 +26,17 @@
 #define DLPG__STALL_READ_MAX 64
 #define DLPG__STALL_NAME_MAX 16
 
-/* DLPG_STALL_WARN_S parsed once (an unparsable value is reported once, then the default
- * applies): < 0 unset, else the threshold (0: off). */
+/* DLPG_STALL_WARN_S parsed once (an unparsable or negative value is reported once, then the
+ * default applies): < 0 unset, else the threshold (0: off). */
 static pthread_once_t dlpg__stall_once = PTHREAD_ONCE_INIT;
 static double dlpg__stall_param = -1;
 
 static void dlpg__stall_load(void) {
   double v = 0;
-  if (!dlpg__param_double(DLPG__PARAM_STALL_WARN_S, &v)) return;
-  dlpg__stall_param = !(v > 0) ? 0 : v < DLPG__STALL_MIN_S ? DLPG__STALL_MIN_S : v;
+  if (!dlpg__param_double_min(DLPG__PARAM_STALL_WARN_S, 0, 1,
+                              "0 (off) or a number of seconds > 0", &v))
+    return;
+  dlpg__stall_param = v == 0 ? 0 : v < DLPG__STALL_MIN_S ? DLPG__STALL_MIN_S : v;
 }
 
 double dlpg__stall_after_s(const struct dlpg_group *g) {

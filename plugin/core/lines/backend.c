@@ -4,6 +4,7 @@
  * that sit above these lookups). */
 #include "core/lines/backend.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -51,6 +52,18 @@ static void dlpg__table_settings_register(const dlpg__backend_vtbl_t *vt) {
   if (vt->nparams > 0) dlpg__params_register(vt->name, dlpg__be_param_decl(vt->params), vt->nparams);
 }
 
+/* A module's log subsystem is known before the module loads, by the registry's name for it
+ * in capitals (as a module names its own subsystem), so DLPG_DEBUG_SUBSYS, read at the first
+ * line, may name it without being warned about; the module's registration finds the same
+ * bit (names match without case). */
+static void dlpg__module_subsys_expect(const char *name) {
+  char up[16];
+  size_t n = name ? strlen(name) : 0;
+  if (n == 0 || n >= sizeof up) return;
+  for (size_t i = 0; i <= n; i++) up[i] = (char)toupper((unsigned char)name[i]);
+  dlpg__log_subsys_register(up);
+}
+
 int dlpg__backend_register(const dlpg__backend_entry_t *e) {
   pthread_mutex_lock(&dlpg__slots_mu);
   int slot = dlpg__nentries;
@@ -66,6 +79,7 @@ int dlpg__backend_register(const dlpg__backend_entry_t *e) {
   }
   pthread_mutex_unlock(&dlpg__slots_mu);
   if (slot >= 0 && e->builtin) dlpg__table_settings_register(e->builtin);
+  if (slot >= 0 && !e->builtin) dlpg__module_subsys_expect(e->name);
   if (slot < 0)
     DLPG_WARN(INIT, -1, "backend %s not registered: %s", e && e->name ? e->name : "(null)",
               dlpg__nentries >= DLPG__BACKEND_MAX ? "DLPG__BACKEND_MAX backends are registered"

@@ -72,11 +72,19 @@ dlpg_status_t dlpg__tensor_from_dl(const char *fn, const char *arg, int index, c
                        "%s: %s has %u lanes; dlpg supports only lanes == 1", fn, ARG_NAME,
                        (unsigned)t->dtype.lanes);
   dlpg__dtype_t dtype;
-  if (!dlpg__dtype_from_dl(t->dtype.code, t->dtype.bits, &dtype))
+  if (!dlpg__dtype_from_dl(t->dtype.code, t->dtype.bits, &dtype)) {
+    /* A complex tensor is named as the frameworks name it; other codes by their number. */
+    char what[64];
+    if (t->dtype.code == kDLComplex)
+      snprintf(what, sizeof what, "is complex%u", (unsigned)t->dtype.bits);
+    else
+      snprintf(what, sizeof what, "has dtype code %u with %u bits", (unsigned)t->dtype.code,
+               (unsigned)t->dtype.bits);
     return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                       "%s: %s has dtype code %u with %u bits, which dlpg does not support "
-                       "(int/uint 8-64, float16/32/64, bfloat16, bool, float8 e4m3fn/e5m2)",
-                       fn, ARG_NAME, (unsigned)t->dtype.code, (unsigned)t->dtype.bits);
+                       "%s: %s %s, which dlpg does not support (supported: int/uint 8-64, "
+                       "float16/32/64, bfloat16, bool, float8 e4m3fn/e5m2)",
+                       fn, ARG_NAME, what);
+  }
 
   if (t->ndim < 0)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: %s has ndim %d (must be >= 0)", fn, ARG_NAME,
