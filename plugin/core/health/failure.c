@@ -68,6 +68,16 @@ void dlpg__failure_rejected(struct dlpg_group *g, dlpg__op_kind_t kind, int peer
   dlpg__watch_start(g, 0);
 }
 
+void dlpg__failure_refused(struct dlpg_group *g, int rank, const char *msg) {
+  if (!dlpg__fail_enabled(g)) return;
+  char val[DLPG__ERROR_MAX + 64];
+  snprintf(val, sizeof val, "%d %d\n%s", rank, (int)DLPG_ERR_INVALID_ARGUMENT, msg);
+  dlpg__saved_error_t se;
+  dlpg__error_save(&se);
+  dlpg__fail_record_now(g, val); /* in rank's name: the watchers of the job's ranks adopt it */
+  dlpg__error_restore(&se, DLPG_OK);
+}
+
 /* "coll_seq 7; rank 2 had not reached coll_seq 7 (it last started coll_seq 5); rank 1
  * published no progress, so whether it reached coll_seq 7 is unknown" for entry e (this
  * rank's blocked operation). Only a progress record shows a rank behind: a rank without one

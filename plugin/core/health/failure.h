@@ -54,6 +54,10 @@ int dlpg__failure_remote(struct dlpg_group *g, char *buf, size_t cap);
 /* An operation of this rank was rejected at the call (msg: its message). */
 void dlpg__failure_rejected(struct dlpg_group *g, dlpg__op_kind_t kind, int peer,
                             const char *msg);
+/* Rank 0 refused rank into the group's job and rank read why (msg: its world size differs;
+ * core/group/job.c): record it as the group's failure in rank's name, so every rank of the
+ * job fails within about a second with msg instead of at its timeout. */
+void dlpg__failure_refused(struct dlpg_group *g, int rank, const char *msg);
 /* An operation of this rank failed with st and msg (flight_id: its flight recorder entry).
  * Statuses that peers see too (INVALID_ARGUMENT, UNSUPPORTED: a mismatch every rank
  * detects) and local aborts pass unchanged. Otherwise a peer's earlier record, if any, turns
