@@ -215,8 +215,10 @@ static void dlpg__timed_out(struct dlpg_group *g, uint64_t flight_id, const char
 }
 
 /* The store requests made on a failing operation's thread (records, progress of the peers)
- * end within this: a rank cut off from the store still returns within its deadline + 1 s. */
-#define DLPG__FAILURE_STORE_S 1.0
+ * end within this: a rank cut off from the store (its host stopped) still returns within its
+ * deadline + 1 s, with room for a loaded machine's delays (the reads of a reachable store
+ * take milliseconds). */
+#define DLPG__FAILURE_STORE_S 0.4
 
 dlpg_status_t dlpg__failure_op_failed(struct dlpg_group *g, uint64_t flight_id,
                                       dlpg_status_t st, char *msg, size_t cap) {

@@ -19,6 +19,7 @@
 #include "base/status.h"
 #include "core/group/thread.h"
 #include "core/health/stall.h"
+#include "store/store.h"
 
 /* An operation is "blocked" once nothing completed for this long while it is in flight. */
 #define DLPG__WATCH_BLOCKED_S 0.2
@@ -39,10 +40,22 @@
 /* After rejecting a call, how long the rank keeps reading the failure key while idle, so it
  * learns when its peers turned the rejection into the group's failure. */
 #define DLPG__WATCH_REJECTED_WINDOW_S 3.0
-/* How long destroy waits for the watcher (it may be inside a store call). */
+/* Each store call of the watcher ends within this beyond its own wait (a blocking read's),
+ * even when the store's host is stopped: destroy then finds the thread gone quickly. */
+#define DLPG__WATCH_STORE_S 0.5
+/* How long destroy waits for the watcher (it may be inside a store call): while it has a
+ * record to write, long enough for that; otherwise briefly, since the read or progress write
+ * it may be in (bounded by DLPG__WATCH_STORE_S beyond its wait) no longer matters: a
+ * store host that stopped answering then costs destroy no more than this. */
 #define DLPG__WATCH_JOIN_S 3.0
+#define DLPG__WATCH_JOIN_IDLE_S 0.3
 
 /* ------------------------------------------------------------------ the watcher */
+
+/* Bound this thread's next store calls: they end within wait_s + DLPG__WATCH_STORE_S. */
+static void dlpg__watch_cap(double wait_s) {
+  dlpg__store_cap_deadline(dlpg__now() + wait_s + DLPG__WATCH_STORE_S);
+}
 
 typedef struct dlpg__watch_loop {
   uint64_t last_finished;
@@ -118,9 +131,10 @@ static int dlpg__watch_blocked(struct dlpg_group *g, dlpg__watch_loop_t *L,
                                const dlpg__flight_progress_t *p, double blocked_s) {
   dlpg__publish_progress(g, L, p);
   L->published_blocked = 1;
-  if (dlpg__watch_failed(g, blocked_s < DLPG__WATCH_LONG_S ? DLPG__WATCH_POLL_S
-                                                           : DLPG__WATCH_LONG_POLL_S))
-    return 1;
+  double poll = blocked_s < DLPG__WATCH_LONG_S ? DLPG__WATCH_POLL_S : DLPG__WATCH_LONG_POLL_S;
+  dlpg__watch_cap(poll);
+  if (dlpg__watch_failed(g, poll)) return 1;
+  dlpg__watch_cap(0);
   char v[DLPG__ERROR_MAX + 64];
   int rank = -1;
   const char *msg = NULL;
@@ -172,7 +186,9 @@ static void *dlpg__watch_main(void *arg) {
       memcpy(val, hard ? w->hard_val : w->soft_val, sizeof val);
       if (hard) w->hard_pending = 0;
       else w->soft_pending = 0;
+      w->writing = 1;
       pthread_mutex_unlock(&w->mu);
+      dlpg__watch_cap(0);
       if (hard) {
         dlpg__fail_record_now(g, val);
       } else {
@@ -180,6 +196,7 @@ static void *dlpg__watch_main(void *arg) {
         L.rejected_until = dlpg__now() + DLPG__WATCH_REJECTED_WINDOW_S;
       }
       pthread_mutex_lock(&w->mu);
+      w->writing = 0;
       continue;
     }
     if (w->stop || !dlpg__fail_gen(g)) break;
@@ -199,12 +216,17 @@ static void *dlpg__watch_main(void *arg) {
     if (p.oldest.id && p.oldest.t_issue > since) since = p.oldest.t_issue;
     /* A look that finds the group's failure aborts it; the loop then only writes records. */
     if (p.inflight > 0 && now - since >= DLPG__WATCH_BLOCKED_S) {
-      if (!dlpg__watch_blocked(g, &L, &p, now - since))
+      dlpg__watch_cap(0);
+      if (!dlpg__watch_blocked(g, &L, &p, now - since)) {
+        dlpg__watch_cap(DLPG__WATCH_STORE_S * 3); /* a warning reads the peers' records */
         dlpg__stall_check(g, &p, dlpg__now() - since, &L.stall_warned);
+      }
     } else if (L.published_blocked && p.inflight == 0) {
+      dlpg__watch_cap(0);
       dlpg__publish_progress(g, &L, &p); /* unblocked: where this rank got to */
       L.published_blocked = 0;
     } else if (now < L.rejected_until) {
+      dlpg__watch_cap(DLPG__WATCH_POLL_S);
       dlpg__watch_failed(g, DLPG__WATCH_POLL_S);
     }
     pthread_mutex_lock(&w->mu);
@@ -264,12 +286,16 @@ void dlpg__watch_stop(struct dlpg_group *g) {
     pthread_mutex_unlock(&w->mu);
     return;
   }
+  int records = w->hard_pending || w->soft_pending || w->writing;
   int exited = dlpg__thread_wait_or_give_up(&w->mu, &w->cv, &w->exited, &w->detached,
-                                            DLPG__WATCH_JOIN_S);
+                                            records ? DLPG__WATCH_JOIN_S : DLPG__WATCH_JOIN_IDLE_S);
   w->have_thread = 0;
   pthread_mutex_unlock(&w->mu);
-  if (!exited)
+  if (!exited && records)
     DLPG_WARN(INIT, g->rank, "group \"%s\": the failure watcher is stuck in the store; "
               "detaching it", g->name);
+  else if (!exited)
+    DLPG_INFO(INIT, g->rank, "group \"%s\": the failure watcher is in a store call with "
+              "nothing left to write; it ends on its own", g->name);
   dlpg__thread_reap(w->thread, exited);
 }
