@@ -9,6 +9,10 @@ foreach(be gloo shm)
   add_test(NAME test_stall_warn_${be} COMMAND test_stall --gtest_filter=StallEnv.WarnsOnce*)
   set_tests_properties(test_stall_warn_${be} PROPERTIES TIMEOUT 120
     ENVIRONMENT "DLPG_STALL_WARN_S=1;DLPG_CPU_BACKEND=${be}")
+  add_test(NAME test_stall_notcalled_${be} COMMAND test_stall
+    --gtest_filter=StallEnv.NamesTheRankThatDidNotCall)
+  set_tests_properties(test_stall_notcalled_${be} PROPERTIES TIMEOUT 120
+    ENVIRONMENT "DLPG_STALL_WARN_S=2;DLPG_CPU_BACKEND=${be}")
   add_test(NAME test_stall_dump_${be} COMMAND test_stall --gtest_filter=StallEnv.KilledRank*)
   set_tests_properties(test_stall_dump_${be} PROPERTIES TIMEOUT 120
     ENVIRONMENT "DLPG_FLIGHT_RECORDER_DUMP=${CMAKE_CURRENT_BINARY_DIR}/stall_dump_${be}/;DLPG_CPU_BACKEND=${be}")

@@ -12,6 +12,7 @@
 #include "core/health/abort.h"
 #include "core/health/failure_impl.h"
 #include "core/health/flight.h"
+#include "core/health/progress.h"
 #include "core/group/group.h"
 #include "base/log.h"
 #include "base/status.h"
@@ -78,11 +79,9 @@ void dlpg__failure_refused(struct dlpg_group *g, int rank, const char *msg) {
   dlpg__error_restore(&se, DLPG_OK);
 }
 
-/* "coll_seq 7; rank 2 had not reached coll_seq 7 (it last started coll_seq 5); rank 1
- * published no progress, so whether it reached coll_seq 7 is unknown" for entry e (this
- * rank's blocked operation). Only a progress record shows a rank behind: a rank without one
- * (never blocked long enough to publish, stopped before it could, or cut off from the store)
- * may be anywhere, and the headline says so instead of counting it among the late. */
+/* "coll_seq 7; rank 2 has not called dlpg_allreduce (coll_seq 7): its last call was
+ * coll_seq 6, 12.3 s ago; rank 1 published no progress, so whether it reached coll_seq 7 is
+ * unknown" for entry e (this rank's blocked operation; progress.h). */
 static void dlpg__progress_note(struct dlpg_group *g, const dlpg__flight_entry_t *e, char *note,
                                 size_t cap) {
   if (!e->id) {
@@ -93,42 +92,14 @@ static void dlpg__progress_note(struct dlpg_group *g, const dlpg__flight_entry_t
     snprintf(note, cap, "p2p_seq %" PRIu64 " with rank %d", e->seq, e->peer);
     return;
   }
-  char behind[256] = "", detail[384] = "", unknown[256] = "";
-  size_t nb = 0, nd = 0, nu = 0;
-  int nbehind = 0, nunknown = 0, read = 0;
-  for (int r = 0; r < g->size && read < DLPG__PROGRESS_READ_MAX; r++) {
-    if (r == g->rank) continue;
-    read++;
-    char v[128];
-    unsigned long long started = 0;
-    int have = dlpg__fail_read(g, "progress", r, 0, v, sizeof v) && sscanf(v, "%llu", &started) == 1;
-    if (have && started >= e->seq) continue;
-    if (have) {
-      nbehind++;
-      if (nb < sizeof behind)
-        nb += (size_t)snprintf(behind + nb, sizeof behind - nb, "%s%d", nbehind > 1 ? ", " : "", r);
-      if (nd < sizeof detail)
-        nd += (size_t)snprintf(detail + nd, sizeof detail - nd, "%srank %d last started coll_seq %llu",
-                               nbehind > 1 ? ", " : "", r, started);
-    } else {
-      nunknown++;
-      if (nu < sizeof unknown)
-        nu += (size_t)snprintf(unknown + nu, sizeof unknown - nu, "%s%d", nunknown > 1 ? ", " : "", r);
-    }
-  }
-  if (nbehind == 0 && nunknown == 0) {
+  char clauses[DLPG__ERROR_MAX / 2];
+  int read = 0, named = 0;
+  dlpg__progress_coll_note(g, e, DLPG__PROGRESS_READ_MAX, clauses, sizeof clauses, &read, &named);
+  if (!named)
     snprintf(note, cap, "coll_seq %" PRIu64 "; every rank%s had reached it", e->seq,
              read < g->size - 1 ? " read" : "");
-    return;
-  }
-  size_t n = (size_t)snprintf(note, cap, "coll_seq %" PRIu64, e->seq);
-  if (nbehind && n < cap)
-    n += (size_t)snprintf(note + n, cap - n, "; rank%s %s had not reached coll_seq %" PRIu64 " (%s)",
-                          nbehind > 1 ? "s" : "", behind, e->seq, detail);
-  if (nunknown && n < cap)
-    snprintf(note + n, cap - n,
-             "; rank%s %s published no progress, so whether %s reached coll_seq %" PRIu64
-             " is unknown", nunknown > 1 ? "s" : "", unknown, nunknown > 1 ? "they" : "it", e->seq);
+  else
+    snprintf(note, cap, "coll_seq %" PRIu64 "%s", e->seq, clauses);
 }
 
 static dlpg_status_t dlpg__op_failed(struct dlpg_group *g, uint64_t flight_id,

@@ -13,9 +13,12 @@
  *                       call on one rank; peers still blocked in that operation a moment
  *                       later treat it as fatal (a rank that rejects and retries at once is
  *                       not a failure)
- *   progress/<rank>     "<coll started> <coll done> <p2p started> <p2p done>", written by
- *                       the watcher only while an operation is blocked (and once when it
- *                       unblocks), read by a timing-out rank to say who had not arrived.
+ *   progress/<rank>     "<coll started> <coll done> <p2p started> <p2p done> <unix time of
+ *                       the last collective's issue>", written by the watcher while an
+ *                       operation is blocked (and once when it unblocks) and, while none is,
+ *                       at most once a second when the rank issued a collective since
+ *                       (progress.h); read by a stall warning and a timing-out rank to say
+ *                       who had not called the collective, and when they last called one.
  * Nothing is written or read on the hot path: an operation costs one atomic load here. */
 #ifndef DLPG_CORE_FAILURE_H_
 #define DLPG_CORE_FAILURE_H_

@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "core/group/thread.h"
+#include "core/health/progress.h"
 #include "core/health/stall.h"
 #include "store/store.h"
 
@@ -40,6 +41,10 @@
 /* After rejecting a call, how long the rank keeps reading the failure key while idle, so it
  * learns when its peers turned the rejection into the group's failure. */
 #define DLPG__WATCH_REJECTED_WINDOW_S 3.0
+/* While no operation is blocked, the collective this rank last issued is published at most
+ * this often (only when it changed): at most one store write a second per rank, none per
+ * operation. */
+#define DLPG__WATCH_PUBLISH_S 1.0
 /* Each store call of the watcher ends within this beyond its own wait (a blocking read's),
  * even when the store's host is stopped: destroy then finds the thread gone quickly. */
 #define DLPG__WATCH_STORE_S 0.5
@@ -62,6 +67,8 @@ typedef struct dlpg__watch_loop {
   double last_change;
   int published_blocked;
   char last_progress[128];
+  uint64_t published_coll; /* coll_started of the last record written */
+  double published_at;     /* when it was written (dlpg__now()) */
   char soft_seen[DLPG__ERROR_MAX + 64];
   double soft_seen_at;
   double rejected_until; /* this rank rejected a call: read the failure key until then */
@@ -71,11 +78,22 @@ typedef struct dlpg__watch_loop {
 static void dlpg__publish_progress(struct dlpg_group *g, dlpg__watch_loop_t *L,
                                    const dlpg__flight_progress_t *p) {
   char v[128];
-  snprintf(v, sizeof v, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64, p->coll_started,
-           p->coll_done, p->p2p_started, p->p2p_done);
+  dlpg__progress_format(p, v, sizeof v);
   if (strcmp(v, L->last_progress) == 0) return;
   dlpg__fail_put(g, "progress", g->rank, v);
   snprintf(L->last_progress, sizeof L->last_progress, "%s", v);
+  L->published_coll = p->coll_started;
+  L->published_at = dlpg__now();
+}
+
+/* Not blocked: publish the collective this rank last issued if it changed since the last
+ * record, at most once per DLPG__WATCH_PUBLISH_S. A rank that is slow outside dlpg (its
+ * watcher idle) is then known by its peers to have not called their collective yet. */
+static void dlpg__publish_issued(struct dlpg_group *g, dlpg__watch_loop_t *L,
+                                 const dlpg__flight_progress_t *p, double now) {
+  if (p->coll_started == L->published_coll || now - L->published_at < DLPG__WATCH_PUBLISH_S)
+    return;
+  dlpg__publish_progress(g, L, p);
 }
 
 /* Does a peer's rejected call match the operation this rank is blocked in? */
@@ -225,9 +243,11 @@ static void *dlpg__watch_main(void *arg) {
       dlpg__watch_cap(0);
       dlpg__publish_progress(g, &L, &p); /* unblocked: where this rank got to */
       L.published_blocked = 0;
-    } else if (now < L.rejected_until) {
+    } else {
       dlpg__watch_cap(DLPG__WATCH_POLL_S);
-      dlpg__watch_failed(g, DLPG__WATCH_POLL_S);
+      if (now < L.rejected_until) dlpg__watch_failed(g, DLPG__WATCH_POLL_S);
+      dlpg__watch_cap(0);
+      dlpg__publish_issued(g, &L, &p, dlpg__now());
     }
     pthread_mutex_lock(&w->mu);
   }
