@@ -151,9 +151,12 @@ def analyse_group(name, dumps):
             for r in sorted(behind):
                 last = _coll_op(dumps[r], started[r])
                 lastd = describe(last)
-                lines.append("  rank %d never reached %s; its last collective was coll_seq %d%s%s"
+                t, dumped = _issued(dumps[r], started[r]), dumps[r].get("dumped_at")
+                ago = (", issued %.1f s before its dump" % (dumped - t)
+                       if t is not None and isinstance(dumped, (int, float)) else "")
+                lines.append("  rank %d never reached %s; its last collective was coll_seq %d%s%s%s"
                              % (r, label, started[r], " (%s)" % lastd if lastd else "",
-                                ", %s" % last.get("state") if last else ""))
+                                ", %s" % last.get("state") if last else "", ago))
         if waiting:
             states = sorted(set("state %s%s" % (s, ", %s" % st if st else "")
                                 for s, st in state.values()))

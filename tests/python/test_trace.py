@@ -135,6 +135,7 @@ def test_trace_names_the_rank_behind(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "rank 1 never reached coll_seq 5 (allreduce float32 x8)" in r.stdout, r.stdout
+    assert "issued 2.0 s before its dump" in r.stdout, r.stdout
     assert "ranks 0,2 are waiting in it" in r.stdout, r.stdout
     assert "wrote no dump" not in r.stdout, r.stdout
     assert "not a dlpg flight record" in r.stderr, r.stderr
