@@ -6,7 +6,8 @@ Each rank of a group writes <group>.<rank>.json into DLPG_FLIGHT_RECORDER_DUMP o
 an abort or a peer's failure (docs/debugging.md lists the fields). This reads every *.json
 dump it is given (files, or the *.json files of directories), groups them by group name and
 prints, per group: which ranks' dumps are missing, the collective the furthest ranks were
-waiting in and which ranks had not reached it (by their own dumps), the point-to-point
+waiting in, which ranks had not reached it and which called it late (by their own dumps:
+a rank that issued it more than a second after the first, slow outside dlpg), the point-to-point
 operations still pending, and each rank's reason for dumping. It says only what the dumps
 show: a rank without a dump may have stopped anywhere.
 
@@ -78,6 +79,38 @@ def _coll_op(d, seq):
     return None
 
 
+# A rank that issued a collective this much later than the first rank is named as late.
+LATE_S = 1.0
+
+
+def _issued(d, seq):
+    op = _coll_op(d, seq)
+    t = op.get("issued") if op else None
+    return t if isinstance(t, (int, float)) else None
+
+
+def _late_lines(dumps, seq, what, ranks):
+    """ "rank 1 called coll_seq 5 (...) late: 12.5 s after rank 0, the first; ..." for each of
+    ranks whose dump shows it issued coll_seq seq more than LATE_S after the first did (a
+    rank slow outside dlpg: its peers waited for it). Issue times are each host's clock."""
+    t = {r: _issued(dumps[r], seq) for r in ranks}
+    t = {r: v for r, v in t.items() if v is not None}
+    if len(t) < 2:
+        return []
+    first = min(t, key=lambda r: (t[r], r))
+    lines = []
+    for r in sorted(t):
+        late = t[r] - t[first]
+        if late <= LATE_S:
+            continue
+        prev = _issued(dumps[r], seq - 1) if seq > 1 else None
+        lines.append("  rank %d called coll_seq %d%s late: %.1f s after rank %d, the first%s" %
+                     (r, seq, " (%s)" % what if what else "", late, first,
+                      "; its previous call, coll_seq %d, was %.1f s before that" %
+                      (seq - 1, t[r] - prev) if prev is not None else ""))
+    return lines
+
+
 def analyse_group(name, dumps):
     """Lines describing one group's dumps (dumps: rank -> dump)."""
     lines = []
@@ -113,13 +146,17 @@ def analyse_group(name, dumps):
             if what:
                 break
         label = "coll_seq %d%s" % (top, " (%s)" % what if what else "")
+        lines.extend(_late_lines(dumps, top, what, [r for r in dumps if r not in behind]))
         if behind:
             for r in sorted(behind):
                 last = _coll_op(dumps[r], started[r])
                 lastd = describe(last)
-                lines.append("  rank %d never reached %s; its last collective was coll_seq %d%s%s"
+                t, dumped = _issued(dumps[r], started[r]), dumps[r].get("dumped_at")
+                ago = (", issued %.1f s before its dump" % (dumped - t)
+                       if t is not None and isinstance(dumped, (int, float)) else "")
+                lines.append("  rank %d never reached %s; its last collective was coll_seq %d%s%s%s"
                              % (r, label, started[r], " (%s)" % lastd if lastd else "",
-                                ", %s" % last.get("state") if last else ""))
+                                ", %s" % last.get("state") if last else "", ago))
         if waiting:
             states = sorted(set("state %s%s" % (s, ", %s" % st if st else "")
                                 for s, st in state.values()))

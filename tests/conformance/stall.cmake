@@ -11,6 +11,8 @@ foreach(be gloo shm)
   dlpg_gtest_run(test_stall_dump_${be} TARGET test_stall FILTER StallEnv.KilledRank*
     ENVIRONMENT DLPG_FLIGHT_RECORDER_DUMP=${CMAKE_CURRENT_BINARY_DIR}/stall_dump_${be}/
     DLPG_CPU_BACKEND=${be})
+  dlpg_gtest_run(test_stall_notcalled_${be} TARGET test_stall
+    FILTER StallEnv.NamesTheRankThatDidNotCall ENVIRONMENT DLPG_STALL_WARN_S=2 DLPG_CPU_BACKEND=${be})
 endforeach()
 dlpg_gtest_run(test_stall_file TARGET test_stall FILTER StallEnv.DebugFile*
   ENVIRONMENT DLPG_DEBUG=INFO DLPG_DEBUG_FILE=${CMAKE_CURRENT_BINARY_DIR}/stall_log/dlpg.%h.%p)

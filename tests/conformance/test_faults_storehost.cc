@@ -1,4 +1,4 @@
-// kill -9 of rank 0 while it serves the group's store (tcp://...?serve=1) and every rank is
+// kill -9 (and SIGSTOP, below) of rank 0 while it serves the group's store (tcp://...?serve=1) and every rank is
 // in a run of allreduces: the survivors lose rank 0 and the store at once, so they cannot
 // compare notes. Each survivor's message must be true: it may name rank 0 (the one that
 // died) or say that the connection to another rank was lost, but then also that the store
@@ -120,4 +120,49 @@ TEST(FaultsStore, StoreHostKilledBlamesNobodyElse) {
     truthful += ok;
   }
   printf("STOREHOST: every survivor's message true in %d of %d runs\n", truthful, n);
+}
+
+// SIGSTOP of rank 0 while it serves the group's store and every rank is in a run of
+// allreduces (5 s timeout): the survivors can reach neither rank 0 nor the store. Each must
+// fail within its timeout + 1 s (docs/reliability.md) with room to spare on a loaded
+// machine, so the failure path's store calls must end well inside that second; and the
+// destroy that follows must not wait for a watcher stuck in the stopped store.
+TEST(FaultsStore, StoreHostStoppedEndsWithinTimeoutPlusOne) {
+  constexpr double kTimeout = 5;
+  Trial t;
+  RunTrial(kRanks, UniqueName("storestop"), Scaled(60), [](FaultRank &c) {
+    dlpg_group_t *g = JoinOnRankZeroStore(c, kTimeout);
+    if (!g) return;
+    if (TimedAllreduce(c, g, 1000, "warm") != DLPG_OK) return;
+    c.Mark("running");
+    for (int i = 0; i < 100000; i++)
+      if (TimedAllreduce(c, g, 1 << 14, "op") != DLPG_OK) break;
+    c.api->group_abort(g);
+    TimedDestroy(c, g, "destroy_secs");
+    c.Mark("destroyed");
+  }, [](Trial &t) {
+    for (int r = 0; r < kRanks; r++)
+      if (!t.WaitMark(r, "running", Scaled(30))) return;
+    usleep(200 * 1000);
+    kill(t.pids[0], SIGSTOP);
+    // Until every survivor reported its destroy (or the trial's deadline).
+    for (int r = 1; r < kRanks; r++) t.WaitMark(r, "destroyed", Scaled(40));
+    kill(t.pids[0], SIGKILL);
+  }, &t);
+  RecordOutcome("stop-store-host", 0, t, {1, 2, 3}, "op");
+  for (int r = 1; r < kRanks; r++) {
+    const RankOutcome &o = t.out[r];
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(o.Get("join"), "ok");
+    EXPECT_NE(o.Get("op_st"), "");
+    EXPECT_NE(o.Get("op_st"), "DLPG_OK");
+    std::string msg = o.Get("op_msg");
+    // The promise is timeout + 1 s; 0.8 s here, so a failure path drifting toward the edge
+    // shows before a loaded machine breaks the promise.
+    EXPECT_LT(o.Secs("op_secs"), kTimeout + Scaled(0.8)) << msg;
+    EXPECT_GE(o.Secs("destroy_secs"), 0) << "no destroy reported";
+    EXPECT_LT(o.Secs("destroy_secs"), Scaled(1.5)) << msg;
+    printf("STORESTOP rank %d: %.3f s, destroy %.3f s: %s\n", r, o.Secs("op_secs"),
+           o.Secs("destroy_secs"), msg.c_str());
+  }
 }

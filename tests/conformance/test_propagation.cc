@@ -359,6 +359,37 @@ TEST(PropagationTimeout, NewGroupOfTheSameNameWorks) {
   }, ro);
 }
 
+// Rank 1 of 3 makes its group with world size 4: rank 0 detects the mismatch when it admits
+// rank 1 and records it where every rank of the job looks, so all three fail within about a
+// second (the group's timeout is 20 s) with the same message naming both ranks and sizes;
+// rank 1 itself with INVALID_ARGUMENT, ranks 0 and 2 with REMOTE.
+TEST(PropagationTimeout, WrongWorldSizeFailsEveryRankAtOnce) {
+  RunOptions ro;
+  ro.create_group = false;
+  ro.deadline_s = 90;
+  RunRanks(Mode::kProcesses, 3, [&](RankCtx &c) {
+    dlpg_group_options_t o = DLPG_GROUP_OPTIONS_INIT;
+    o.timeout_s = kGroupTimeout;
+    o.name = c.name.c_str();
+    dlpg_group_t *g = nullptr;
+    DLPG_ASSERT_OK(c.api, c.api->group_create(c.store, c.rank, c.rank == 1 ? 4 : 3, &o, &g));
+    HostTensor t(DT::F32, {64});
+    Generate(DT::F32, DLPG_SUM, c.seed, c.rank, t.elems(), 64);
+    DLTensor *tp = t.dl();
+    double t0 = NowSeconds();
+    dlpg_status_t s = c.api->allreduce(g, &tp, nullptr, 1, DLPG_SUM, nullptr, nullptr);
+    double el = NowSeconds() - t0;
+    std::string msg = c.api->last_error();
+    printf("rank %d after %.2f s: %s: %s\n", c.rank, el, c.api->status_name(s), msg.c_str());
+    EXPECT_EQ(s, c.rank == 1 ? DLPG_ERR_INVALID_ARGUMENT : DLPG_ERR_REMOTE) << msg;
+    EXPECT_LT(el, Scaled(kPropagateMax)) << msg;
+    EXPECT_NE(msg.find("rank 1 has world size 4 but rank 0 has world size 3"), std::string::npos)
+        << msg;
+    Meet(c, "end");
+    DLPG_EXPECT_OK(c.api, c.api->group_destroy(g));
+  }, ro);
+}
+
 // The store is gone when rank 0's wait times out: recording the failure fails at once (the
 // server refuses), so the timeout, the abort and destroy still end promptly on both ranks.
 TEST(PropagationTimeout, StoreGoneDoesNotHang) {

@@ -129,7 +129,8 @@ TEST(StallEnv, WarnsOnceNamingTheStalledRank) {
     printf("rank %d's stall warning: %s\n", r, w.c_str());
     EXPECT_NE(w.find(" WARN "), std::string::npos) << w;
     EXPECT_NE(w.find("dlpg_allreduce (coll_seq 2, float32 x517)"), std::string::npos) << w;
-    // Rank 2 is named: behind by its record, or (record not read in time) unknown.
+    // Rank 2 is named: behind by its record (at 1 s its record may predate a call, so the
+    // warning says "had not reached", as of the record), or (not read in time) unknown.
     EXPECT_TRUE(w.find("rank 2 had not reached coll_seq 2") != std::string::npos ||
                 w.find("rank 2 published no progress, so whether it reached coll_seq 2 is "
                        "unknown") != std::string::npos)
@@ -141,6 +142,55 @@ TEST(StallEnv, WarnsOnceNamingTheStalledRank) {
   }
   EXPECT_EQ(t.out[2].Get("warm"), "DLPG_OK");
   EXPECT_EQ(t.out[2].exit_code, 0);
+}
+
+// Rank 2 of 3 is slow outside dlpg (a data loader, say): it comes last to the first
+// collective, so it never blocks in dlpg and its watcher never publishes while blocked, then
+// stays away from the second for 4.5 s before calling it. Ranks 0 and 1 warn once at 2 s
+// (DLPG_STALL_WARN_S=2: long enough for every record to have caught up) and say for certain
+// that rank 2 has not called the allreduce, quoting its last call and how long ago that was
+// (its watcher publishes the collective it last issued while idle). The allreduce then
+// completes with the right sum on every rank.
+TEST(StallEnv, NamesTheRankThatDidNotCall) {
+  if (Env("DLPG_STALL_WARN_S") != "2") GTEST_SKIP() << "run by the test_stall_notcalled entries";
+  Trial t;
+  RunTrial(3, UniqueName(), 60, [](FaultRank &c) {
+    dlpg_group_t *g = JoinTrialGroup(c, 20);
+    if (!g) return;
+    if (c.rank == 2) usleep(600000);  // the others block in coll_seq 1, rank 2 does not
+    c.Put("warm", c.api->status_name(Allreduce(c, g, 1000, 21)));
+    if (c.rank == 2) {
+      usleep(4500000);  // "in its data loader"
+      c.Put("op", c.api->status_name(Allreduce(c, g, 517, 22)));
+      c.api->group_destroy(g);
+      return;
+    }
+    dlpg_status_t s = DLPG_OK;
+    std::string log = CaptureStderr([&] { s = Allreduce(c, g, 517, 22); });
+    c.Put("op", c.api->status_name(s));
+    const std::string mark = "still blocked after";
+    c.Put("warnings", std::to_string(Count(log, mark)));
+    c.Put("warning", LineWith(log, mark));
+    c.api->group_destroy(g);
+  }, nullptr, &t);
+  for (int r = 0; r < 3; r++) {
+    const RankOutcome &o = t.out[r];
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(o.Get("warm"), "DLPG_OK");
+    EXPECT_EQ(o.Get("op"), "DLPG_OK");
+    EXPECT_EQ(o.Get("wrong_result"), "");
+    EXPECT_EQ(o.exit_code, 0);
+    if (r == 2) continue;
+    EXPECT_EQ(o.Get("warnings"), "1") << o.Get("warning");
+    std::string w = o.Get("warning");
+    printf("rank %d's stall warning: %s\n", r, w.c_str());
+    EXPECT_NE(w.find("dlpg_allreduce (coll_seq 2, float32 x517)"), std::string::npos) << w;
+    EXPECT_NE(w.find("rank 2 has not called dlpg_allreduce (coll_seq 2): its last call was "
+                     "coll_seq 1, "), std::string::npos) << w;
+    EXPECT_NE(w.find(" s ago"), std::string::npos) << w;
+    EXPECT_EQ(w.find("unknown"), std::string::npos) << w;
+    EXPECT_EQ(w.find("rank " + std::to_string(1 - r) + " has not"), std::string::npos) << w;
+  }
 }
 
 // Point-to-point: rank 0 waits in a receive from rank 1, which stalls before its send.

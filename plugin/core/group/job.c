@@ -12,6 +12,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "core/group/group.h"
+#include "core/group/observer.h"
 #include "core/group/rendezvous.h"
 #include "core/group/thread.h"
 #include "store/store.h"
@@ -59,6 +60,8 @@ typedef struct job_admit {
   struct dlpg_group *g;
   uint64_t *answered; /* per rank: the last nonce answered (0: none) */
   char *claimed;      /* per rank: counted itself in */
+  int *refused;       /* per rank: the other world size it was told differs (0: none);
+                       * -1 once its reading of that answer was reported */
 } job_admit_t;
 
 /* Answer rank r's hello if it holds a nonce not answered yet. */
@@ -72,13 +75,33 @@ static void job_answer(job_admit_t *a, int r) {
   if (sscanf(val, "%" SCNx64 " %d", &nonce, &size) != 2 || nonce == 0 || a->answered[r] == nonce)
     return;
   a->answered[r] = nonce;
-  if (size == g->size)
+  if (size == g->size) {
     snprintf(reply, sizeof reply, "%" PRId64, g->job->id);
-  else /* possibly a stale hello of an earlier job of another size: nobody reads it then */
-    snprintf(reply, sizeof reply,
-             "!rank %d has world size %d but rank 0 has world size %d", r, size, g->size);
+  } else {
+    /* Possibly a stale hello of an earlier job of another size, which nobody reads: the
+     * group fails only once the rank says it read this answer (job_refusals). */
+    snprintf(reply, sizeof reply, "!%" PRId64 " rank %d has world size %d but rank 0 has "
+             "world size %d", g->job->id, r, size, g->size);
+    if (a->refused[r] >= 0) a->refused[r] = size > 0 ? size : 1;
+  }
   snprintf(key, sizeof key, "%s/dlpg/job/welcome/%d/%016" PRIx64, g->name, r, nonce);
   dlpg__rdv_post(g->store, key, reply);
+}
+
+/* A rank that read its refusal says so under "<scope>/refused/<r>": the mismatch is real,
+ * and every rank of the job must learn it now rather than at its timeout (observer.h). */
+static void job_refusals(job_admit_t *a) {
+  struct dlpg_group *g = a->g;
+  for (int r = 1; r < g->size; r++) {
+    if (a->refused[r] <= 0) continue;
+    char key[JOB_KEY_MAX], msg[160];
+    snprintf(key, sizeof key, "%s/refused/%d", g->job->scope, r);
+    if (dlpg__rdv_count(g->store, key) <= 0) continue;
+    snprintf(msg, sizeof msg, "rank %d has world size %d but rank 0 has world size %d", r,
+             a->refused[r], g->size);
+    a->refused[r] = -1;
+    dlpg__observe_refused(g, r, msg);
+  }
 }
 
 /* 1 once every rank counted itself in. */
@@ -98,13 +121,14 @@ static int job_all_claimed(job_admit_t *a) {
 static void *job_admit_main(void *arg) {
   struct dlpg_group *g = arg;
   struct dlpg__job *j = g->job;
-  job_admit_t a = {g, calloc((size_t)g->size, sizeof(uint64_t)), calloc((size_t)g->size, 1)};
+  job_admit_t a = {g, calloc((size_t)g->size, sizeof(uint64_t)), calloc((size_t)g->size, 1),
+                   calloc((size_t)g->size, sizeof(int))};
   char knock[JOB_KEY_MAX];
   snprintf(knock, sizeof knock, "%s/dlpg/job/knock", g->name);
   int64_t seen = -1;
   int warned = 0;
   double poll = JOB_FAST_POLL_S, t0 = dlpg__now();
-  while (a.answered && a.claimed && !atomic_load(&j->stop)) {
+  while (a.answered && a.claimed && a.refused && !atomic_load(&j->stop)) {
     int64_t k = dlpg__rdv_count(g->store, knock);
     if (k < 0 && !warned) {
       DLPG_WARN(INIT, g->rank, "group \"%s\": rank 0 cannot read the store to admit the "
@@ -114,6 +138,7 @@ static void *job_admit_main(void *arg) {
     if (k >= 0 && k != seen) {
       seen = k;
       for (int r = 1; r < g->size; r++) job_answer(&a, r);
+      job_refusals(&a);
       if (job_all_claimed(&a)) break;
       poll = JOB_FAST_POLL_S;
     } else {
@@ -129,6 +154,7 @@ static void *job_admit_main(void *arg) {
   }
   free(a.answered);
   free(a.claimed);
+  free(a.refused);
   pthread_mutex_lock(&j->mu);
   j->exited = 1;
   pthread_cond_broadcast(&j->cv);
@@ -228,8 +254,23 @@ static dlpg_status_t job_ask(struct dlpg_group *g) {
     if (sleep_s < 0.01) sleep_s *= 2;
   }
   dlpg__rdv_unpost(g->store, welcome_key);
-  if (buf[0] == '!')
-    return job_fail(j, DLPG_ERR_INVALID_ARGUMENT, "group \"%s\": %s", g->name, buf + 1);
+  if (buf[0] == '!') {
+    /* "!<job> <why>": rank 0's job learns that this rank read it (job_refusals), so the
+     * ranks already in the job fail at once with the same message. */
+    char *why = NULL;
+    long long job = strtoll(buf + 1, &why, 10);
+    if (job > 0 && why && *why == ' ') {
+      char key[JOB_KEY_MAX], knock[JOB_KEY_MAX];
+      snprintf(key, sizeof key, "%s/dlpg/j%lld/refused/%d", g->name, job, g->rank);
+      snprintf(knock, sizeof knock, "%s/dlpg/job/knock", g->name);
+      dlpg_store_add(g->store, key, 1, NULL);
+      dlpg_store_add(g->store, knock, 1, NULL);
+      why++;
+    } else {
+      why = buf + 1;
+    }
+    return job_fail(j, DLPG_ERR_INVALID_ARGUMENT, "group \"%s\": %s", g->name, why);
+  }
   char *end = NULL;
   long long id = strtoll(buf, &end, 10);
   if (id <= 0 || !end || *end)

@@ -9,7 +9,9 @@
  * thread of its group answers the others: rank r != 0, at its first operation, posts
  * "<name>/dlpg/job/hello/<r>" = "<nonce> <size>" (a fresh random nonce), knocks (adds 1 to
  * "<name>/dlpg/job/knock") and waits for "<name>/dlpg/job/welcome/<r>/<nonce>", which only
- * this job's rank 0 can write: the id, or "!message" (world sizes differ). It then counts
+ * this job's rank 0 can write: the id, or "!<id> message" (world sizes differ; the rank then
+ * adds 1 to "<scope>/refused/<r>" and rank 0's thread has the job's ranks told, through the
+ * group's observer, so they fail at once with the same message). It then counts
  * itself in under "<scope>/claim/<r>" (2 there: two processes claim rank r) and knocks again;
  * rank 0's thread ends once every rank claimed its place. A stale hello (of a rank of an
  * earlier job) gets an answer nobody reads, so whatever an earlier job's ranks did, a new

@@ -47,6 +47,10 @@ typedef struct dlpg__observer {
   int (*cause)(struct dlpg_group *g, char *buf, size_t cap);
   /* Abort the group (an operation failed in a way that leaves it unusable). */
   void (*abort)(struct dlpg_group *g);
+  /* Rank 0's job refused rank (its world size differs: msg) and that rank read the refusal:
+   * the job's ranks are told, so they fail at once with msg (called on rank 0's thread that
+   * admits the others; may block on the store, bounded). */
+  void (*refused)(struct dlpg_group *g, int rank, const char *msg);
 } dlpg__observer_t;
 
 static inline uint64_t dlpg__observe_issued(struct dlpg_group *g, const dlpg__op_t *op,
@@ -80,6 +84,9 @@ static inline int dlpg__observe_cause(struct dlpg_group *g, char *buf, size_t ca
 }
 static inline void dlpg__observe_abort(struct dlpg_group *g) {
   if (g && g->observer) g->observer->abort(g);
+}
+static inline void dlpg__observe_refused(struct dlpg_group *g, int rank, const char *msg) {
+  if (g && g->observer && g->observer->refused) g->observer->refused(g, rank, msg);
 }
 
 #ifdef __cplusplus

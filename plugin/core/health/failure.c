@@ -12,6 +12,7 @@
 #include "core/health/abort.h"
 #include "core/health/failure_impl.h"
 #include "core/health/flight.h"
+#include "core/health/progress.h"
 #include "core/group/group.h"
 #include "base/log.h"
 #include "base/status.h"
@@ -68,11 +69,19 @@ void dlpg__failure_rejected(struct dlpg_group *g, dlpg__op_kind_t kind, int peer
   dlpg__watch_start(g, 0);
 }
 
-/* "coll_seq 7; rank 2 had not reached coll_seq 7 (it last started coll_seq 5); rank 1
- * published no progress, so whether it reached coll_seq 7 is unknown" for entry e (this
- * rank's blocked operation). Only a progress record shows a rank behind: a rank without one
- * (never blocked long enough to publish, stopped before it could, or cut off from the store)
- * may be anywhere, and the headline says so instead of counting it among the late. */
+void dlpg__failure_refused(struct dlpg_group *g, int rank, const char *msg) {
+  if (!dlpg__fail_enabled(g)) return;
+  char val[DLPG__ERROR_MAX + 64];
+  snprintf(val, sizeof val, "%d %d\n%s", rank, (int)DLPG_ERR_INVALID_ARGUMENT, msg);
+  dlpg__saved_error_t se;
+  dlpg__error_save(&se);
+  dlpg__fail_record_now(g, val); /* in rank's name: the watchers of the job's ranks adopt it */
+  dlpg__error_restore(&se, DLPG_OK);
+}
+
+/* "coll_seq 7; rank 2 has not called dlpg_allreduce (coll_seq 7): its last call was
+ * coll_seq 6, 12.3 s ago; rank 1 published no progress, so whether it reached coll_seq 7 is
+ * unknown" for entry e (this rank's blocked operation; progress.h). */
 static void dlpg__progress_note(struct dlpg_group *g, const dlpg__flight_entry_t *e, char *note,
                                 size_t cap) {
   if (!e->id) {
@@ -83,42 +92,14 @@ static void dlpg__progress_note(struct dlpg_group *g, const dlpg__flight_entry_t
     snprintf(note, cap, "p2p_seq %" PRIu64 " with rank %d", e->seq, e->peer);
     return;
   }
-  char behind[256] = "", detail[384] = "", unknown[256] = "";
-  size_t nb = 0, nd = 0, nu = 0;
-  int nbehind = 0, nunknown = 0, read = 0;
-  for (int r = 0; r < g->size && read < DLPG__PROGRESS_READ_MAX; r++) {
-    if (r == g->rank) continue;
-    read++;
-    char v[128];
-    unsigned long long started = 0;
-    int have = dlpg__fail_read(g, "progress", r, 0, v, sizeof v) && sscanf(v, "%llu", &started) == 1;
-    if (have && started >= e->seq) continue;
-    if (have) {
-      nbehind++;
-      if (nb < sizeof behind)
-        nb += (size_t)snprintf(behind + nb, sizeof behind - nb, "%s%d", nbehind > 1 ? ", " : "", r);
-      if (nd < sizeof detail)
-        nd += (size_t)snprintf(detail + nd, sizeof detail - nd, "%srank %d last started coll_seq %llu",
-                               nbehind > 1 ? ", " : "", r, started);
-    } else {
-      nunknown++;
-      if (nu < sizeof unknown)
-        nu += (size_t)snprintf(unknown + nu, sizeof unknown - nu, "%s%d", nunknown > 1 ? ", " : "", r);
-    }
-  }
-  if (nbehind == 0 && nunknown == 0) {
+  char clauses[DLPG__ERROR_MAX / 2];
+  int read = 0, named = 0;
+  dlpg__progress_coll_note(g, e, DLPG__PROGRESS_READ_MAX, clauses, sizeof clauses, &read, &named);
+  if (!named)
     snprintf(note, cap, "coll_seq %" PRIu64 "; every rank%s had reached it", e->seq,
              read < g->size - 1 ? " read" : "");
-    return;
-  }
-  size_t n = (size_t)snprintf(note, cap, "coll_seq %" PRIu64, e->seq);
-  if (nbehind && n < cap)
-    n += (size_t)snprintf(note + n, cap - n, "; rank%s %s had not reached coll_seq %" PRIu64 " (%s)",
-                          nbehind > 1 ? "s" : "", behind, e->seq, detail);
-  if (nunknown && n < cap)
-    snprintf(note + n, cap - n,
-             "; rank%s %s published no progress, so whether %s reached coll_seq %" PRIu64
-             " is unknown", nunknown > 1 ? "s" : "", unknown, nunknown > 1 ? "they" : "it", e->seq);
+  else
+    snprintf(note, cap, "coll_seq %" PRIu64 "%s", e->seq, clauses);
 }
 
 static dlpg_status_t dlpg__op_failed(struct dlpg_group *g, uint64_t flight_id,
@@ -213,8 +194,10 @@ static void dlpg__timed_out(struct dlpg_group *g, uint64_t flight_id, const char
 }
 
 /* The store requests made on a failing operation's thread (records, progress of the peers)
- * end within this: a rank cut off from the store still returns within its deadline + 1 s. */
-#define DLPG__FAILURE_STORE_S 1.0
+ * end within this: a rank cut off from the store (its host stopped) still returns within its
+ * deadline + 1 s, with room for a loaded machine's delays (the reads of a reachable store
+ * take milliseconds). */
+#define DLPG__FAILURE_STORE_S 0.4
 
 dlpg_status_t dlpg__failure_op_failed(struct dlpg_group *g, uint64_t flight_id,
                                       dlpg_status_t st, char *msg, size_t cap) {

@@ -13,9 +13,12 @@
  *                       call on one rank; peers still blocked in that operation a moment
  *                       later treat it as fatal (a rank that rejects and retries at once is
  *                       not a failure)
- *   progress/<rank>     "<coll started> <coll done> <p2p started> <p2p done>", written by
- *                       the watcher only while an operation is blocked (and once when it
- *                       unblocks), read by a timing-out rank to say who had not arrived.
+ *   progress/<rank>     "<coll started> <coll done> <p2p started> <p2p done> <unix time of
+ *                       the last collective's issue>", written by the watcher while an
+ *                       operation is blocked (and once when it unblocks) and, while none is,
+ *                       at most once a second when the rank issued a collective since
+ *                       (progress.h); read by a stall warning and a timing-out rank to say
+ *                       who had not called the collective, and when they last called one.
  * Nothing is written or read on the hot path: an operation costs one atomic load here. */
 #ifndef DLPG_CORE_FAILURE_H_
 #define DLPG_CORE_FAILURE_H_
@@ -54,6 +57,10 @@ int dlpg__failure_remote(struct dlpg_group *g, char *buf, size_t cap);
 /* An operation of this rank was rejected at the call (msg: its message). */
 void dlpg__failure_rejected(struct dlpg_group *g, dlpg__op_kind_t kind, int peer,
                             const char *msg);
+/* Rank 0 refused rank into the group's job and rank read why (msg: its world size differs;
+ * core/group/job.c): record it as the group's failure in rank's name, so every rank of the
+ * job fails within about a second with msg instead of at its timeout. */
+void dlpg__failure_refused(struct dlpg_group *g, int rank, const char *msg);
 /* An operation of this rank failed with st and msg (flight_id: its flight recorder entry).
  * Statuses that peers see too (INVALID_ARGUMENT, UNSUPPORTED: a mismatch every rank
  * detects) and local aborts pass unchanged. Otherwise a peer's earlier record, if any, turns

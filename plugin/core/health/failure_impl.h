@@ -26,6 +26,7 @@ struct dlpg__watch {
   char cause[DLPG__ERROR_MAX];
   atomic_int recorded;              /* this rank wrote (or is writing) the failed key */
   int hard_pending, soft_pending;   /* records for the watcher to write (under mu) */
+  int writing;                      /* the watcher is writing one of them (under mu) */
   /* Until when (dlpg__now() in ms) this rank's calls look for the group's failure record at
    * the door: set when this rank rejected a call (dlpg__watch_rejected). */
   atomic_llong rejected_until_ms;

@@ -27,6 +27,7 @@ struct dlpg__flight {
   uint64_t next_id;
   uint64_t coll_seq, p2p_seq;    /* last issued */
   uint64_t coll_done, p2p_done;  /* highest completed */
+  double coll_issued_at;         /* dlpg__now() at the last collective's issue */
   uint64_t finished;
   int inflight;
 };
@@ -77,6 +78,7 @@ uint64_t dlpg__flight_issue(struct dlpg_group *g, const dlpg__op_t *op, int trac
   pthread_mutex_lock(&f->mu);
   uint64_t id = ++f->next_id;
   uint64_t seq = p2p ? ++f->p2p_seq : ++f->coll_seq;
+  if (!p2p) f->coll_issued_at = now;
   if (tracked) f->inflight++;
   if (f->cap > 0) {
     dlpg__flight_entry_t *e = &f->ring[(id - 1) % (uint64_t)f->cap];
@@ -169,6 +171,7 @@ void dlpg__flight_progress(struct dlpg_group *g, dlpg__flight_progress_t *p) {
   pthread_mutex_lock(&f->mu);
   p->coll_started = f->coll_seq;
   p->coll_done = f->coll_done;
+  p->coll_issued_at = f->coll_issued_at;
   p->p2p_started = f->p2p_seq;
   p->p2p_done = f->p2p_done;
   p->finished = f->finished;

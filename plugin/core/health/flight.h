@@ -50,6 +50,7 @@ typedef struct dlpg__flight_entry {
 /* What the watcher and the timeout message need, read in one lock. */
 typedef struct dlpg__flight_progress {
   uint64_t coll_started, coll_done; /* highest collective seq issued / completed */
+  double coll_issued_at;             /* dlpg__now() when coll_started was issued (0: none) */
   uint64_t p2p_started, p2p_done;
   uint64_t finished;                /* completions so far (progress detector) */
   int inflight;                     /* tracked operations not yet completed */

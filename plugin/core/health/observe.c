@@ -50,6 +50,10 @@ static void dlpg__on_timed_out(struct dlpg_group *g, uint64_t id, const char *op
   dlpg__failure_timed_out(g, id, op_name, timeout_s, note, cap);
 }
 
+static void dlpg__on_refused(struct dlpg_group *g, int rank, const char *msg) {
+  dlpg__failure_refused(g, rank, msg);
+}
+
 static const dlpg__observer_t dlpg__health = {
     .issued = dlpg__on_issued,
     .started = dlpg__on_started,
@@ -60,6 +64,7 @@ static const dlpg__observer_t dlpg__health = {
     .timed_out = dlpg__on_timed_out,
     .cause = dlpg__failure_remote,
     .abort = dlpg__group_abort,
+    .refused = dlpg__on_refused,
 };
 
 void dlpg__health_attach(struct dlpg_group *g) {

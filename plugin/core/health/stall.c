@@ -1,7 +1,7 @@
-/* Stall warnings (stall.h). The wording follows the timeout headline's: a rank is named as
- * not having reached the operation only when its own progress record says so; a rank
- * without a record (never blocked long enough to write one, stopped before it could, cut
- * off from the store) is named as one whose progress is unknown. Point-to-point sequence
+/* Stall warnings (stall.h). The wording is the timeout headline's (progress.h): a rank is
+ * named as not having called the operation only when its own progress record says so; a
+ * rank without a record (no operation issued yet, stopped before its watcher wrote, cut off
+ * from the store) is named as one whose progress is unknown. Point-to-point sequence
  * numbers are per rank, so for a send or receive the peer's record is quoted as it is. */
 #include "core/health/stall.h"
 
@@ -14,6 +14,7 @@
 #include "base/params.h"
 #include "base/status.h"
 #include "core/health/failure_impl.h"
+#include "core/health/progress.h"
 #include "core/group/group.h"
 #include "core/lines/tensor.h"
 
@@ -22,9 +23,8 @@
 /* The shortest threshold: a peer that reached the operation publishes its progress after
  * about 0.2 s of blocking (watch.c), so an earlier look could call it late. */
 #define DLPG__STALL_MIN_S 0.5
-/* Most peers whose records one warning reads (one store round trip each) and names. */
+/* Most peers whose records one warning reads (one store round trip each). */
 #define DLPG__STALL_READ_MAX 64
-#define DLPG__STALL_NAME_MAX 16
 
 /* DLPG_STALL_WARN_S parsed once (an unparsable or negative value is reported once, then the
  * default applies): < 0 unset, else the threshold (0: off). */
@@ -46,66 +46,13 @@ double dlpg__stall_after_s(const struct dlpg_group *g) {
   return half < DLPG__STALL_DEFAULT_S ? half : DLPG__STALL_DEFAULT_S;
 }
 
-/* A list of ranks "1, 2, 5" that names at most DLPG__STALL_NAME_MAX, then "and N more". */
-typedef struct dlpg__rank_list {
-  char text[160];
-  size_t len;
-  int n;
-} dlpg__rank_list_t;
-
-static void dlpg__rank_list_add(dlpg__rank_list_t *l, int r) {
-  if (l->n < DLPG__STALL_NAME_MAX && l->len < sizeof l->text)
-    l->len += (size_t)snprintf(l->text + l->len, sizeof l->text - l->len, "%s%d",
-                               l->n ? ", " : "", r);
-  l->n++;
-}
-
-static const char *dlpg__rank_list_str(dlpg__rank_list_t *l) {
-  if (l->n > DLPG__STALL_NAME_MAX && l->len < sizeof l->text)
-    snprintf(l->text + l->len, sizeof l->text - l->len, " and %d more",
-             l->n - DLPG__STALL_NAME_MAX);
-  return l->text;
-}
-
-/* The collective case: which peers' records show coll_seq e->seq not yet started. */
+/* The collective case: what the peers' progress records say (progress.h). */
 static void dlpg__stall_coll_note(struct dlpg_group *g, const dlpg__flight_entry_t *e,
                                   char *buf, size_t cap) {
-  dlpg__rank_list_t behind = {0}, unknown = {0};
-  char detail[256] = "";
-  size_t nd = 0;
-  int read = 0;
-  for (int r = 0; r < g->size; r++) {
-    if (r == g->rank) continue;
-    if (read == DLPG__STALL_READ_MAX) break;
-    read++;
-    char v[128];
-    unsigned long long started = 0;
-    int have = dlpg__fail_read(g, "progress", r, 0, v, sizeof v) &&
-               sscanf(v, "%llu", &started) == 1;
-    if (have && started >= e->seq) continue;
-    if (have) {
-      if (behind.n < 4 && nd < sizeof detail)
-        nd += (size_t)snprintf(detail + nd, sizeof detail - nd, "%srank %d last started coll_seq %llu",
-                               behind.n ? ", " : "", r, started);
-      dlpg__rank_list_add(&behind, r);
-    } else {
-      dlpg__rank_list_add(&unknown, r);
-    }
-  }
-  size_t n = 0;
-  if (behind.n && n < cap)
-    n += (size_t)snprintf(buf + n, cap - n,
-                          "; rank%s %s had not reached coll_seq %" PRIu64
-                          " (progress record%s: %s%s)",
-                          behind.n > 1 ? "s" : "", dlpg__rank_list_str(&behind), e->seq,
-                          behind.n > 1 ? "s" : "", detail, behind.n > 4 ? ", ..." : "");
-  if (unknown.n && n < cap)
-    n += (size_t)snprintf(buf + n, cap - n,
-                          "; rank%s %s published no progress, so whether %s reached coll_seq %"
-                          PRIu64 " is unknown",
-                          unknown.n > 1 ? "s" : "", dlpg__rank_list_str(&unknown),
-                          unknown.n > 1 ? "they" : "it", e->seq);
-  if (!behind.n && !unknown.n && n < cap)
+  int read = 0, named = 0;
+  dlpg__progress_coll_note(g, e, DLPG__STALL_READ_MAX, buf, cap, &read, &named);
+  size_t n = strlen(buf);
+  if (!named && n < cap)
     n += (size_t)snprintf(buf + n, cap - n,
                           "; the progress records of %s show coll_seq %" PRIu64 " started",
                           read < g->size - 1 ? "the ranks read" : "every other rank", e->seq);

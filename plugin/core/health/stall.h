@@ -1,9 +1,9 @@
 /* Stall warnings: once an operation has been blocked for DLPG_STALL_WARN_S (default
  * min(60 s, half the group's timeout)), the failure watcher (failure.h) logs one WARN per
- * operation naming the ranks whose progress records show they had not reached it and the
- * ranks that published none (whose progress is unknown), long before the deadline. The
- * records are the ones the watcher already publishes while blocked; nothing is added to
- * the hot path. */
+ * operation naming the ranks whose progress records show they have not called it (with
+ * their last call and its age) and the ranks that published none (whose progress is
+ * unknown), long before the deadline. The records are the ones the watcher publishes
+ * (progress.h); nothing is added to the hot path. */
 #ifndef DLPG_CORE_STALL_H_
 #define DLPG_CORE_STALL_H_
 

@@ -18,7 +18,9 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "core/group/thread.h"
+#include "core/health/progress.h"
 #include "core/health/stall.h"
+#include "store/store.h"
 
 /* An operation is "blocked" once nothing completed for this long while it is in flight. */
 #define DLPG__WATCH_BLOCKED_S 0.2
@@ -39,16 +41,34 @@
 /* After rejecting a call, how long the rank keeps reading the failure key while idle, so it
  * learns when its peers turned the rejection into the group's failure. */
 #define DLPG__WATCH_REJECTED_WINDOW_S 3.0
-/* How long destroy waits for the watcher (it may be inside a store call). */
+/* While no operation is blocked, the collective this rank last issued is published at most
+ * this often (only when it changed): at most one store write a second per rank, none per
+ * operation. */
+#define DLPG__WATCH_PUBLISH_S 1.0
+/* Each store call of the watcher ends within this beyond its own wait (a blocking read's),
+ * even when the store's host is stopped: destroy then finds the thread gone quickly. */
+#define DLPG__WATCH_STORE_S 0.5
+/* How long destroy waits for the watcher (it may be inside a store call): while it has a
+ * record to write, long enough for that; otherwise briefly, since the read or progress write
+ * it may be in (bounded by DLPG__WATCH_STORE_S beyond its wait) no longer matters: a
+ * store host that stopped answering then costs destroy no more than this. */
 #define DLPG__WATCH_JOIN_S 3.0
+#define DLPG__WATCH_JOIN_IDLE_S 0.3
 
 /* ------------------------------------------------------------------ the watcher */
+
+/* Bound this thread's next store calls: they end within wait_s + DLPG__WATCH_STORE_S. */
+static void dlpg__watch_cap(double wait_s) {
+  dlpg__store_cap_deadline(dlpg__now() + wait_s + DLPG__WATCH_STORE_S);
+}
 
 typedef struct dlpg__watch_loop {
   uint64_t last_finished;
   double last_change;
   int published_blocked;
   char last_progress[128];
+  uint64_t published_coll; /* coll_started of the last record written */
+  double published_at;     /* when it was written (dlpg__now()) */
   char soft_seen[DLPG__ERROR_MAX + 64];
   double soft_seen_at;
   double rejected_until; /* this rank rejected a call: read the failure key until then */
@@ -58,11 +78,22 @@ typedef struct dlpg__watch_loop {
 static void dlpg__publish_progress(struct dlpg_group *g, dlpg__watch_loop_t *L,
                                    const dlpg__flight_progress_t *p) {
   char v[128];
-  snprintf(v, sizeof v, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64, p->coll_started,
-           p->coll_done, p->p2p_started, p->p2p_done);
+  dlpg__progress_format(p, v, sizeof v);
   if (strcmp(v, L->last_progress) == 0) return;
   dlpg__fail_put(g, "progress", g->rank, v);
   snprintf(L->last_progress, sizeof L->last_progress, "%s", v);
+  L->published_coll = p->coll_started;
+  L->published_at = dlpg__now();
+}
+
+/* Not blocked: publish the collective this rank last issued if it changed since the last
+ * record, at most once per DLPG__WATCH_PUBLISH_S. A rank that is slow outside dlpg (its
+ * watcher idle) is then known by its peers to have not called their collective yet. */
+static void dlpg__publish_issued(struct dlpg_group *g, dlpg__watch_loop_t *L,
+                                 const dlpg__flight_progress_t *p, double now) {
+  if (p->coll_started == L->published_coll || now - L->published_at < DLPG__WATCH_PUBLISH_S)
+    return;
+  dlpg__publish_progress(g, L, p);
 }
 
 /* Does a peer's rejected call match the operation this rank is blocked in? */
@@ -118,9 +149,10 @@ static int dlpg__watch_blocked(struct dlpg_group *g, dlpg__watch_loop_t *L,
                                const dlpg__flight_progress_t *p, double blocked_s) {
   dlpg__publish_progress(g, L, p);
   L->published_blocked = 1;
-  if (dlpg__watch_failed(g, blocked_s < DLPG__WATCH_LONG_S ? DLPG__WATCH_POLL_S
-                                                           : DLPG__WATCH_LONG_POLL_S))
-    return 1;
+  double poll = blocked_s < DLPG__WATCH_LONG_S ? DLPG__WATCH_POLL_S : DLPG__WATCH_LONG_POLL_S;
+  dlpg__watch_cap(poll);
+  if (dlpg__watch_failed(g, poll)) return 1;
+  dlpg__watch_cap(0);
   char v[DLPG__ERROR_MAX + 64];
   int rank = -1;
   const char *msg = NULL;
@@ -172,7 +204,9 @@ static void *dlpg__watch_main(void *arg) {
       memcpy(val, hard ? w->hard_val : w->soft_val, sizeof val);
       if (hard) w->hard_pending = 0;
       else w->soft_pending = 0;
+      w->writing = 1;
       pthread_mutex_unlock(&w->mu);
+      dlpg__watch_cap(0);
       if (hard) {
         dlpg__fail_record_now(g, val);
       } else {
@@ -180,6 +214,7 @@ static void *dlpg__watch_main(void *arg) {
         L.rejected_until = dlpg__now() + DLPG__WATCH_REJECTED_WINDOW_S;
       }
       pthread_mutex_lock(&w->mu);
+      w->writing = 0;
       continue;
     }
     if (w->stop || !dlpg__fail_gen(g)) break;
@@ -199,13 +234,20 @@ static void *dlpg__watch_main(void *arg) {
     if (p.oldest.id && p.oldest.t_issue > since) since = p.oldest.t_issue;
     /* A look that finds the group's failure aborts it; the loop then only writes records. */
     if (p.inflight > 0 && now - since >= DLPG__WATCH_BLOCKED_S) {
-      if (!dlpg__watch_blocked(g, &L, &p, now - since))
+      dlpg__watch_cap(0);
+      if (!dlpg__watch_blocked(g, &L, &p, now - since)) {
+        dlpg__watch_cap(DLPG__WATCH_STORE_S * 3); /* a warning reads the peers' records */
         dlpg__stall_check(g, &p, dlpg__now() - since, &L.stall_warned);
+      }
     } else if (L.published_blocked && p.inflight == 0) {
+      dlpg__watch_cap(0);
       dlpg__publish_progress(g, &L, &p); /* unblocked: where this rank got to */
       L.published_blocked = 0;
-    } else if (now < L.rejected_until) {
-      dlpg__watch_failed(g, DLPG__WATCH_POLL_S);
+    } else {
+      dlpg__watch_cap(DLPG__WATCH_POLL_S);
+      if (now < L.rejected_until) dlpg__watch_failed(g, DLPG__WATCH_POLL_S);
+      dlpg__watch_cap(0);
+      dlpg__publish_issued(g, &L, &p, dlpg__now());
     }
     pthread_mutex_lock(&w->mu);
   }
@@ -264,12 +306,16 @@ void dlpg__watch_stop(struct dlpg_group *g) {
     pthread_mutex_unlock(&w->mu);
     return;
   }
+  int records = w->hard_pending || w->soft_pending || w->writing;
   int exited = dlpg__thread_wait_or_give_up(&w->mu, &w->cv, &w->exited, &w->detached,
-                                            DLPG__WATCH_JOIN_S);
+                                            records ? DLPG__WATCH_JOIN_S : DLPG__WATCH_JOIN_IDLE_S);
   w->have_thread = 0;
   pthread_mutex_unlock(&w->mu);
-  if (!exited)
+  if (!exited && records)
     DLPG_WARN(INIT, g->rank, "group \"%s\": the failure watcher is stuck in the store; "
               "detaching it", g->name);
+  else if (!exited)
+    DLPG_INFO(INIT, g->rank, "group \"%s\": the failure watcher is in a store call with "
+              "nothing left to write; it ends on its own", g->name);
   dlpg__thread_reap(w->thread, exited);
 }
