@@ -5,7 +5,7 @@
 # well under a minute on the loaded 2-core CI machine.
 set(D ${CMAKE_CURRENT_LIST_DIR})
 dlpg_add_gtest(test_shm TIMEOUT 600 SOURCES ${D}/test_shm_ops.cc ${D}/test_shm_faults.cc
-  ${D}/test_shm_pair.cc
+  ${D}/test_shm_pair.cc ${D}/test_shm_handout.cc
   ${D}/test_shm_eager.cc ${D}/test_shm_team.cc
   LIBS dlpg_obj)
 target_include_directories(test_shm PRIVATE ${PROJECT_SOURCE_DIR}/plugin
