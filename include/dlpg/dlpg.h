@@ -276,7 +276,12 @@ typedef enum dlpg_reduce_op {
  *    an extent that wraps or ends past 2^56 (above the user space of every 64-bit Linux) is
  *    DLPG_ERR_INVALID_ARGUMENT before any memory is touched. An address inside user space
  *    that is not mapped (data + 2^40, say) is not checked against the mappings: as for any
- *    C API it is the caller's bug, and the process may crash.
+ *    C API it is the caller's bug, and the process may crash. Likewise the memory an
+ *    operation writes -- outputs, inputs in place, a receive buffer -- must be writable: a
+ *    DLTensor says nothing of it (DLPack 1.0's read-only flag lives in the managed tensor,
+ *    which dlpg is not given), so a read-only mapping (PROT_READ, a read-only NumPy array's
+ *    buffer) crashes the process at the first write. The Python binding refuses read-only
+ *    memory it can recognise with DLPG_ERR_INVALID_ARGUMENT before the call.
  *  - streams: ntensors cudaStream_t as void*, or NULL for each device's default stream.
  *    Ignored for CPU tensors.
  *  - work: if non-NULL receives a handle to free with dlpg_work_free. If NULL, the call

@@ -16,20 +16,19 @@
 #endif
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "shm/copy_out.h"
+#include "shm/handout.h"
 #include "shm/params.h"
 #include "shm/seg.h"
 
@@ -156,13 +155,18 @@ static dlpg_status_t dlpg__shm_make_segment(dlpg__shm_t *sh, uint64_t nonce, int
 
 /* Rank 0: serve the memfd to the other ranks until each has it, one has published that it
  * cannot join (its res key exists before it was served), or the deadline. Returns 0 when
- * every rank was served; a peer's refusal is left to the consensus to report. */
+ * every rank was served; a peer's refusal is left to the consensus to report. Connections
+ * are read side by side (handout.h): a local process that is no rank delays nobody. */
 static dlpg_status_t dlpg__shm_serve(dlpg__shm_t *sh, dlpg_store_t *store, const char *prefix,
                                      int lfd, int memfd, const uint8_t token[16], double deadline) {
+  dlpg__shm_handout_t *ho = malloc(sizeof *ho);
+  if (!ho) return dlpg__error(DLPG_ERR_SYSTEM, "shm rank 0: out of memory");
+  dlpg_status_t st = dlpg__shm_handout_init(ho, lfd, memfd, token, 0, 1, sh->st.size);
+  if (st != DLPG_OK) {
+    free(ho);
+    return st;
+  }
   int nserved = 0;
-  char *served = calloc((size_t)sh->st.size, 1);
-  if (!served) return dlpg__error(DLPG_ERR_SYSTEM, "shm rank 0: out of memory");
-  dlpg_status_t st = DLPG_OK;
   double next_check = 0;
   while (nserved < sh->st.size - 1) {
     if (dlpg__shm_create_aborted(sh)) {
@@ -173,7 +177,7 @@ static dlpg_status_t dlpg__shm_serve(dlpg__shm_t *sh, dlpg_store_t *store, const
     double now = dlpg__now();
     if (now >= deadline) {
       int missing = -1;
-      for (int q = 1; q < sh->st.size && missing < 0; q++) if (!served[q]) missing = q;
+      for (int q = 1; q < sh->st.size && missing < 0; q++) if (!ho->served[q - 1]) missing = q;
       st = dlpg__error(DLPG_ERR_TIMEOUT, "shm rank 0: rank %d did not fetch the segment within %g s",
                        missing, sh->timeout_s);
       break;
@@ -182,7 +186,7 @@ static dlpg_status_t dlpg__shm_serve(dlpg__shm_t *sh, dlpg_store_t *store, const
       next_check = now + 0.05;
       int failed = 0;
       for (int q = 1; q < sh->st.size && !failed; q++) {
-        if (served[q]) continue;
+        if (ho->served[q - 1]) continue;
         char key[DLPG__SHM_KEY_MAX + 32];
         snprintf(key, sizeof key, "%s/res/%d", prefix, q);
         const char *k = key;
@@ -191,31 +195,10 @@ static dlpg_status_t dlpg__shm_serve(dlpg__shm_t *sh, dlpg_store_t *store, const
       }
       if (failed) break;
     }
-    struct pollfd p = {lfd, POLLIN, 0};
-    if (poll(&p, 1, 50) <= 0) continue;
-    int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-    if (c < 0) continue;
-    dlpg__shm_hello_t hello;
-    int ignored;
-    struct ucred cred;
-    socklen_t cl = sizeof cred;
-    uint8_t ok = 0;
-    /* A local process that read the socket's name in /proc/net/unix still lacks the token
-     * (it is only in the store); the peer's credentials must match what it claims, or it
-     * lives in another pid namespace, whose pids would mislead the liveness checks. */
-    if (dlpg__shm_sock_recv(c, &hello, sizeof hello, &ignored, deadline) == 0 &&
-        memcmp(hello.token, token, 16) == 0 && hello.rank > 0 && hello.rank < sh->st.size &&
-        !served[hello.rank] &&
-        getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.uid == getuid()) {
-      ok = cred.pid == hello.pid ? 1 : 2;
-      if (ignored >= 0) close(ignored);
-      dlpg__shm_sock_send(c, &ok, 1, ok == 1 ? memfd : -1);
-      served[hello.rank] = 1;
-      nserved++;
-    }
-    close(c);
+    nserved += dlpg__shm_handout_step(ho, 0.05);
   }
-  free(served);
+  dlpg__shm_handout_end(ho);
+  free(ho);
   return st;
 }
 

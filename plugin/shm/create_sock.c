@@ -96,7 +96,7 @@ int dlpg__shm_sock_recv(int fd, void *buf, size_t len, int *got_fd, double deadl
     if (pr <= 0) continue;
     struct iovec iov = {(char *)buf + have, len - have};
     union {
-      char b[CMSG_SPACE(sizeof(int))];
+      char b[CMSG_SPACE(4 * sizeof(int))];
       struct cmsghdr align;
     } ctl;
     struct msghdr m = {0};
@@ -110,9 +110,19 @@ int dlpg__shm_sock_recv(int fd, void *buf, size_t len, int *got_fd, double deadl
       if (n == 0) errno = ECONNRESET;
       return -1;
     }
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && *got_fd < 0)
-        memcpy(got_fd, CMSG_DATA(c), sizeof(int));
+    /* The first fd is the answer's; any other is not asked for, and closed. */
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t k = 0; k < nfd; k++) {
+        int f;
+        memcpy(&f, CMSG_DATA(c) + k * sizeof(int), sizeof f);
+        if (*got_fd < 0)
+          *got_fd = f;
+        else
+          close(f);
+      }
+    }
     have += (size_t)n;
   }
   return 0;

@@ -13,18 +13,17 @@
 #endif
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "shm/handout.h"
 #include "shm/pair_seg.h"
 #include "shm/params.h"
 
@@ -112,48 +111,40 @@ static void dlpg__pair_sock_name(char *out, size_t cap, const char *prefix, uint
 }
 
 /* Lower rank: hand the memfd to the peer once it proves the token; ends early when the
- * peer published that it cannot join (its res key). */
+ * peer published that it cannot join (its res key). Connections are read side by side
+ * (handout.h): a local process that is no rank delays nobody. */
 static dlpg_status_t dlpg__pair_serve_fd(dlpg__shm_pair_t *p, dlpg_store_t *store,
                                          const char *reskey, int lfd, int memfd,
                                          const uint8_t token[16], double deadline,
                                          const int *abort_flag) {
+  dlpg__shm_handout_t *ho = malloc(sizeof *ho);
+  if (!ho) return dlpg__error(DLPG_ERR_SYSTEM, "rank %d: out of memory", p->me);
+  dlpg_status_t st = dlpg__shm_handout_init(ho, lfd, memfd, token, p->me, p->peer, p->peer + 1);
   double next_check = 0;
-  for (;;) {
-    if (dlpg__pair_create_aborted(abort_flag))
-      return dlpg__error(DLPG_ERR_ABORTED, "rank %d: the group was aborted while it connected "
-                         "to rank %d for point-to-point", p->me, p->peer);
+  while (st == DLPG_OK) {
+    if (dlpg__pair_create_aborted(abort_flag)) {
+      st = dlpg__error(DLPG_ERR_ABORTED, "rank %d: the group was aborted while it connected "
+                       "to rank %d for point-to-point", p->me, p->peer);
+      break;
+    }
     double now = dlpg__now();
-    if (now >= deadline)
-      return dlpg__error(DLPG_ERR_TIMEOUT, "rank %d timed out waiting for rank %d to take part "
-                         "in a send/recv with it (it did not fetch the pair's segment); did rank "
-                         "%d issue the matching operation?", p->me, p->peer, p->peer);
+    if (now >= deadline) {
+      st = dlpg__error(DLPG_ERR_TIMEOUT, "rank %d timed out waiting for rank %d to take part "
+                       "in a send/recv with it (it did not fetch the pair's segment); did rank "
+                       "%d issue the matching operation?", p->me, p->peer, p->peer);
+      break;
+    }
     if (now >= next_check) {
       next_check = now + 0.05;
       int exists = 0;
       const char *k = reskey;
-      if (dlpg_store_check(store, &k, 1, &exists) == DLPG_OK && exists) return DLPG_OK;
+      if (dlpg_store_check(store, &k, 1, &exists) == DLPG_OK && exists) break;
     }
-    struct pollfd pf = {lfd, POLLIN, 0};
-    if (poll(&pf, 1, 50) <= 0) continue;
-    int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-    if (c < 0) continue;
-    dlpg__shm_hello_t hello;
-    int ignored = -1;
-    struct ucred cred;
-    socklen_t cl = sizeof cred;
-    int served = 0;
-    if (dlpg__shm_sock_recv(c, &hello, sizeof hello, &ignored, deadline) == 0 &&
-        memcmp(hello.token, token, 16) == 0 && hello.rank == p->peer &&
-        getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.uid == getuid()) {
-      /* Another pid namespace would make the pids the liveness checks read meaningless. */
-      uint8_t ok = cred.pid == hello.pid ? 1 : 2;
-      dlpg__shm_sock_send(c, &ok, 1, ok == 1 ? memfd : -1);
-      served = 1;
-    }
-    if (ignored >= 0) close(ignored);
-    close(c);
-    if (served) return DLPG_OK;
+    if (dlpg__shm_handout_step(ho, 0.05) > 0) break;
   }
+  dlpg__shm_handout_end(ho);
+  free(ho);
+  return st;
 }
 
 static uint64_t dlpg__pair_head_total(const void *head, const void *arg) {

@@ -167,8 +167,8 @@ int dlpg__shm_sock_listen(const char *name);
 /* -1 with errno set when nobody listens under name in this network namespace. */
 int dlpg__shm_sock_connect(const char *name);
 int dlpg__shm_sock_send(int fd, const void *buf, size_t len, int pass_fd);
-/* Receives up to len bytes (all of them, or fails) and an fd if one came (*got_fd, -1 if
- * none). Waits until deadline (dlpg__now() seconds). */
+/* Receives up to len bytes (all of them, or fails) and the first fd that came (*got_fd, -1
+ * if none; any further one is closed). Waits until deadline (dlpg__now() seconds). */
 int dlpg__shm_sock_recv(int fd, void *buf, size_t len, int *got_fd, double deadline);
 /* A joiner's exchange: connect to name, send hello, receive a one-byte answer with the
  * segment's fd by deadline. 0: *fd is the segment; DLPG__SHM_FETCH_UNREACHABLE: no such

@@ -1,7 +1,9 @@
 """Borrowing DLPack tensors from any object that has __dlpack__.
 
-The capsule is read with PyCapsule_GetPointer and is NOT consumed (its name stays
-"dltensor"), so the capsule's own destructor still runs the producer's deleter. The caller
+Producers of DLPack 1.0 are asked for a versioned capsule ("dltensor_versioned"), which
+says whether the memory is read-only; older ones give a legacy "dltensor" capsule. The
+capsule is read with PyCapsule_GetPointer and is NOT consumed (its name stays), so the
+capsule's own destructor still runs the producer's deleter. The caller
 keeps the returned capsule (and the object) alive until the dlpg operation completes; dlpg
 only reads the DLTensor struct during the call and the memory until completion.
 """
@@ -10,6 +12,7 @@ import ctypes
 import sys
 
 from . import bf16 as _bf16
+from ._abi import ERR_INVALID_ARGUMENT, DlpgError
 
 # DLDeviceType values used here (dlpack.h).
 KDL_CPU = 1
@@ -26,6 +29,18 @@ _is_valid.restype = ctypes.c_int
 _is_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 _NAME = b"dltensor"
+_NAME_VERSIONED = b"dltensor_versioned"
+_FLAG_READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY
+
+
+class _Version(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class _VersionedHead(ctypes.Structure):
+    """DLManagedTensorVersioned (dlpack.h 1.x) up to its DLTensor, which follows."""
+    _fields_ = [("version", _Version), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64)]
 
 
 def _is_bf16_view(obj):
@@ -95,20 +110,47 @@ def capsule_of(obj, stream=None):
     if f is None:
         raise TypeError("dlpg: %s has no __dlpack__; pass a torch, NumPy, CuPy or JAX array"
                         % type(obj).__name__)
-    if stream is None:
-        return f()
-    return f(stream=1 if stream == 0 else int(stream))
+    kw = {} if stream is None else {"stream": 1 if stream == 0 else int(stream)}
+    try:
+        return f(max_version=(1, 0), **kw)
+    except TypeError:  # a producer older than DLPack 1.0 takes no max_version
+        return f(**kw)
 
 
 def tensor_pointer(capsule):
-    """The DLTensor * inside a "dltensor" capsule (dl_tensor is DLManagedTensor's first
-    member, so the managed tensor's address is the DLTensor's)."""
-    if not _is_valid(capsule, _NAME):
-        raise TypeError("dlpg: expected an unconsumed DLPack capsule named 'dltensor'")
-    return _get_pointer(capsule, _NAME)
+    """(DLTensor *, read-only) of an unconsumed capsule: in a "dltensor" one, dl_tensor is
+    DLManagedTensor's first member, so the managed tensor's address is the DLTensor's, and
+    whether the memory is read-only is not said (False); in a "dltensor_versioned" one the
+    DLTensor follows the version, context, deleter and flags."""
+    if _is_valid(capsule, _NAME):
+        return _get_pointer(capsule, _NAME), False
+    if _is_valid(capsule, _NAME_VERSIONED):
+        p = _get_pointer(capsule, _NAME_VERSIONED)
+        head = _VersionedHead.from_address(p)
+        if head.version.major != 1:
+            raise TypeError("dlpg: the producer gave a DLPack %d.%d tensor; dlpg reads 1.x and "
+                            "the legacy form" % (head.version.major, head.version.minor))
+        return p + ctypes.sizeof(_VersionedHead), bool(head.flags & _FLAG_READ_ONLY)
+    raise TypeError("dlpg: expected an unconsumed DLPack capsule named 'dltensor' or "
+                    "'dltensor_versioned'")
 
 
-def borrow(obj, stream=None):
-    """(DLTensor address, keep-alive) for obj; keep the second until the work completes."""
+def _read_only_error(written, why):
+    return DlpgError(ERR_INVALID_ARGUMENT,
+                     "%s is read-only (%s) and the operation writes into it: pass a writeable "
+                     "array" % (written, why))
+
+
+def borrow(obj, stream=None, written=None):
+    """(DLTensor address, keep-alive) for obj; keep the second until the work completes.
+    written: how to name obj when the operation writes into it ("dlpg.Group.recv: tensor"),
+    which refuses read-only memory (NumPy's writeable=False, DLPack 1.0's read-only flag)
+    with DLPG_ERR_INVALID_ARGUMENT before anything is written; None when it is only read."""
+    flags = getattr(obj, "flags", None) if written else None
+    if flags is not None and getattr(flags, "writeable", True) is False:
+        raise _read_only_error(written, "writeable=False")
     cap = capsule_of(obj, stream)
-    return tensor_pointer(cap), (obj, cap)
+    ptr, read_only = tensor_pointer(cap)
+    if written and read_only:
+        raise _read_only_error(written, "its DLPack export is flagged read-only")
+    return ptr, (obj, cap)

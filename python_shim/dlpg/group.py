@@ -150,14 +150,17 @@ class Group(object):
 
     # -- plumbing ---------------------------------------------------------------------
 
-    def _borrow(self, objs, stream, alive):
-        """DLTensor addresses and streams for objs (a list); keep-alives go to alive."""
+    def _borrow(self, objs, stream, alive, written=None):
+        """DLTensor addresses and streams for objs (a list); keep-alives go to alive.
+        written: the objects' name ("dlpg.Group.recv: tensor") when the operation writes into
+        them on this rank, so that read-only memory is refused before the call."""
         ptrs, streams, any_cuda = [], [], False
-        for o in objs:
+        for i, o in enumerate(objs):
             s = stream if stream is not None else _dlpack.default_stream(o)
             if s is not None:
                 any_cuda = True
-            p, keep = _dlpack.borrow(o, s)
+            name = written if not written or len(objs) == 1 else "%s[%d]" % (written, i)
+            p, keep = _dlpack.borrow(o, s, name)
             alive.append(keep)
             ptrs.append(p)
             streams.append(s or 0)
@@ -204,16 +207,20 @@ class Group(object):
     def _listify(x):
         return list(x) if isinstance(x, (list, tuple)) else [x]
 
-    def _collective(self, fn, inputs, outputs, extra, stream, async_op):
+    def _collective(self, fn, inputs, outputs, extra, stream, async_op, writes=True):
+        """writes: whether this rank's outputs (its inputs, in place) are written (reduce's
+        are on its root only, an in-place broadcast's on the other ranks only)."""
         alive = []
+        op = "dlpg.Group." + fn.__name__[len("dlpg_"):]
         ins = self._listify(inputs)
-        ip, st, cuda = self._borrow(ins, stream, alive)
+        in_place = outputs is None and writes
+        ip, st, cuda = self._borrow(ins, stream, alive, op + ": tensor" if in_place else None)
         if outputs is None:
             op_out = None
             result = ins
         else:
             outs = self._listify(outputs)
-            op_out, _, _ = self._borrow(outs, stream, alive)
+            op_out, _, _ = self._borrow(outs, stream, alive, op + ": output" if writes else None)
             op_out = _ptr_array(op_out)
             result = outs
         streams = _ptr_array(st) if cuda else None
@@ -227,11 +234,15 @@ class Group(object):
                                 stream, async_op)
 
     def broadcast(self, tensor, root=0, output=None, async_op=False, stream=None):
-        return self._collective(lib.dlpg_broadcast, tensor, output, (int(root),), stream, async_op)
+        # In place, the root's tensor is only read.
+        writes = output is not None or self.rank != int(root)
+        return self._collective(lib.dlpg_broadcast, tensor, output, (int(root),), stream, async_op,
+                                writes)
 
     def reduce(self, tensor, root=0, output=None, op="sum", async_op=False, stream=None):
+        # Only the root's output (its tensor, in place) is written.
         return self._collective(lib.dlpg_reduce, tensor, output, (reduce_op(op), int(root)),
-                                stream, async_op)
+                                stream, async_op, self.rank == int(root))
 
     def allgather(self, tensor, output, async_op=False, stream=None):
         return self._collective(lib.dlpg_allgather, tensor, output, (), stream, async_op)
@@ -243,7 +254,7 @@ class Group(object):
     def alltoall(self, tensor, output, async_op=False, stream=None):
         alive = []
         (ip,), (s,), cuda = self._borrow([tensor], stream, alive)
-        (op,), _, _ = self._borrow([output], stream, alive)
+        (op,), _, _ = self._borrow([output], stream, alive, "dlpg.Group.alltoall: output")
         return self._run(lib.dlpg_alltoall, (ip, op, s or None), alive, async_op, cuda, [output],
                          stream)
 
@@ -255,7 +266,7 @@ class Group(object):
 
     def recv(self, tensor, peer, tag=0, async_op=False, stream=None):
         alive = []
-        (p,), (s,), cuda = self._borrow([tensor], stream, alive)
+        (p,), (s,), cuda = self._borrow([tensor], stream, alive, "dlpg.Group.recv: tensor")
         return self._run(lib.dlpg_recv, (p, int(peer), int(tag), s or None), alive, async_op,
                          cuda, [tensor], stream)
 
