@@ -160,6 +160,37 @@ TEST(Relaunch, InProcessRetry) {
                                            << t.out[r].Get("op_msg") << t.out[r].Get("killed");
 }
 
+// Rank 0 keeps its failed group (and the thread that admits ranks to its job) open while
+// rank 1 makes the group again and knocks: the failed job admits nobody more, so rank 1
+// joins rank 0's next job instead of the failed one (whose failure it would then report).
+TEST(Relaunch, FailedJobAdmitsNobody) {
+  StoreProcess store;
+  ASSERT_GT(store.port, 0);
+  const std::string name = UniqueName("failedjob");
+  const std::string knocking = name + "/test/knocking", flag = name + "/test/failed/";
+  Trial t;
+  RunTrial(kRanks, name, Scaled(120), [&](FaultRank &c) {
+    if (c.rank != 2) {
+      dlpg_group_t *g = MakeGroup(c, Scaled(1.0));
+      if (!g) return;
+      if (TimedAllreduce(c, g, 8, "a") == DLPG_OK) c.Put("fail", "passed without rank 2");
+      if (c.rank == 0) {
+        // Rank 1 re-posts its hello every 0.5 s while it waits: the old job sees it.
+        WaitKey(c, knocking, Scaled(60));
+        usleep(1500 * 1000);
+      }
+      c.api->group_destroy(g);
+      SetKey(c, flag + std::to_string(c.rank));
+      if (c.rank == 1) SetKey(c, knocking);
+    } else {
+      for (int r = 0; r < 2; r++) WaitKey(c, flag + std::to_string(r), Scaled(60));
+    }
+    c.Put("passed", HealthyJob(c, -1) ? "1" : "0");
+  }, nullptr, &t, store.Url());
+  for (int r = 0; r < kRanks; r++)
+    EXPECT_EQ(t.out[r].Get("passed"), "1") << "rank " << r << ": " << t.out[r].Get("fail");
+}
+
 // Job A loses rank 1 in the middle of its second allreduce (it exits); the survivors fail.
 // Then jobs under the same name pass.
 TEST(Relaunch, AfterAFailureMidOperation) {

@@ -137,6 +137,14 @@ static void *job_admit_main(void *arg) {
     }
     if (k >= 0 && k != seen) {
       seen = k;
+      /* A job that failed takes nobody more: a rank knocking now is re-making the group
+       * (a retry in the same process, a relaunch) and belongs to rank 0's next job, which
+       * answers the same hello. */
+      if (atomic_load(&g->aborted) || dlpg__observe_job_failed(g)) {
+        DLPG_INFO(INIT, g->rank, "group \"%s\": job %" PRId64 " failed; rank 0 admits nobody "
+                  "more to it", g->name, j->id);
+        break;
+      }
       for (int r = 1; r < g->size; r++) job_answer(&a, r);
       job_refusals(&a);
       if (job_all_claimed(&a)) break;
