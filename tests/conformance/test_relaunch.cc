@@ -161,9 +161,10 @@ TEST(Relaunch, InProcessRetry) {
 }
 
 // Rank 0 keeps its failed group (and the thread that admits ranks to its job) open while
-// rank 1 makes the group again and knocks: the failed job admits nobody more, so rank 1
-// joins rank 0's next job instead of the failed one (whose failure it would then report).
-TEST(Relaunch, FailedJobAdmitsNobody) {
+// rank 1 makes the group again and knocks: a job admits a rank once, so rank 1 joins rank
+// 0's next job instead of the failed one, where it would find its own earlier claim ("two
+// processes claim rank 1").
+TEST(Relaunch, RankMakingTheGroupAgainJoinsTheNextJob) {
   StoreProcess store;
   ASSERT_GT(store.port, 0);
   const std::string name = UniqueName("failedjob");
@@ -189,6 +190,50 @@ TEST(Relaunch, FailedJobAdmitsNobody) {
   }, nullptr, &t, store.Url());
   for (int r = 0; r < kRanks; r++)
     EXPECT_EQ(t.out[r].Get("passed"), "1") << "rank " << r << ": " << t.out[r].Get("fail");
+}
+
+// Rank 1 knocks again, from a second group of its own, after it joined rank 0's job (which
+// still waits for rank 2, so its admitting thread runs): the job does not admit it twice,
+// and when no next job comes its timeout says that rank 0's job already holds a rank 1.
+TEST(Relaunch, RankKnockingTwiceIsToldTheJobHoldsIt) {
+  StoreProcess store;
+  ASSERT_GT(store.port, 0);
+  const std::string name = UniqueName("twice");
+  const std::string done = name + "/test/second-done";
+  Trial t;
+  RunTrial(kRanks, name, Scaled(60), [&](FaultRank &c) {
+    if (c.rank == 2) {
+      WaitKey(c, done, Scaled(60));
+      return;
+    }
+    dlpg_group_t *g = MakeGroup(c, Scaled(1.0));
+    if (!g) return;
+    c.Put("first", c.api->status_name(TimedAllreduce(c, g, 8, "a")));
+    if (c.rank == 1) {
+      dlpg_store_t *s = nullptr;
+      dlpg_group_t *g2 = nullptr;
+      dlpg_group_options_t o = DLPG_GROUP_OPTIONS_INIT;
+      o.timeout_s = Scaled(2);
+      o.name = c.name.c_str();
+      if (c.api->store_open(c.url.c_str(), Scaled(30), &s) == DLPG_OK &&
+          c.api->group_create(s, 1, kRanks, &o, &g2) == DLPG_OK) {
+        c.Put("second", c.api->status_name(TimedAllreduce(c, g2, 8, "b")));
+        c.Put("second_msg", c.api->last_error());
+        c.api->group_destroy(g2);
+      }
+      if (s) c.api->store_close(s);
+      SetKey(c, done);
+    } else {
+      WaitKey(c, done, Scaled(60));  // rank 0's group (and its job's thread) stays meanwhile
+    }
+    c.api->group_destroy(g);
+  }, nullptr, &t, store.Url());
+  EXPECT_EQ(t.out[1].Get("first"), "DLPG_ERR_TIMEOUT");
+  EXPECT_EQ(t.out[1].Get("second"), "DLPG_ERR_TIMEOUT") << t.out[1].Get("second_msg");
+  EXPECT_NE(t.out[1].Get("second_msg").find("rank 0's job"), std::string::npos)
+      << t.out[1].Get("second_msg");
+  EXPECT_NE(t.out[1].Get("second_msg").find("already holds a rank 1"), std::string::npos)
+      << t.out[1].Get("second_msg");
 }
 
 // Job A loses rank 1 in the middle of its second allreduce (it exits); the survivors fail.

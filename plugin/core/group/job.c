@@ -64,6 +64,16 @@ typedef struct job_admit {
                        * -1 once its reading of that answer was reported */
 } job_admit_t;
 
+/* Whether rank r counted itself in this job (its claim key), remembered once seen. */
+static int job_claimed(job_admit_t *a, int r) {
+  if (!a->claimed[r]) {
+    char key[JOB_KEY_MAX];
+    snprintf(key, sizeof key, "%s/claim/%d", a->g->job->scope, r);
+    if (dlpg__rdv_count(a->g->store, key) > 0) a->claimed[r] = 1;
+  }
+  return a->claimed[r];
+}
+
 /* Answer rank r's hello if it holds a nonce not answered yet. */
 static void job_answer(job_admit_t *a, int r) {
   struct dlpg_group *g = a->g;
@@ -75,6 +85,16 @@ static void job_answer(job_admit_t *a, int r) {
   if (sscanf(val, "%" SCNx64 " %d", &nonce, &size) != 2 || nonce == 0 || a->answered[r] == nonce)
     return;
   a->answered[r] = nonce;
+  if (job_claimed(a, r)) {
+    /* A new hello of a rank that is in this job already: that rank made the group again (a
+     * retry after a failure, in the same process or a relaunched one), or a second process
+     * has its rank. Either way it belongs to rank 0's next job, which answers the same
+     * hello; a note beside the welcome lets it say why it waited, if no next job comes. */
+    snprintf(key, sizeof key, "%s/dlpg/job/welcome/%d/%016" PRIx64 "/taken", g->name, r, nonce);
+    snprintf(reply, sizeof reply, "%" PRId64, g->job->id);
+    dlpg__rdv_post(g->store, key, reply);
+    return;
+  }
   if (size == g->size) {
     snprintf(reply, sizeof reply, "%" PRId64, g->job->id);
   } else {
@@ -108,13 +128,8 @@ static void job_refusals(job_admit_t *a) {
 static int job_all_claimed(job_admit_t *a) {
   struct dlpg_group *g = a->g;
   int all = 1;
-  for (int r = 1; r < g->size; r++) {
-    if (a->claimed[r]) continue;
-    char key[JOB_KEY_MAX];
-    snprintf(key, sizeof key, "%s/claim/%d", g->job->scope, r);
-    if (dlpg__rdv_count(g->store, key) > 0) a->claimed[r] = 1;
-    else all = 0;
-  }
+  for (int r = 1; r < g->size; r++)
+    if (!job_claimed(a, r)) all = 0;
   return all;
 }
 
@@ -137,14 +152,6 @@ static void *job_admit_main(void *arg) {
     }
     if (k >= 0 && k != seen) {
       seen = k;
-      /* A job that failed takes nobody more: a rank knocking now is re-making the group
-       * (a retry in the same process, a relaunch) and belongs to rank 0's next job, which
-       * answers the same hello. */
-      if (atomic_load(&g->aborted) || dlpg__observe_job_failed(g)) {
-        DLPG_INFO(INIT, g->rank, "group \"%s\": job %" PRId64 " failed; rank 0 admits nobody "
-                  "more to it", g->name, j->id);
-        break;
-      }
       for (int r = 1; r < g->size; r++) job_answer(&a, r);
       job_refusals(&a);
       if (job_all_claimed(&a)) break;
@@ -236,6 +243,10 @@ static dlpg_status_t job_ask(struct dlpg_group *g) {
     return job_fail(j, st, "group \"%s\": rank %d cannot reach the store to join its job: %s",
                     g->name, g->rank, dlpg__last_error());
   job_hello(g, hello_key, hello);
+  /* Rank 0's note that its job already holds this rank (job_answer): why this rank waits
+   * for rank 0's next job, said if that does not come. */
+  char taken_key[JOB_KEY_MAX + 8], taken[32] = "";
+  snprintf(taken_key, sizeof taken_key, "%s/taken", welcome_key);
   double sleep_s = 0.0005, next_resend = t0 + JOB_RESEND_S;
   for (;;) {
     if (job_should_stop(g))
@@ -247,6 +258,15 @@ static dlpg_status_t job_ask(struct dlpg_group *g) {
                       "waited for rank 0 to admit it: %s", g->name, g->rank, dlpg__last_error());
     if (r > 0) break;
     double now = dlpg__now();
+    if (now >= deadline && taken[0]) {
+      dlpg__rdv_unpost(g->store, taken_key);
+      return job_fail(j, DLPG_ERR_TIMEOUT,
+                      "group \"%s\": rank %d of %d timed out after %g s waiting for rank 0 to "
+                      "admit it: rank 0's job %s already holds a rank %d (this process made the "
+                      "group again and rank 0 has not made it again since, or another process "
+                      "runs rank %d)", g->name, g->rank, g->size, g->timeout_s, taken, g->rank,
+                      g->rank);
+    }
     if (now >= deadline)
       return job_fail(j, DLPG_ERR_TIMEOUT,
                       "group \"%s\": rank %d of %d timed out after %g s waiting for rank 0 to "
@@ -254,6 +274,7 @@ static dlpg_status_t job_ask(struct dlpg_group *g) {
                       "destroyed it, is stuck, or runs it with a world size of %d or less)",
                       g->name, g->rank, g->size, g->timeout_s, g->rank);
     if (now >= next_resend) {
+      if (!taken[0]) dlpg__rdv_try_get(g->store, taken_key, taken, sizeof taken);
       job_hello(g, hello_key, hello);
       next_resend = now + JOB_RESEND_S;
     }
@@ -262,6 +283,7 @@ static dlpg_status_t job_ask(struct dlpg_group *g) {
     if (sleep_s < 0.01) sleep_s *= 2;
   }
   dlpg__rdv_unpost(g->store, welcome_key);
+  if (taken[0]) dlpg__rdv_unpost(g->store, taken_key);
   if (buf[0] == '!') {
     /* "!<job> <why>": rank 0's job learns that this rank read it (job_refusals), so the
      * ranks already in the job fail at once with the same message. */

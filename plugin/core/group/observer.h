@@ -51,10 +51,6 @@ typedef struct dlpg__observer {
    * the job's ranks are told, so they fail at once with msg (called on rank 0's thread that
    * admits the others; may block on the store, bounded). */
   void (*refused)(struct dlpg_group *g, int rank, const char *msg);
-  /* 1 when a rank recorded a failure of the group's job (a read that does not wait), else
-   * 0: rank 0 then admits nobody more (a rank re-making the group would join the failed job
-   * instead of the next one). */
-  int (*job_failed)(struct dlpg_group *g);
 } dlpg__observer_t;
 
 static inline uint64_t dlpg__observe_issued(struct dlpg_group *g, const dlpg__op_t *op,
@@ -88,9 +84,6 @@ static inline int dlpg__observe_cause(struct dlpg_group *g, char *buf, size_t ca
 }
 static inline void dlpg__observe_abort(struct dlpg_group *g) {
   if (g && g->observer) g->observer->abort(g);
-}
-static inline int dlpg__observe_job_failed(struct dlpg_group *g) {
-  return g && g->observer && g->observer->job_failed ? g->observer->job_failed(g) : 0;
 }
 static inline void dlpg__observe_refused(struct dlpg_group *g, int rank, const char *msg) {
   if (g && g->observer && g->observer->refused) g->observer->refused(g, rank, msg);

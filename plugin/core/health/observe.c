@@ -8,7 +8,6 @@
 #include <stdatomic.h>
 
 #include "core/health/failure.h"
-#include "core/health/failure_impl.h"
 #include "core/health/flight.h"
 #include "core/group/observer.h"
 
@@ -55,11 +54,6 @@ static void dlpg__on_refused(struct dlpg_group *g, int rank, const char *msg) {
   dlpg__failure_refused(g, rank, msg);
 }
 
-static int dlpg__on_job_failed(struct dlpg_group *g) {
-  char v[64];
-  return dlpg__fail_enabled(g) && dlpg__fail_read(g, "failed", -1, 0, v, sizeof v);
-}
-
 static const dlpg__observer_t dlpg__health = {
     .issued = dlpg__on_issued,
     .started = dlpg__on_started,
@@ -71,7 +65,6 @@ static const dlpg__observer_t dlpg__health = {
     .cause = dlpg__failure_remote,
     .abort = dlpg__group_abort,
     .refused = dlpg__on_refused,
-    .job_failed = dlpg__on_job_failed,
 };
 
 void dlpg__health_attach(struct dlpg_group *g) {
