@@ -103,7 +103,9 @@ dlpg_status_t dlpg__work_wait(struct dlpg_work *w, double timeout_s) {
       dlpg__work_poll_locked(w);
       if (w->done) break;
     }
-    if (g && atomic_load(&g->aborted)) {
+    /* An abort this work's own failure made (on its way to the observer) is not its cause:
+     * its result comes next. */
+    if (g && atomic_load(&g->aborted) && !w->completing) {
       pthread_mutex_unlock(&w->mu);
       return dlpg__work_aborted(w);
     }

@@ -75,7 +75,14 @@ void dlpg__work_finish_locked(struct dlpg_work *w, dlpg_status_t status, const c
 void dlpg__work_complete(struct dlpg_work *w, dlpg_status_t status, const char *msg) {
   if (!w) return;
   char m[DLPG__ERROR_MAX];
-  if (status != DLPG_OK && w->group && !dlpg__work_is_done(w)) {
+  int report = 0;
+  if (status != DLPG_OK && w->group) {
+    pthread_mutex_lock(&w->mu);
+    report = !w->done;
+    w->completing = report;
+    pthread_mutex_unlock(&w->mu);
+  }
+  if (report) {
     snprintf(m, sizeof m, "%s", msg && msg[0] ? msg : dlpg_status_name(status));
     dlpg__saved_error_t se;
     dlpg__error_save(&se);

@@ -19,6 +19,10 @@ struct dlpg_work {
   pthread_mutex_t mu;
   pthread_cond_t cv;        /* CLOCK_MONOTONIC; signalled at completion */
   int done;
+  /* A failure on its way to the group's observer (dlpg__work_complete): the result comes
+   * within the failure path's bounded store budget, and the group's abort that the observer
+   * makes meanwhile is this work's consequence, not its cause (waiters wait for it). */
+  int completing;
   dlpg_status_t status;
   char *message;            /* heap; NULL until a failure is recorded */
   atomic_int refs;          /* the caller's handle + the executor's (until it completes) */
