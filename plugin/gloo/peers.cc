@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,14 +132,33 @@ std::string name_peer(const std::vector<std::pair<std::string, int>> &peers,
 
 namespace dlpg_gloo {
 
-int first_lost_peer(const std::vector<PeerSocket> &sockets) {
+namespace {
+
+// Whether the peer closed or reset its end of a socket this process still holds: Gloo
+// closes the pair's socket from its loop thread, which may come after the waiter that saw
+// the error already reports it. Looks without reading.
+bool peer_hung_up(int fd) {
+  struct pollfd pfd = {fd, POLLRDHUP, 0};
+  return poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+}  // namespace
+
+std::vector<int> lost_peers(const std::vector<PeerSocket> &sockets) {
+  std::vector<int> out;
   for (const auto &p : sockets) {
     Addrs a;
     // Gone, or the descriptor now belongs to another socket: Gloo closed the pair's.
-    if (!socket_addrs(p.fd, &a) || !same_addr(a.self, p.self) || !same_addr(a.peer, p.peer))
-      return p.rank;
+    if (!socket_addrs(p.fd, &a) || !same_addr(a.self, p.self) || !same_addr(a.peer, p.peer) ||
+        peer_hung_up(p.fd))
+      out.push_back(p.rank);
   }
-  return -1;
+  return out;
+}
+
+int first_lost_peer(const std::vector<PeerSocket> &sockets) {
+  auto lost = lost_peers(sockets);
+  return lost.empty() ? -1 : lost.front();
 }
 
 void start_watchdog(dlpg__gloo_ctx *ctx) {
@@ -207,10 +227,15 @@ dlpg_status_t run_failure_status(dlpg__gloo_ctx *ctx, const char *fn) {
   // An address Gloo printed that the table lacks: the pair whose socket Gloo has closed.
   const std::string unknown = "lost the connection to a peer";
   if (text.compare(0, unknown.size(), unknown) == 0) {
-    int gone = first_lost_peer(ctx->sockets);
-    if (gone >= 0)
-      text = "lost the connection to rank " + std::to_string(group_rank(gone)) +
-             text.substr(unknown.size());
+    // Every closed pair is named: when another survivor gave up at about the same time,
+    // which closing Gloo saw first is unknown.
+    auto gone = lost_peers(ctx->sockets);
+    std::string who;
+    for (size_t i = 0; i < gone.size(); i++)
+      who += (i == 0 ? "" : i + 1 == gone.size() ? " and " : ", ") +
+             std::to_string(group_rank(gone[i]));
+    if (gone.size() == 1) text = "lost the connection to rank " + who + text.substr(unknown.size());
+    if (gone.size() > 1) text = "lost the connections to ranks " + who + text.substr(unknown.size());
   }
   return dlpg__error(st, "%s: %s", fn, text.c_str());
 }

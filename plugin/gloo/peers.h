@@ -37,7 +37,11 @@ std::vector<std::pair<std::string, int>> peer_addresses(MeshContext &ctx,
 // The rank of the first pair whose socket is gone, or -1. Gloo closes a pair's socket when
 // the peer closed or reset the connection, but does not wake a receive whose data was
 // already arriving (nor always a send), which would then wait for its whole timeout.
+// A socket counts as gone once its peer closed or reset its end, even while Gloo still
+// holds it open.
 int first_lost_peer(const std::vector<PeerSocket> &sockets);
+// The ranks of every such pair, in the order of sockets.
+std::vector<int> lost_peers(const std::vector<PeerSocket> &sockets);
 
 // Start/stop the context's watchdog: a thread that, while send/receive buffers are waited
 // on, checks the pairs' sockets every quarter second and, when one is gone, marks its rank

@@ -5,6 +5,12 @@
 // gloo_island_test.
 #include "gloo_island_util.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "gloo/peers.h"
+
 TEST(GlooIsland, RendezvousTimeoutNamesTheWait) {
   dlpg_store_t *server = nullptr;
   ASSERT_EQ(dlpg_store_open("tcp://127.0.0.1:0?serve=1", 5, &server), DLPG_OK) << dlpg_last_error();
@@ -185,4 +191,41 @@ TEST(GlooIsland, PeerMismatchIsInvalidArgumentEverywhere) {
     EXPECT_NE(std::string(dlpg_last_error()).find("rank 0 called dlpg_allreduce but rank 1 called dlpg_broadcast"),
               std::string::npos) << dlpg_last_error();
   });
+}
+
+// A pair whose peer process ended while Gloo still holds the socket open (Gloo closes it
+// from its own loop thread, after the waiter may already be reporting the failure): the
+// connection counts as lost from the moment the peer's end is closed, so the failure names
+// the rank instead of "a peer".
+TEST(GlooIsland, PeerClosedSocketCountsAsLostBeforeGlooClosesIt) {
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr *>(&a), &len), 0);
+  int far = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(far, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+  int near = accept(listener, nullptr, nullptr);
+  ASSERT_GE(near, 0);
+  dlpg_gloo::PeerSocket p;
+  p.rank = 2;
+  p.fd = near;
+  socklen_t sl = sizeof p.self, pl = sizeof p.peer;
+  ASSERT_EQ(getsockname(near, reinterpret_cast<sockaddr *>(&p.self), &sl), 0);
+  ASSERT_EQ(getpeername(near, reinterpret_cast<sockaddr *>(&p.peer), &pl), 0);
+  std::vector<dlpg_gloo::PeerSocket> socks{p};
+  EXPECT_EQ(dlpg_gloo::first_lost_peer(socks), -1);
+  close(far);
+  // The peer's FIN reaches the socket at once on loopback; allow a busy machine a moment.
+  int lost = -1;
+  for (auto end = Clock::now() + std::chrono::duration<double>(Scaled(5)); lost < 0 && Clock::now() < end;
+       std::this_thread::sleep_for(std::chrono::milliseconds(2)))
+    lost = dlpg_gloo::first_lost_peer(socks);
+  EXPECT_EQ(lost, 2);
+  close(near);
+  close(listener);
 }
