@@ -243,7 +243,8 @@ dlpg_status_t dlpg_group_destroy(dlpg_group_t *group);
  *   state=done status=DLPG_OK issued=12.000100 started=12.000120 ended=12.000410
  *   duration_ms=0.310
  * (on one line). coll_seq numbers collectives (barrier included) and p2p_seq sends and
- * receives, each from 1 in issue order; peer is the p2p peer or the root; devices "cpu",
+ * receives, each from 1 in issue order; peer is the p2p peer ("any" for a
+ * DLPG_ANY_SOURCE receive) or the root; devices "cpu",
  * "cuda:0,1" or "-"; backend the one that ran it (CPU: "shm" or "gloo", the group's choice,
  * sends and receives their pair's; CUDA "nccl"); state queued, started, enqueued (CUDA without a work handle), done or
  * failed; times in seconds on CLOCK_MONOTONIC, "-" until reached. Whole lines are copied into
@@ -305,7 +306,8 @@ typedef enum dlpg_reduce_op {
  *                                 pointers, ntensors out of range, a negative device id,
  *                                 shape, strides or ndim, a byte_offset whose extent leaves
  *                                 user address space (above), a reduce op outside
- *                                 dlpg_reduce_op_t, root or peer outside [0, world_size), tensors
+ *                                 dlpg_reduce_op_t, root or peer outside [0, world_size) (but
+ *                                 DLPG_ANY_SOURCE for dlpg_recv), tensors
  *                                 of one call that differ in dtype, size or device kind (a CPU
  *                                 input with a CUDA output), a mismatch with the peers' tensors.
  *      DLPG_ERR_SYSTEM            the NCCL module loaded but a CUDA or NCCL call failed, e.g.
@@ -369,6 +371,32 @@ dlpg_status_t dlpg_send(dlpg_group_t *g, DLTensor *tensor, int peer, int tag, vo
                         dlpg_work_t **work);
 dlpg_status_t dlpg_recv(dlpg_group_t *g, DLTensor *tensor, int peer, int tag, void *stream,
                         dlpg_work_t **work);
+
+/* ---- receive from any source (added in 0.1 at the end of dlpg_api_t: check struct_size) */
+
+/* peer of dlpg_recv meaning "any rank" (as MPI_ANY_SOURCE): the receive matches the next
+ * send with its tag from whichever rank of the group; messages from one sender still arrive
+ * in their issue order, and with several senders ready any one of them may match. Only
+ * dlpg_recv takes it (dlpg_send refuses it with DLPG_ERR_INVALID_ARGUMENT naming peer).
+ * Host memory only: shared memory (every pair of the group on one host) and Gloo; a CUDA
+ * tensor is DLPG_ERR_UNSUPPORTED at the call (NCCL has no any-source receive). The sender
+ * is learned with dlpg_work_source (async) or dlpg_recv_any (blocking); a blocking
+ * dlpg_recv with DLPG_ANY_SOURCE is allowed too. A timeout names the peer as "any rank";
+ * the flight recorder shows peer=any. A receive to self inside a batch is not among the
+ * candidates (name this rank explicitly). */
+#define DLPG_ANY_SOURCE (-1)
+
+/* Blocking dlpg_recv(g, tensor, DLPG_ANY_SOURCE, tag, stream, NULL) that also tells the
+ * sender's group rank in *source (written on DLPG_OK only). Not inside a
+ * dlpg_group_start/end batch (DLPG_ERR_INVALID_ARGUMENT: issue dlpg_recv with a work handle
+ * there and ask dlpg_work_source). */
+dlpg_status_t dlpg_recv_any(dlpg_group_t *g, DLTensor *tensor, int tag, int *source,
+                            void *stream);
+
+/* The group rank a completed receive's message came from: the named peer, or the matched
+ * sender of a DLPG_ANY_SOURCE receive. DLPG_ERR_INVALID_ARGUMENT when w is not a receive or
+ * has not completed successfully (the message says which). */
+dlpg_status_t dlpg_work_source(const dlpg_work_t *w, int *source);
 
 /* Completes once every rank has reached it (and every earlier operation of this group on
  * the calling rank has been issued). */
@@ -475,6 +503,9 @@ typedef struct dlpg_api {
   dlpg_status_t (*work_free)(dlpg_work_t *);
   dlpg_status_t (*group_flight_record)(dlpg_group_t *, char *, size_t, size_t *);
   dlpg_status_t (*reduce_supported)(DLDevice, DLDataType, dlpg_reduce_op_t);
+  /* Receive from any source (added together, after reduce_supported). */
+  dlpg_status_t (*recv_any)(dlpg_group_t *, DLTensor *, int, int *, void *);
+  dlpg_status_t (*work_source)(const dlpg_work_t *, int *);
 } dlpg_api_t;
 
 /* The table for ABI major abi_major, or NULL if this library does not implement it.

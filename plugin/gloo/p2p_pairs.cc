@@ -381,6 +381,15 @@ PairSet::~PairSet() {
 
 extern "C" dlpg_status_t dlpg__gloo_p2p_issue(dlpg__op_t *const *ops, int n) {
   for (int i = 0; i < n; i++) {
+    if (ops[i]->peer == DLPG_ANY_SOURCE) {
+      // Each pair has a 2-rank context of its own, so Gloo's recvFromAny (one context's ranks)
+      // cannot wait on all of them at once; not served here yet.
+      dlpg__work_complete(ops[i]->work, DLPG_ERR_UNSUPPORTED,
+                          "dlpg_recv: peer is DLPG_ANY_SOURCE, which the Gloo line does not "
+                          "serve yet (its pairs are separate 2-rank contexts); run every rank "
+                          "of the group on one host (shm)");
+      continue;
+    }
     try {
       dlpg_gloo::issue_one(ops[i]);
     } catch (...) {

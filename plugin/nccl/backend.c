@@ -15,6 +15,7 @@ static int dlpg__nccl_version;
 
 /* The rules of rules.c for op, with the device's capability read only for fp8. */
 static dlpg_status_t dlpg__nccl_check(const char *fn, const dlpg__be_op_t *op) {
+  DLPG_CHECK(dlpg__nccl_p2p_rule(fn, op->kind, op->peer));
   if (op->kind != DLPG__OP_ALLREDUCE && op->kind != DLPG__OP_REDUCE &&
       op->kind != DLPG__OP_REDUCE_SCATTER)
     return DLPG_OK;

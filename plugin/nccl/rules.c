@@ -62,3 +62,11 @@ dlpg_status_t dlpg__nccl_reduce_rule(const char *fn, dlpg__dtype_t dt, dlpg_redu
                        dev, cc_major * 10);
   return DLPG_OK;
 }
+
+dlpg_status_t dlpg__nccl_p2p_rule(const char *fn, dlpg__op_kind_t kind, int peer) {
+  if (kind == DLPG__OP_RECV && peer == DLPG_ANY_SOURCE)
+    return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                       "%s: peer is DLPG_ANY_SOURCE, but NCCL has no any-source receive (ncclRecv "
+                       "names its peer); name the sender, or receive into a CPU tensor", fn);
+  return DLPG_OK;
+}

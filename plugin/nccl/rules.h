@@ -61,6 +61,10 @@ int dlpg__nccl_is_fp8(dlpg__dtype_t dt);
 dlpg_status_t dlpg__nccl_reduce_rule(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op,
                                      int nccl_version, int dev, int cc_major);
 
+/* Whether NCCL can run a send or receive of kind with peer: a receive from DLPG_ANY_SOURCE is
+ * UNSUPPORTED with the reason (ncclRecv names its peer); everything else is core's to judge. */
+dlpg_status_t dlpg__nccl_p2p_rule(const char *fn, dlpg__op_kind_t kind, int peer);
+
 #ifdef __cplusplus
 }
 #endif

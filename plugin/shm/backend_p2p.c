@@ -40,6 +40,7 @@ typedef struct dlpg__shm_p2p_pair {
   pthread_mutex_t mu;      /* state, the queue, err */
   int state;
   dlpg__op_t **pend;       /* owned copies waiting for the decision, in issue order */
+  struct dlpg__shm_any **pend_any; /* beside pend: the receive from any source it belongs to */
   int npend, cap;
   dlpg__shm_pair_t *eng;   /* DLPG__SP_SHM */
   pthread_t thread;
@@ -63,7 +64,26 @@ struct dlpg__shm_p2p {
 typedef struct dlpg__shm_p2p_rec {
   dlpg__shm_xfer_t x;
   dlpg__op_t op;
+  struct dlpg__shm_any *any; /* a part of a receive from any source, else NULL */
 } dlpg__shm_p2p_rec_t;
+
+/* A receive from any source: one receive per other rank, each posted to its pair's engine
+ * with the shared claim word, so the first pair whose message matches takes it and the
+ * others are taken off their queues (pair.h's claim). Per pair the engine keeps the
+ * sender's order; which pair wins among ready senders is whichever matches first. The
+ * record lives until every part has ended. */
+typedef struct dlpg__shm_any {
+  int claim;                  /* pair.h's claim word */
+  atomic_int left;            /* parts not yet ended */
+  int won;                    /* __atomic: the work was completed */
+  dlpg__op_t op;              /* the caller's op (its work, tensor and tag) */
+  dlpg__shm_p2p_rec_t **parts; /* by peer, once posted (__atomic) */
+  dlpg__shm_pair_t **engs;    /* by peer, the engine a part was posted to */
+  dlpg_status_t err;          /* the first failure other than a timeout, under mu */
+  char msg[DLPG__ERROR_MAX];
+  pthread_mutex_t mu;
+  int size;
+} dlpg__shm_any_t;
 
 static long dlpg__shm_p2p_setting(const dlpg__param_decl_t *p) {
   long v = 0;
@@ -100,6 +120,7 @@ static void dlpg__shm_p2p_unref(dlpg__shm_p2p_t *s) {
     dlpg__shm_pair_destroy(pr->eng);
     for (int i = 0; i < pr->npend; i++) free(pr->pend[i]);
     free(pr->pend);
+    free(pr->pend_any);
     pthread_mutex_destroy(&pr->mu);
     free(pr);
   }
@@ -110,10 +131,71 @@ static void dlpg__shm_p2p_unref(dlpg__shm_p2p_t *s) {
 
 /* ------------------------------------------------------------------ transfers */
 
+static void dlpg__shm_any_part_end(dlpg__shm_any_t *a, int peer, dlpg_status_t st,
+                                   const char *msg, int matched);
+
 static void dlpg__shm_p2p_done(dlpg__shm_xfer_t *x, dlpg_status_t st, const char *msg) {
   dlpg__shm_p2p_rec_t *r = x->user;
+  if (r->any) {
+    /* Matched: this part's claim won (the message, or its size mismatch, is the answer).
+     * The part is freed with its record, so a cancel never meets a reused address. */
+    dlpg__shm_any_part_end(r->any, r->op.peer, st, msg, x->claimed);
+    return;
+  }
   dlpg__work_complete(r->op.work, st, msg);
   if (!x->inl) free(r);
+}
+
+static void dlpg__shm_any_unref(dlpg__shm_any_t *a) {
+  if (atomic_fetch_sub(&a->left, 1) != 1) return;
+  if (!__atomic_exchange_n(&a->won, 1, __ATOMIC_ACQ_REL)) {
+    /* Every part ended unmatched, by its deadline. */
+    char m[DLPG__ERROR_MAX];
+    snprintf(m, sizeof m, "dlpg_recv: rank %d timed out waiting for a send with tag %d (%zu bytes) "
+             "from any rank; did another rank issue the matching dlpg_send?%s%.600s",
+             a->op.gview->rank, a->op.tag, a->op.out[0].nbytes, a->msg[0] ? " (" : "", a->msg);
+    if (a->msg[0]) strncat(m, ")", sizeof m - strlen(m) - 1);
+    dlpg__work_complete(a->op.work, a->err != DLPG_OK ? a->err : DLPG_ERR_TIMEOUT, m);
+  }
+  for (int q = 0; q < a->size; q++) free(a->parts[q]);
+  free(a->parts);
+  free(a->engs);
+  pthread_mutex_destroy(&a->mu);
+  free(a);
+}
+
+/* The other parts leave their queues once one part has the claim. */
+static void dlpg__shm_any_cancel_others(dlpg__shm_any_t *a, int peer) {
+  for (int q = 0; q < a->size; q++) {
+    dlpg__shm_p2p_rec_t *r = __atomic_load_n(&a->parts[q], __ATOMIC_ACQUIRE);
+    if (r && q != peer) dlpg__shm_pair_cancel(a->engs[q], &r->x);
+  }
+}
+
+static void dlpg__shm_any_part_end(dlpg__shm_any_t *a, int peer, dlpg_status_t st,
+                                   const char *msg, int matched) {
+  int expect = 0;
+  if (!matched && st != DLPG_ERR_TIMEOUT && st != DLPG_OK &&
+      __atomic_compare_exchange_n(&a->claim, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    matched = 1; /* a failure (a peer gone, the abort, a pair off shm) ends the receive */
+  if (matched) {
+    __atomic_store_n(&a->won, 1, __ATOMIC_RELEASE);
+    dlpg__shm_any_cancel_others(a, peer);
+    if (st == DLPG_OK) {
+      dlpg__work_set_source(a->op.work, peer);
+      dlpg__work_complete(a->op.work, st, NULL);
+    } else {
+      char m[DLPG__ERROR_MAX];
+      snprintf(m, sizeof m, "dlpg_recv from any rank (tag %d), via rank %d: %.800s", a->op.tag,
+               peer, msg ? msg : "");
+      dlpg__work_complete(a->op.work, st, m);
+    }
+  } else if (st == DLPG_ERR_TIMEOUT && msg) {
+    pthread_mutex_lock(&a->mu);
+    if (!a->msg[0]) snprintf(a->msg, sizeof a->msg, "%.600s", msg);
+    pthread_mutex_unlock(&a->mu);
+  }
+  dlpg__shm_any_unref(a);
 }
 
 static dlpg__shm_p2p_rec_t *dlpg__shm_p2p_rec(const dlpg__op_t *op, double deadline) {
@@ -136,8 +218,20 @@ static dlpg__shm_p2p_rec_t *dlpg__shm_p2p_rec(const dlpg__op_t *op, double deadl
 
 /* op onto the pair's engine: run here when its caller waits for it, else posted. */
 static void dlpg__shm_p2p_start(dlpg__shm_p2p_pair_t *pr, const dlpg__op_t *op, double deadline,
-                                int run_here) {
+                                int run_here, dlpg__shm_any_t *any) {
   dlpg__shm_p2p_rec_t *r = dlpg__shm_p2p_rec(op, deadline);
+  if (any) {
+    if (!r) {
+      dlpg__shm_any_part_end(any, op->peer, DLPG_ERR_SYSTEM, "shm: out of memory", 0);
+      return;
+    }
+    r->any = any;
+    r->x.claim = &any->claim;
+    any->engs[op->peer] = pr->eng;
+    __atomic_store_n(&any->parts[op->peer], r, __ATOMIC_RELEASE);
+    dlpg__shm_pair_post(pr->eng, &r->x);
+    return;
+  }
   if (!r) {
     dlpg__work_complete(op->work, DLPG_ERR_SYSTEM, "shm: out of memory issuing a transfer");
     return;
@@ -227,18 +321,41 @@ static void *dlpg__shm_p2p_main(void *arg) {
    * observer, which may wait on the store and aborts the group, and issuers of this pair
    * would wait on the lock meanwhile. Their order does not matter (a later one fails too). */
   dlpg__op_t **failed = NULL;
+  dlpg__shm_any_t **failed_any = NULL;
   int nfailed = 0;
   if (state == DLPG__SP_FAILED) {
     failed = pr->pend;
+    failed_any = pr->pend_any;
     nfailed = pr->npend;
     pr->pend = NULL;
+    pr->pend_any = NULL;
     pr->cap = 0;
   }
   for (int i = 0; i < pr->npend && !failed; i++) {
     dlpg__op_t *op = pr->pend[i];
-    if (state == DLPG__SP_SHM) dlpg__shm_p2p_start(pr, op, deadline, 0);
-    else dlpg__backend_p2p_pass(&op->be, i == 0 ? why : NULL);
+    if (state == DLPG__SP_SHM) {
+      dlpg__shm_p2p_start(pr, op, deadline, 0, pr->pend_any[i]);
+    } else if (pr->pend_any[i]) {
+      /* Ended after the lock is let go, as failures are (below). */
+      failed = failed ? failed : calloc((size_t)pr->npend, sizeof *failed);
+      failed_any = failed_any ? failed_any : calloc((size_t)pr->npend, sizeof *failed_any);
+      if (failed && failed_any) {
+        failed[nfailed] = op;
+        failed_any[nfailed++] = pr->pend_any[i];
+        op = NULL;
+      }
+    } else {
+      dlpg__backend_p2p_pass(&op->be, i == 0 ? why : NULL);
+    }
     free(op);
+  }
+  if (state == DLPG__SP_PASSED) {
+    st = DLPG_ERR_UNSUPPORTED;
+    char w2[sizeof why];
+    snprintf(w2, sizeof w2, "shm: a receive from any source needs every pair of the group on "
+             "shared memory, and rank %d's is not (%.700s); DLPG_CPU_BACKEND=gloo serves it",
+             pr->peer, why);
+    snprintf(why, sizeof why, "%s", w2);
   }
   if (state == DLPG__SP_PASSED && pr->npend == 0)
     DLPG_INFO(P2P, g->rank, "group \"%s\": sends and receives between rank %d and rank %d go "
@@ -246,10 +363,12 @@ static void *dlpg__shm_p2p_main(void *arg) {
   pr->npend = 0;
   pthread_mutex_unlock(&pr->mu);
   for (int i = 0; i < nfailed; i++) {
-    dlpg__shm_p2p_fail(failed[i], st, why);
+    if (failed_any && failed_any[i]) dlpg__shm_any_part_end(failed_any[i], pr->peer, st, why, 0);
+    else dlpg__shm_p2p_fail(failed[i], st, why);
     free(failed[i]);
   }
   free(failed);
+  free(failed_any);
   if (state == DLPG__SP_SHM) dlpg__shm_pair_serve(pr->eng, &pr->stop);
   dlpg__shm_p2p_unref(pr->grp);
   return NULL;
@@ -283,9 +402,84 @@ static dlpg__shm_p2p_pair_t *dlpg__shm_p2p_pair(dlpg__shm_p2p_t *s, int peer) {
 
 /* ------------------------------------------------------------------ the table's entries */
 
+/* A copy of op at the end of the pair's queue (under its lock); 0 when out of memory. */
+static int dlpg__shm_p2p_queue(dlpg__shm_p2p_pair_t *pr, const dlpg__op_t *op,
+                               dlpg__shm_any_t *any) {
+  dlpg__op_t *copy = NULL;
+  if (pr->npend == pr->cap) {
+    int cap = pr->cap ? 2 * pr->cap : 8;
+    dlpg__op_t **v = realloc(pr->pend, sizeof *v * (size_t)cap);
+    if (v) pr->pend = v;
+    dlpg__shm_any_t **va = realloc(pr->pend_any, sizeof *va * (size_t)cap);
+    if (va) pr->pend_any = va;
+    if (v && va) pr->cap = cap;
+  }
+  if (pr->npend < pr->cap && (copy = malloc(sizeof *copy)) != NULL) {
+    *copy = *op;
+    pr->pend_any[pr->npend] = any;
+    pr->pend[pr->npend++] = copy;
+  }
+  return copy != NULL;
+}
+
+/* A receive from any source: a part on every other rank's pair (dlpg__shm_any_t). */
+static void dlpg__shm_p2p_issue_any(dlpg__op_t *op) {
+  dlpg__shm_p2p_t *s = op->state;
+  const dlpg__be_group_t *g = s->g;
+  dlpg__shm_any_t *a = calloc(1, sizeof *a);
+  if (a) {
+    a->parts = calloc((size_t)s->size, sizeof *a->parts);
+    a->engs = calloc((size_t)s->size, sizeof *a->engs);
+  }
+  if (!a || !a->parts || !a->engs) {
+    if (a) { free(a->parts); free(a->engs); free(a); }
+    dlpg__work_complete(op->work, DLPG_ERR_SYSTEM, "dlpg_recv: shm: out of memory");
+    return;
+  }
+  a->op = *op;
+  a->size = s->size;
+  pthread_mutex_init(&a->mu, NULL);
+  atomic_store(&a->left, 1); /* the issuer's, until every part is out */
+  double deadline = dlpg__now() + g->timeout_s;
+  for (int q = 0; q < s->size; q++) {
+    if (q == g->rank) continue;
+    atomic_fetch_add(&a->left, 1);
+    dlpg__op_t part = *op;
+    part.peer = q;
+    dlpg__shm_p2p_pair_t *pr = dlpg__shm_p2p_pair(s, q);
+    if (!pr) {
+      dlpg__shm_any_part_end(a, q, DLPG_ERR_SYSTEM, "shm: out of memory for a pair", 0);
+      continue;
+    }
+    pthread_mutex_lock(&pr->mu);
+    int state = pr->state;
+    int queued = state == DLPG__SP_SETUP && dlpg__shm_p2p_queue(pr, &part, a);
+    pthread_mutex_unlock(&pr->mu);
+    if (queued) continue;
+    if (state == DLPG__SP_SETUP)
+      dlpg__shm_any_part_end(a, q, DLPG_ERR_SYSTEM, "shm: out of memory queueing a transfer", 0);
+    else if (state == DLPG__SP_SHM)
+      dlpg__shm_p2p_start(pr, &part, deadline, 0, a);
+    else if (state == DLPG__SP_PASSED) {
+      char m[300];
+      snprintf(m, sizeof m, "shm: a receive from any source needs every pair of the group on "
+               "shared memory, and rank %d's runs on the next line; DLPG_CPU_BACKEND=gloo "
+               "serves it", q);
+      dlpg__shm_any_part_end(a, q, DLPG_ERR_UNSUPPORTED, m, 0);
+    } else {
+      dlpg__shm_any_part_end(a, q, pr->err, pr->msg, 0);
+    }
+  }
+  dlpg__shm_any_unref(a);
+}
+
 static void dlpg__shm_p2p_issue_one(dlpg__op_t *op, int run_here) {
   dlpg__shm_p2p_t *s = op->state;
   const dlpg__be_group_t *g = s->g;
+  if (op->peer == DLPG_ANY_SOURCE) {
+    dlpg__shm_p2p_issue_any(op);
+    return;
+  }
   /* A send or receive to self (inside a batch) meets its match in memory on the next line. */
   if (op->peer == g->rank) {
     dlpg__backend_p2p_pass(&op->be, NULL);
@@ -300,21 +494,9 @@ static void dlpg__shm_p2p_issue_one(dlpg__op_t *op, int run_here) {
   pthread_mutex_lock(&pr->mu);
   int state = pr->state;
   if (state == DLPG__SP_SETUP) {
-    dlpg__op_t *copy = NULL;
-    if (pr->npend == pr->cap) {
-      int cap = pr->cap ? 2 * pr->cap : 8;
-      dlpg__op_t **v = realloc(pr->pend, sizeof *v * (size_t)cap);
-      if (v) {
-        pr->pend = v;
-        pr->cap = cap;
-      }
-    }
-    if (pr->npend < pr->cap && (copy = malloc(sizeof *copy)) != NULL) {
-      *copy = *op;
-      pr->pend[pr->npend++] = copy;
-    }
+    int ok = dlpg__shm_p2p_queue(pr, op, NULL);
     pthread_mutex_unlock(&pr->mu);
-    if (!copy) dlpg__shm_p2p_fail(op, DLPG_ERR_SYSTEM, "shm: out of memory queueing a transfer");
+    if (!ok) dlpg__shm_p2p_fail(op, DLPG_ERR_SYSTEM, "shm: out of memory queueing a transfer");
     return;
   }
   if (state == DLPG__SP_PASSED) {
@@ -324,7 +506,7 @@ static void dlpg__shm_p2p_issue_one(dlpg__op_t *op, int run_here) {
     return;
   }
   pthread_mutex_unlock(&pr->mu);
-  if (state == DLPG__SP_SHM) dlpg__shm_p2p_start(pr, op, deadline, run_here);
+  if (state == DLPG__SP_SHM) dlpg__shm_p2p_start(pr, op, deadline, run_here, NULL);
   else dlpg__shm_p2p_fail(op, pr->err, pr->msg);
 }
 

@@ -146,14 +146,32 @@ static void dlpg__pair_break(dlpg__shm_pair_t *p, dlpg__pair_done_t *d, dlpg_sta
 
 /* ------------------------------------------------------------------ the pass */
 
-static dlpg__shm_xfer_t *dlpg__pair_take_recv(dlpg__shm_pair_t *p, int tag) {
-  for (dlpg__shm_xfer_t **pp = &p->rq, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next)
-    if ((*pp)->tag == tag) {
-      dlpg__shm_xfer_t *x = *pp;
-      *pp = x->next;
-      if (p->rq_tail == x) p->rq_tail = prev;
-      return x;
-    }
+/* A receive posted to several pairs (its claim) may take a message only if no other pair's
+ * message took it first: 1 when x may match now (it then belongs to this pair alone). */
+static int dlpg__pair_claim(dlpg__shm_xfer_t *x) {
+  int expect = 0;
+  if (!x->claim) return 1;
+  x->claimed = __atomic_compare_exchange_n(x->claim, &expect, 1, 0, __ATOMIC_ACQ_REL,
+                                           __ATOMIC_ACQUIRE);
+  return x->claimed;
+}
+
+static void dlpg__pair_finish_cancelled(dlpg__pair_done_t *d, dlpg__shm_xfer_t *x) {
+  dlpg__pair_finish(d, x, DLPG_ERR_ABORTED, "%s: another rank's message matched it", x->fn);
+}
+
+/* The oldest posted receive of tag that may match; receives from any source that another
+ * pair matched meanwhile leave the queue on the way. */
+static dlpg__shm_xfer_t *dlpg__pair_take_recv(dlpg__shm_pair_t *p, dlpg__pair_done_t *d,
+                                              int tag) {
+  for (dlpg__shm_xfer_t **pp = &p->rq, *prev = NULL; *pp;) {
+    dlpg__shm_xfer_t *x = *pp;
+    if (x->tag != tag) { prev = x; pp = &x->next; continue; }
+    *pp = x->next;
+    if (p->rq_tail == x) p->rq_tail = prev;
+    if (dlpg__pair_claim(x)) return x;
+    dlpg__pair_finish_cancelled(d, x);
+  }
   return NULL;
 }
 
@@ -206,11 +224,17 @@ static int dlpg__pair_match_posted(dlpg__shm_pair_t *p, dlpg__pair_done_t *d) {
     dlpg__pair_unexp_t **up = &p->uq, *uprev = NULL;
     while (*up && (*up)->tag != x->tag) { uprev = *up; up = &(*up)->next; }
     if (!*up) { prev = x; pp = &x->next; continue; }
+    *pp = x->next;
+    if (p->rq_tail == x) p->rq_tail = prev;
+    if (!dlpg__pair_claim(x)) {
+      /* Matched on another pair: the message waits for this pair's next receive. */
+      dlpg__pair_finish_cancelled(d, x);
+      prog++;
+      continue;
+    }
     dlpg__pair_unexp_t *u = *up;
     *up = u->next;
     if (p->uq_tail == u) p->uq_tail = uprev;
-    *pp = x->next;
-    if (p->rq_tail == x) p->rq_tail = prev;
     if (u->type == DLPG__PAIR_EAGER) {
       dlpg__pair_deliver(p, d, x, u->data, u->total, u->dtype);
       p->staged -= u->total;
@@ -260,7 +284,7 @@ static int dlpg__pair_ring_in(dlpg__shm_pair_t *p, dlpg__pair_done_t *d) {
     const uint8_t *e = dlpg__pair_ring_entry(p, 1 - p->side, p->ring_seen);
     dlpg__pair_entry_t h;
     memcpy(&h, e, sizeof h);
-    dlpg__shm_xfer_t *x = dlpg__pair_take_recv(p, h.tag);
+    dlpg__shm_xfer_t *x = dlpg__pair_take_recv(p, d, h.tag);
     if (x && h.type == DLPG__PAIR_EAGER) {
       dlpg__pair_deliver(p, d, x, e + DLPG__PAIR_HEAD, h.total, h.dtype);
     } else if (x) {
@@ -520,6 +544,8 @@ static void dlpg__pair_enqueue(dlpg__shm_pair_t *p, dlpg__shm_xfer_t *x) {
     dlpg__pair_what(p, x, what, sizeof what);
     dlpg__pair_finish(&d, x, p->broken, "%s: rank %d, %s: the pair failed earlier: %s", x->fn,
                       p->me, what, p->broken_msg);
+  } else if (x->claim && __atomic_load_n(x->claim, __ATOMIC_ACQUIRE)) {
+    dlpg__pair_finish_cancelled(&d, x); /* another pair matched it before it got here */
   } else if (x->send) {
     if (p->sq_tail) p->sq_tail->next = x;
     else p->sq = x;
@@ -576,6 +602,20 @@ void dlpg__shm_pair_serve(dlpg__shm_pair_t *p, const int *stop) {
     else
       dlpg__pair_sleep(p, v);
   }
+}
+
+void dlpg__shm_pair_cancel(dlpg__shm_pair_t *p, dlpg__shm_xfer_t *x) {
+  dlpg__pair_done_t d = {NULL, NULL};
+  pthread_mutex_lock(&p->mu);
+  for (dlpg__shm_xfer_t **pp = &p->rq, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next)
+    if (*pp == x) {
+      *pp = x->next;
+      if (p->rq_tail == x) p->rq_tail = prev;
+      dlpg__pair_finish_cancelled(&d, x);
+      break;
+    }
+  pthread_mutex_unlock(&p->mu);
+  dlpg__pair_flush(p, &d);
 }
 
 void dlpg__shm_pair_kick(dlpg__shm_pair_t *p) {

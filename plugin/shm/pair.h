@@ -59,6 +59,11 @@ typedef struct dlpg__shm_xfer {
   const char *fn;        /* "dlpg_send": names it in messages */
   void (*done)(struct dlpg__shm_xfer *x, dlpg_status_t st, const char *msg);
   void *user;
+  /* A receive from any source posted to several pairs at once: the word they share (0 until
+   * one of them matches a message; that one sets it, and the others leave unmatched, ending
+   * with DLPG_ERR_ABORTED). NULL: an ordinary transfer. */
+  int *claim;
+  int claimed;           /* set by the engine: this one set *claim (it matched) */
   /* The engine's. */
   struct dlpg__shm_xfer *next;
   uint32_t id;
@@ -80,6 +85,9 @@ void dlpg__shm_pair_post(dlpg__shm_pair_t *p, dlpg__shm_xfer_t *x);
 /* Queue x and progress on the calling thread until x is done (a blocking call): the
  * serving thread stands aside meanwhile. */
 void dlpg__shm_pair_run(dlpg__shm_pair_t *p, dlpg__shm_xfer_t *x);
+/* Take x (a receive with a claim) off p's queue if it is still waiting there unmatched: it
+ * ends with DLPG_ERR_ABORTED. Nothing when it has matched or ended already. Any thread. */
+void dlpg__shm_pair_cancel(dlpg__shm_pair_t *p, dlpg__shm_xfer_t *x);
 /* Progress until *stop (read atomically) is nonzero (a pair's own thread). */
 void dlpg__shm_pair_serve(dlpg__shm_pair_t *p, const int *stop);
 /* Wake the serving thread and every waiter (after setting a stop flag). */

@@ -37,6 +37,7 @@ static const any_fn all_functions[] = {
     (any_fn)dlpg_group_end,        (any_fn)dlpg_work_wait,         (any_fn)dlpg_work_test,
     (any_fn)dlpg_work_error,       (any_fn)dlpg_work_free,         (any_fn)dlpg_get_api,
     (any_fn)dlpg_group_flight_record, (any_fn)dlpg_reduce_supported,
+    (any_fn)dlpg_recv_any,         (any_fn)dlpg_work_source,
 };
 
 int main(void) {
@@ -100,7 +101,7 @@ int main(void) {
   OFF(dlpg_store_ops_t, host, 64);
 
   /* dlpg_api_t: only ever grows at its end. */
-  CHECK_EQ("sizeof(dlpg_api_t)", sizeof(dlpg_api_t), 312);
+  CHECK_EQ("sizeof(dlpg_api_t)", sizeof(dlpg_api_t), 328);
   OFF(dlpg_api_t, struct_size, 0);
   OFF(dlpg_api_t, abi_major, 8);
   OFF(dlpg_api_t, version_code, 12);
@@ -141,6 +142,8 @@ int main(void) {
   OFF(dlpg_api_t, work_free, 288);
   OFF(dlpg_api_t, group_flight_record, 296); /* appended after work_free */
   OFF(dlpg_api_t, reduce_supported, 304);    /* appended after group_flight_record */
+  OFF(dlpg_api_t, recv_any, 312);            /* receive from any source, after it */
+  OFF(dlpg_api_t, work_source, 320);
 
   /* The linked library agrees with the header. */
   if (dlpg_get_version(&version) != DLPG_OK) {
@@ -161,6 +164,7 @@ int main(void) {
              api->group_flight_record == dlpg_group_flight_record, 1);
     CHECK_EQ("api->reduce_supported == dlpg_reduce_supported",
              api->reduce_supported == dlpg_reduce_supported, 1);
+    CHECK_EQ("api->work_source == dlpg_work_source", api->work_source == dlpg_work_source, 1);
     if (api->status_name && strcmp(api->status_name(DLPG_ERR_TIMEOUT), "DLPG_ERR_TIMEOUT") != 0) {
       fprintf(stderr, "FAIL api->status_name(DLPG_ERR_TIMEOUT) = %s\n",
               api->status_name(DLPG_ERR_TIMEOUT));

@@ -202,6 +202,10 @@ TEST(CoreTensor, ReduceSupportTables) {
   EXPECT_EQ(dlpg__nccl_reduce_rule("f", DLPG__DT_INT16, DLPG_SUM, v228, 0, 9), DLPG_ERR_UNSUPPORTED);
   EXPECT_EQ(dlpg__nccl_reduce_rule("f", DLPG__DT_UINT16, DLPG_MAX, v228, 0, 9), DLPG_ERR_UNSUPPORTED);
   EXPECT_EQ(dlpg__nccl_reduce_rule("f", DLPG__DT_INT32, DLPG_AVG, v228, 0, 9), DLPG_ERR_UNSUPPORTED);
+  // NCCL has no any-source receive: refused at validation, naming why.
+  EXPECT_EQ(dlpg__nccl_p2p_rule("dlpg_recv", DLPG__OP_RECV, DLPG_ANY_SOURCE), DLPG_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(dlpg_last_error()).find("NCCL has no any-source receive"), std::string::npos);
+  EXPECT_EQ(dlpg__nccl_p2p_rule("dlpg_recv", DLPG__OP_RECV, 1), DLPG_OK);
   for (dlpg_reduce_op_t op : {DLPG_BAND, DLPG_BOR, DLPG_BXOR}) {
     EXPECT_EQ(dlpg__nccl_reduce_rule("f", DLPG__DT_INT32, op, v228, 0, 9), DLPG_ERR_UNSUPPORTED);
     EXPECT_TRUE(Contains(dlpg_last_error(),

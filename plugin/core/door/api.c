@@ -47,6 +47,8 @@ static const dlpg_api_t dlpg__api_v0 = {
     dlpg_work_free,
     dlpg_group_flight_record,
     dlpg_reduce_supported,
+    dlpg_recv_any,
+    dlpg_work_source,
 };
 
 const dlpg_api_t *dlpg_get_api(uint32_t abi_major) {

@@ -79,6 +79,30 @@ dlpg_status_t dlpg_recv(dlpg_group_t *g, DLTensor *tensor, int peer, int tag, vo
   return dlpg__op_run(&a, work);
 }
 
+dlpg_status_t dlpg_recv_any(dlpg_group_t *g, DLTensor *tensor, int tag, int *source,
+                            void *stream) {
+  DLPG_ARG_CHECK(source != NULL, "dlpg_recv_any: source is NULL");
+  /* The sender is known only once the receive is done, which a batch puts off to its end. */
+  DLPG_ARG_CHECK(dlpg__batch_depth() == 0,
+                 "dlpg_recv_any: called inside a dlpg_group_start/end batch (issue dlpg_recv "
+                 "with DLPG_ANY_SOURCE and a work handle there, then dlpg_work_source)");
+  DLTensor *in[1] = {tensor};
+  void *streams[1] = {stream};
+  dlpg__op_args_t a = {DLPG__OP_RECV, g, in, NULL, 1, DLPG_SUM, 0, DLPG_ANY_SOURCE, tag, streams};
+  dlpg_work_t *w = NULL;
+  dlpg_status_t st = dlpg__op_run(&a, &w);
+  if (st != DLPG_OK) return st;
+  st = dlpg_work_wait(w, 0);
+  int src = -1;
+  if (st == DLPG_OK) st = dlpg_work_source(w, &src);
+  dlpg__saved_error_t se;
+  dlpg__error_save(&se);
+  dlpg_work_free(w);
+  dlpg__error_restore(&se, st);
+  if (st == DLPG_OK) *source = src;
+  return st;
+}
+
 dlpg_status_t dlpg_barrier(dlpg_group_t *g, dlpg_work_t **work) {
   dlpg__op_args_t a = {DLPG__OP_BARRIER, g, NULL, NULL, 0, DLPG_SUM, 0, 0, 0, NULL};
   return dlpg__op_run(&a, work);

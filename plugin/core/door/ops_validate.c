@@ -232,9 +232,13 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
                    "%s: root is %d but world_size is %d (root must be in [0, %d))", fn, a->root,
                    g->size, g->size);
   if (k->p2p) {
-    DLPG_ARG_CHECK(a->peer >= 0 && a->peer < g->size,
-                   "%s: peer is %d but world_size is %d (peer must be in [0, %d))", fn, a->peer,
-                   g->size, g->size);
+    int any = a->kind == DLPG__OP_RECV && a->peer == DLPG_ANY_SOURCE;
+    DLPG_ARG_CHECK(any || (a->peer >= 0 && a->peer < g->size),
+                   "%s: peer is %d but world_size is %d (peer must be in [0, %d)%s)", fn, a->peer,
+                   g->size, g->size, a->kind == DLPG__OP_RECV ? " or DLPG_ANY_SOURCE" : "");
+    DLPG_ARG_CHECK(!any || g->size > 1,
+                   "%s: peer is DLPG_ANY_SOURCE but the group has one rank, so no rank can send",
+                   fn);
     DLPG_ARG_CHECK(a->tag >= 0, "%s: tag is %d (must be >= 0)", fn, a->tag);
   }
   /* A reduce op outside the enum is a bad argument whatever the backend; a valid one the

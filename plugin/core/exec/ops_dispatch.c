@@ -157,6 +157,7 @@ dlpg_status_t dlpg__op_issue(dlpg__op_t *op, dlpg_work_t **work) {
       return st;
     }
     dlpg__work_set_op_name(w, dlpg__op_name(op->kind));
+    if (op->kind == DLPG__OP_RECV) w->source = op->peer;
   }
   op->work = w;
   uint64_t fid = dlpg__observe_issued(op->group, op, w != NULL);

@@ -22,6 +22,7 @@ dlpg_status_t dlpg__work_new(struct dlpg_group *g, struct dlpg_work **out) {
   atomic_init(&w->refs, 2);
   w->status = DLPG_OK;
   w->op_name = "dlpg operation";
+  w->source = -2;
   w->group = g;
   if (g) dlpg__group_retain(g);
   *out = w;
@@ -30,6 +31,13 @@ dlpg_status_t dlpg__work_new(struct dlpg_group *g, struct dlpg_work **out) {
 
 void dlpg__work_set_op_name(struct dlpg_work *w, const char *name) {
   if (w && name) w->op_name = name;
+}
+
+void dlpg__work_set_source(struct dlpg_work *w, int rank) {
+  if (!w) return;
+  pthread_mutex_lock(&w->mu);
+  w->source = rank;
+  pthread_mutex_unlock(&w->mu);
 }
 
 void dlpg__work_unref(struct dlpg_work *w) {
@@ -144,6 +152,23 @@ const char *dlpg_work_error(const dlpg_work_t *cw) {
   const char *m = (w->done && w->message) ? w->message : "";
   pthread_mutex_unlock(&w->mu);
   return m;
+}
+
+dlpg_status_t dlpg_work_source(const dlpg_work_t *cw, int *source) {
+  DLPG_ARG_CHECK(cw != NULL, "dlpg_work_source: w is NULL");
+  DLPG_ARG_CHECK(source != NULL, "dlpg_work_source: source is NULL");
+  dlpg_work_t *w = (dlpg_work_t *)cw;
+  pthread_mutex_lock(&w->mu);
+  int done = w->done, src = w->source;
+  dlpg_status_t st = w->status;
+  pthread_mutex_unlock(&w->mu);
+  DLPG_ARG_CHECK(src != -2, "dlpg_work_source: w is a %s, not a dlpg_recv", w->op_name);
+  DLPG_ARG_CHECK(done, "dlpg_work_source: the receive has not completed yet (wait for it first)");
+  DLPG_ARG_CHECK(st == DLPG_OK && src >= 0,
+                 "dlpg_work_source: the receive failed (%s), so it has no source",
+                 dlpg_status_name(st));
+  *source = src;
+  return DLPG_OK;
 }
 
 dlpg_status_t dlpg_work_free(dlpg_work_t *w) {

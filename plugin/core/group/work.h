@@ -23,6 +23,8 @@ dlpg_status_t dlpg__work_new(struct dlpg_group *g, struct dlpg_work **out);
  * peer's earlier failure becomes DLPG_ERR_REMOTE naming it) and may wait on the store,
  * bounded; so call it without holding a lock the backend's abort takes. */
 void dlpg__work_complete(struct dlpg_work *w, dlpg_status_t status, const char *msg);
+/* A receive from any source: the sender that matched, set before dlpg__work_complete. */
+void dlpg__work_set_source(struct dlpg_work *w, int rank);
 /* Attach a CUDA-side poller; the executor's reference passes to it (no complete needed). */
 void dlpg__work_set_backend(struct dlpg_work *w, const dlpg__work_backend_t *be, void *data);
 /* Drop one reference. */

@@ -32,6 +32,9 @@ struct dlpg_work {
   dlpg__work_backend_t be;
   void *be_data;
   int has_be;
+  /* RECV: the peer, DLPG_ANY_SOURCE until the backend names the matched sender
+   * (dlpg__work_set_source); -2 for every other kind. */
+  int source;
   uint64_t flight_id;       /* the group's flight recorder entry (core/health/flight.h); 0: none */
   /* A CPU op its backend started on the caller's thread (the worker's eager path): a waiter
    * may finish it itself, waiting at most wait_s (0: a look). Returns 1 when it tried, 0 when

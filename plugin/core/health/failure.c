@@ -89,7 +89,8 @@ static void dlpg__progress_note(struct dlpg_group *g, const dlpg__flight_entry_t
     return;
   }
   if (e->p2p) {
-    snprintf(note, cap, "p2p_seq %" PRIu64 " with rank %d", e->seq, e->peer);
+    if (e->peer < 0) snprintf(note, cap, "p2p_seq %" PRIu64 " with any rank", e->seq);
+    else snprintf(note, cap, "p2p_seq %" PRIu64 " with rank %d", e->seq, e->peer);
     return;
   }
   char clauses[DLPG__ERROR_MAX / 2];
@@ -148,8 +149,11 @@ static dlpg_status_t dlpg__op_failed(struct dlpg_group *g, uint64_t flight_id,
     snprintf(msg, cap, "%s; %s", orig, note);
   } else if (e.id && e.p2p) {
     /* The transfer in the user's terms: which peer, which tag. */
-    snprintf(what, sizeof what, "%s %s rank %d (tag %d, p2p_seq %" PRIu64 "): %s",
-             dlpg__op_name(e.kind), e.kind == DLPG__OP_SEND ? "to" : "from", e.peer, e.tag,
+    char who[24];
+    if (e.peer < 0) snprintf(who, sizeof who, "any rank");
+    else snprintf(who, sizeof who, "rank %d", e.peer);
+    snprintf(what, sizeof what, "%s %s %s (tag %d, p2p_seq %" PRIu64 "): %s",
+             dlpg__op_name(e.kind), e.kind == DLPG__OP_SEND ? "to" : "from", who, e.tag,
              e.seq, orig);
   } else if (e.id) {
     snprintf(what, sizeof what, "%s (coll_seq %" PRIu64 "): %s", dlpg__op_name(e.kind), e.seq,

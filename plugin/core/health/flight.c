@@ -230,7 +230,7 @@ void dlpg__flight_format_entry(const dlpg__flight_entry_t *e, char *buf, size_t 
   char dev[96], peer[16], ts[3][24], dur[32];
   dlpg__devices_str(e, dev, sizeof dev);
   if (e->peer >= 0) snprintf(peer, sizeof peer, "%d", e->peer);
-  else snprintf(peer, sizeof peer, "-");
+  else snprintf(peer, sizeof peer, e->p2p ? "any" : "-"); /* a receive from any source */
   const double t[3] = {e->t_issue, e->t_start, e->t_end};
   for (int i = 0; i < 3; i++)
     if (t[i] > 0) snprintf(ts[i], sizeof ts[i], "%.6f", t[i]);

@@ -60,7 +60,7 @@ static void dlpg__json_entry(FILE *f, const dlpg__flight_entry_t *e, double offs
     if (e->device_ids & ((uint64_t)1 << d)) fprintf(f, "%s%d", n++ ? ", " : "", d);
   fputs("], \"peer\": ", f);
   if (e->peer >= 0) fprintf(f, "%d", e->peer);
-  else fputs("null", f);
+  else fputs(e->p2p ? "\"any\"" : "null", f); /* a receive from any source */
   fputs(", \"backend\": ", f);
   dlpg__json_str(f, dlpg__backend_name(e->backend));
   fprintf(f, ", \"state\": \"%s\", \"status\": ", dlpg__flight_state_name(e->state));

@@ -106,7 +106,8 @@ static int dlpg__rejection_matches(struct dlpg_group *g, const char *v,
   const char *nl = strchr(v, '\n');
   *msg = nl ? nl + 1 : "";
   if (!p2p) return !e->p2p && e->seq == seq;
-  return e->p2p && e->peer == *rank && peer == g->rank;
+  /* A receive from any source is blocked on whichever rank refused a send to this one. */
+  return e->p2p && (e->peer == *rank || e->peer < 0) && peer == g->rank;
 }
 
 /* The group's failure record, if a peer wrote one (or one in this rank's name). Waits up to
