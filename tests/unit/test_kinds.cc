@@ -164,7 +164,8 @@ struct Tensor {
 dlpg_status_t Build(dlpg_group_t *g, dlpg__op_kind_t kind, DLTensor *in, DLTensor *out, int peer,
                     std::string *msg) {
   DLTensor *ins[1] = {in}, *outs[1] = {out};
-  dlpg__op_args_t a = {kind, g, ins, out ? outs : nullptr, 1, DLPG_SUM, 0, peer, 0, nullptr};
+  dlpg__op_args_t a = {kind, g, ins, out ? outs : nullptr, 1, DLPG_SUM, 0, peer, 0, nullptr,
+                       nullptr, nullptr};
   static dlpg__op_t op;  // large: not on the stack
   dlpg__clear_error();
   dlpg_status_t st = dlpg__op_build(&a, &op);

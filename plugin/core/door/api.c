@@ -47,6 +47,9 @@ static const dlpg_api_t dlpg__api_v0 = {
     dlpg_work_free,
     dlpg_group_flight_record,
     dlpg_reduce_supported,
+    dlpg_allreduce_ex,
+    dlpg_reduce_ex,
+    dlpg_reduce_scatter_ex,
 };
 
 const dlpg_api_t *dlpg_get_api(uint32_t abi_major) {
