@@ -28,9 +28,12 @@ void average(const dlpg__tensor_t &t, void *ptr, size_t numel, int size) {
 const dlpg__op_t &reduce_view(const dlpg__op_t &op, dlpg__op_t &view, std::vector<char> &scratch) {
   const bool reduces = op.kind == DLPG__OP_ALLREDUCE || op.kind == DLPG__OP_REDUCE ||
                        op.kind == DLPG__OP_REDUCE_SCATTER;
-  if (!reduces || op.ntensors < 1) return op;
+  if (op.ntensors < 1) return op;
+  // Every collective takes a complex tensor as its parts: Gloo's algorithms know element
+  // types up to 8 bytes, and a part is one.
   const bool complex = dlpg__dtype_is_complex(op.in[0].dtype) != 0;
-  if (!complex && op.rop != DLPG_PREMUL_SUM) return op;
+  const bool premul = reduces && op.rop == DLPG_PREMUL_SUM;
+  if (!complex && !premul) return op;
   view = op;
   for (int i = 0; i < op.ntensors; i++)
     if (complex) {
@@ -39,7 +42,7 @@ const dlpg__op_t &reduce_view(const dlpg__op_t &op, dlpg__op_t &view, std::vecto
       view.in[i].numel *= 2;
       view.out[i].numel *= 2;
     }
-  if (op.rop == DLPG_PREMUL_SUM) {
+  if (premul) {
     const dlpg__tensor_t &in = view.in[0];
     scratch.resize(in.nbytes);
     if (in.nbytes && !premul_elements(in.dtype, scratch.data(), in.ptr,
