@@ -264,8 +264,27 @@ typedef enum dlpg_reduce_op {
   DLPG_AVG = 4,  /* sum divided by the number of contributions (world_size * ntensors) */
   DLPG_BAND = 5, /* bitwise ops: integer and bool tensors, CPU (shm and Gloo) only */
   DLPG_BOR = 6,
-  DLPG_BXOR = 7
+  DLPG_BXOR = 7,
+  /* Each rank's input multiplied by a scalar, then summed (torch's and NCCL's premul-sum;
+   * FSDP's gradient pre-division): floating and complex dtypes. It needs its scalar, so it
+   * is taken only through a dlpg_reduce_desc_t (dlpg_allreduce_ex, dlpg_reduce_ex,
+   * dlpg_reduce_scatter_ex); the plain functions refuse it with DLPG_ERR_INVALID_ARGUMENT
+   * naming the _ex call to use. Added in 0.1 after the first table. */
+  DLPG_PREMUL_SUM = 8
 } dlpg_reduce_op_t;
+
+/* A reduce op with its arguments, for the _ex forms of the reducing collectives. Set
+ * struct_size to sizeof(dlpg_reduce_desc_t); fields are only ever appended, and a library
+ * reads only those the caller's struct_size covers. */
+typedef struct dlpg_reduce_desc {
+  size_t struct_size;
+  dlpg_reduce_op_t op;
+  /* DLPG_PREMUL_SUM: the factor each rank's input is multiplied by before the sum (every
+   * rank passes its own; torch passes the same on all). Applied in the tensor's dtype
+   * (float16/bfloat16 through float32; complex: both parts, as pairs of reals), so a float
+   * result may differ from a sum-then-multiply in the last bits. Ignored for other ops. */
+  double scalar;
+} dlpg_reduce_desc_t;
 
 /*
  * Common rules of every operation (with the tensor conventions at the top of this header):
@@ -297,17 +316,22 @@ typedef enum dlpg_reduce_op {
  *      DLPG_ERR_UNSUPPORTED       valid DLPack this library does not serve: a device type no
  *                                 backend serves (kDLOpenCL, kDLVulkan, ...); dtype lanes != 1;
  *                                 a dtype code or code/bits pair outside int8-64, uint8-64,
- *                                 float16, bfloat16, float32, float64, bool, float8 e4m3fn/e5m2
- *                                 (code 99, float with 24 bits); a (dtype, reduce op) pair the
- *                                 device's backend cannot reduce (bitwise on float32, avg on
- *                                 an integer, float8 on the CPU); a CUDA tensor when the NCCL
+ *                                 float16, bfloat16, float32, float64, bool, float8 e4m3fn/e5m2,
+ *                                 complex64/128 (code 99, float with 24 bits); a (dtype, reduce
+ *                                 op) pair the device's backend cannot reduce (bitwise on
+ *                                 float32, avg or premul_sum on an integer, max/min/prod or
+ *                                 bitwise on a complex dtype, float8 on the CPU; the message
+ *                                 names the dtype by name); a CUDA tensor when the NCCL
  *                                 module is absent or cannot load (the message says why).
  *      DLPG_ERR_INVALID_ARGUMENT  a call that breaks the rules whatever the build: NULL
  *                                 pointers, ntensors out of range, a negative device id,
  *                                 shape, strides or ndim, a byte_offset whose extent leaves
  *                                 user address space (above), a reduce op outside
- *                                 dlpg_reduce_op_t, root or peer outside [0, world_size) (but
- *                                 DLPG_ANY_SOURCE for dlpg_recv), tensors
+ *                                 dlpg_reduce_op_t (or DLPG_PREMUL_SUM given to a plain
+ *                                 function, or a dlpg_reduce_desc_t that is NULL or whose
+ *                                 struct_size does not cover its scalar), root or peer
+ *                                 outside [0, world_size) (but DLPG_ANY_SOURCE for
+ *                                 dlpg_recv), tensors
  *                                 of one call that differ in dtype, size or device kind (a CPU
  *                                 input with a CUDA output), a mismatch with the peers' tensors.
  *      DLPG_ERR_SYSTEM            the NCCL module loaded but a CUDA or NCCL call failed, e.g.
@@ -319,6 +343,23 @@ typedef enum dlpg_reduce_op {
 dlpg_status_t dlpg_allreduce(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
                              int ntensors, dlpg_reduce_op_t op, void *const *streams,
                              dlpg_work_t **work);
+
+/* The reducing collectives with a reduce descriptor (any op, DLPG_PREMUL_SUM included):
+ * otherwise exactly dlpg_allreduce, dlpg_reduce and dlpg_reduce_scatter. Complex tensors
+ * (complex64, complex128) reduce with sum, avg and premul_sum, as pairs of reals; every
+ * operation that only moves data takes them as bytes. Added in 0.1 at the end of dlpg_api_t
+ * (check struct_size). */
+dlpg_status_t dlpg_allreduce_ex(dlpg_group_t *g, DLTensor *const *inputs,
+                                DLTensor *const *outputs, int ntensors,
+                                const dlpg_reduce_desc_t *op, void *const *streams,
+                                dlpg_work_t **work);
+dlpg_status_t dlpg_reduce_ex(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
+                             int ntensors, const dlpg_reduce_desc_t *op, int root,
+                             void *const *streams, dlpg_work_t **work);
+dlpg_status_t dlpg_reduce_scatter_ex(dlpg_group_t *g, DLTensor *const *inputs,
+                                     DLTensor *const *outputs, int ntensors,
+                                     const dlpg_reduce_desc_t *op, void *const *streams,
+                                     dlpg_work_t **work);
 
 /* Root rank's inputs[0] is copied to every output (to every input when outputs == NULL). */
 dlpg_status_t dlpg_broadcast(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
@@ -506,6 +547,13 @@ typedef struct dlpg_api {
   /* Receive from any source (added together, after reduce_supported). */
   dlpg_status_t (*recv_any)(dlpg_group_t *, DLTensor *, int, int *, void *);
   dlpg_status_t (*work_source)(const dlpg_work_t *, int *);
+  /* Reduce descriptors (DLPG_PREMUL_SUM): appended together. */
+  dlpg_status_t (*allreduce_ex)(dlpg_group_t *, DLTensor *const *, DLTensor *const *, int,
+                                const dlpg_reduce_desc_t *, void *const *, dlpg_work_t **);
+  dlpg_status_t (*reduce_ex)(dlpg_group_t *, DLTensor *const *, DLTensor *const *, int,
+                             const dlpg_reduce_desc_t *, int, void *const *, dlpg_work_t **);
+  dlpg_status_t (*reduce_scatter_ex)(dlpg_group_t *, DLTensor *const *, DLTensor *const *, int,
+                                     const dlpg_reduce_desc_t *, void *const *, dlpg_work_t **);
 } dlpg_api_t;
 
 /* The table for ABI major abi_major, or NULL if this library does not implement it.

@@ -19,6 +19,9 @@
 #define AVG_ R_(DLPG_AVG)
 #define BITW (R_(DLPG_BAND) | R_(DLPG_BOR) | R_(DLPG_BXOR))
 #define NONE_ 0u /* explicit "unsupported": no reduce op on this dtype */
+#define PREMUL_ R_(DLPG_PREMUL_SUM)
+/* Complex tensors reduce as pairs of reals (ops_reduce.cc): the ops acting on each part. */
+#define CPLX (R_(DLPG_SUM) | AVG_ | PREMUL_)
 
 /* Reduce ops per dtype (model: UCC tl_nccl's tables). Bool reduces logically: SUM/MAX are
  * OR, PROD/MIN are AND (as torch does). Every dtype moves (broadcast, gathers, p2p) as bytes. */
@@ -27,10 +30,11 @@ static const unsigned dlpg__gloo_reduce[DLPG__DT_COUNT] = {
     [DLPG__DT_INT32] = ARITH | BITW,  [DLPG__DT_INT64] = ARITH | BITW,
     [DLPG__DT_UINT8] = ARITH | BITW,  [DLPG__DT_UINT16] = ARITH | BITW,
     [DLPG__DT_UINT32] = ARITH | BITW, [DLPG__DT_UINT64] = ARITH | BITW,
-    [DLPG__DT_FLOAT16] = ARITH | AVG_, [DLPG__DT_BFLOAT16] = ARITH | AVG_,
-    [DLPG__DT_FLOAT32] = ARITH | AVG_, [DLPG__DT_FLOAT64] = ARITH | AVG_,
+    [DLPG__DT_FLOAT16] = ARITH | AVG_ | PREMUL_, [DLPG__DT_BFLOAT16] = ARITH | AVG_ | PREMUL_,
+    [DLPG__DT_FLOAT32] = ARITH | AVG_ | PREMUL_, [DLPG__DT_FLOAT64] = ARITH | AVG_ | PREMUL_,
     [DLPG__DT_BOOL] = ARITH | BITW,
     [DLPG__DT_FLOAT8_E4M3FN] = NONE_, [DLPG__DT_FLOAT8_E5M2] = NONE_,
+    [DLPG__DT_COMPLEX64] = CPLX, [DLPG__DT_COMPLEX128] = CPLX,
 };
 
 dlpg_status_t dlpg__gloo_check_reduce(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op) {
@@ -41,9 +45,14 @@ dlpg_status_t dlpg__gloo_check_reduce(const char *fn, dlpg__dtype_t dt, dlpg_red
     return dlpg__error(DLPG_ERR_UNSUPPORTED,
                        "%s: Gloo cannot reduce %s tensors (reduce op %s); use CUDA tensors (NCCL)",
                        fn, dtn, opn);
-  if (op == DLPG_AVG)
+  if (dlpg__dtype_is_complex(dt))
     return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                       "%s: reduce op avg needs a floating dtype, got %s (Gloo)", fn, dtn);
+                       "%s: reduce op %s is not defined on complex tensors (%s); complex "
+                       "dtypes reduce with sum, avg and premul_sum (Gloo)", fn, opn, dtn);
+  if (op == DLPG_AVG || op == DLPG_PREMUL_SUM)
+    return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                       "%s: reduce op %s needs a floating or complex dtype, got %s (Gloo)", fn,
+                       opn, dtn);
   return dlpg__error(DLPG_ERR_UNSUPPORTED,
                      "%s: bitwise reduce op %s needs an integer or bool dtype, got %s (Gloo)", fn,
                      opn, dtn);

@@ -42,6 +42,12 @@ ReduceFn op_reduce_fn(const dlpg__op_t &op);
 // only on dtypes that divide, so a dtype that cannot is a bug: INTERNAL.
 void average(const dlpg__tensor_t &t, void *ptr, size_t numel, int size);
 
+// The op as the algorithms below run it: a complex tensor as its real parts (twice the
+// elements; sum, avg and premul_sum act on each part alone, movement moves them), and
+// premul_sum as a sum of the input multiplied into scratch, so the algorithms see only real
+// dtypes and the ops they know. Returns op itself when neither applies, else view.
+const dlpg__op_t &reduce_view(const dlpg__op_t &op, dlpg__op_t &view, std::vector<char> &scratch);
+
 // Run one collective (every kind but SEND and RECV). Throws on failure; a mismatch with
 // the peers' operation is INVALID_ARGUMENT on every rank and leaves the context usable.
 void run_collective(dlpg__gloo_ctx_t *ctx, const dlpg__op_t &op);

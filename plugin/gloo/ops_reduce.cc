@@ -25,4 +25,36 @@ void average(const dlpg__tensor_t &t, void *ptr, size_t numel, int size) {
                                              ", which validation's check accepted");
 }
 
+const dlpg__op_t &reduce_view(const dlpg__op_t &op, dlpg__op_t &view, std::vector<char> &scratch) {
+  const bool reduces = op.kind == DLPG__OP_ALLREDUCE || op.kind == DLPG__OP_REDUCE ||
+                       op.kind == DLPG__OP_REDUCE_SCATTER;
+  if (op.ntensors < 1) return op;
+  // Every collective takes a complex tensor as its parts: Gloo's algorithms know element
+  // types up to 8 bytes, and a part is one.
+  const bool complex = dlpg__dtype_is_complex(op.in[0].dtype) != 0;
+  const bool premul = reduces && op.rop == DLPG_PREMUL_SUM;
+  if (!complex && !premul) return op;
+  view = op;
+  for (int i = 0; i < op.ntensors; i++)
+    if (complex) {
+      // Every rank maps alike, so the headers peers compare still agree.
+      view.in[i].dtype = view.out[i].dtype = dlpg__dtype_real_part(op.in[i].dtype);
+      view.in[i].numel *= 2;
+      view.out[i].numel *= 2;
+    }
+  if (premul) {
+    const dlpg__tensor_t &in = view.in[0];
+    scratch.resize(in.nbytes);
+    if (in.nbytes && !premul_elements(in.dtype, scratch.data(), in.ptr,
+                                      static_cast<size_t>(in.numel), op.scalar))
+      throw StatusError(DLPG_ERR_INTERNAL, std::string("Gloo cannot apply premul_sum to ") +
+                                               dlpg__dtype_name(op.in[0].dtype) +
+                                               ", which validation's check accepted");
+    view.in[0].ptr = scratch.data();
+    view.in_place = 0;  // the output still receives the sum (copy_in_to_out)
+    view.rop = DLPG_SUM;
+  }
+  return view;
+}
+
 }  // namespace dlpg_gloo

@@ -2,6 +2,8 @@
 // its collectives in order; the first failure ends the batch, because a Gloo context that
 // saw an I/O error or a timeout is unusable. Sends and receives never come here: they run
 // on pairwise contexts (p2p.h).
+#include <vector>
+
 #include "gloo/ops_internal.h"
 #include "gloo/peers.h"
 
@@ -33,7 +35,9 @@ extern "C" dlpg_status_t dlpg__gloo_run(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const
     return dlpg__error(DLPG_ERR_ABORTED, "%s: the group was aborted", n ? op_name(ops[0]) : "dlpg__gloo_run");
   for (int i = 0; i < n; i++) {
     try {
-      dlpg_gloo::run_collective(ctx, *ops[i]);
+      dlpg__op_t view;
+      std::vector<char> scratch;
+      dlpg_gloo::run_collective(ctx, dlpg_gloo::reduce_view(*ops[i], view, scratch));
     } catch (...) {
       return dlpg_gloo::run_failure_status(ctx, op_name(ops[i]));
     }

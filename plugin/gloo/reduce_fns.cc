@@ -146,6 +146,7 @@ ReduceFn integer_fn(dlpg_reduce_op_t op) {
     case DLPG_BAND: return native<T, BAnd>;
     case DLPG_BOR: return native<T, BOr>;
     case DLPG_BXOR: return native<T, BXor>;
+    case DLPG_PREMUL_SUM: return nullptr;  // floating dtypes only
   }
   return nullptr;
 }
@@ -153,7 +154,7 @@ ReduceFn integer_fn(dlpg_reduce_op_t op) {
 template <class T>
 ReduceFn float_fn(dlpg_reduce_op_t op) {
   switch (op) {
-    case DLPG_SUM: case DLPG_AVG: return native<T, Sum>;
+    case DLPG_SUM: case DLPG_AVG: case DLPG_PREMUL_SUM: return native<T, Sum>;
     case DLPG_PROD: return native<T, Prod>;
     case DLPG_MIN: return native<T, Min>;
     case DLPG_MAX: return native<T, Max>;
@@ -164,7 +165,7 @@ ReduceFn float_fn(dlpg_reduce_op_t op) {
 template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
 ReduceFn half_fn(dlpg_reduce_op_t op) {
   switch (op) {
-    case DLPG_SUM: case DLPG_AVG: return half_like<ToF, FromF, Sum>;
+    case DLPG_SUM: case DLPG_AVG: case DLPG_PREMUL_SUM: return half_like<ToF, FromF, Sum>;
     case DLPG_PROD: return half_like<ToF, FromF, Prod>;
     case DLPG_MIN: return half_like<ToF, FromF, Min>;
     case DLPG_MAX: return half_like<ToF, FromF, Max>;
@@ -182,6 +183,20 @@ template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
 void divide_half(void *p, size_t n, int d) {
   uint16_t *x = static_cast<uint16_t *>(p);
   for (size_t i = 0; i < n; i++) x[i] = FromF(ToF(x[i]) / static_cast<float>(d));
+}
+
+template <class T, class S>
+void premul_native(void *dst, const void *src, size_t n, S s) {
+  T *d = static_cast<T *>(dst);
+  const T *x = static_cast<const T *>(src);
+  for (size_t i = 0; i < n; i++) d[i] = static_cast<T>(x[i] * s);
+}
+
+template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
+void premul_half(void *dst, const void *src, size_t n, float s) {
+  uint16_t *d = static_cast<uint16_t *>(dst);
+  const uint16_t *x = static_cast<const uint16_t *>(src);
+  for (size_t i = 0; i < n; i++) d[i] = FromF(ToF(x[i]) * s);
 }
 
 }  // namespace
@@ -205,6 +220,7 @@ ReduceFn reduce_fn(dlpg__dtype_t dt, dlpg_reduce_op_t op) {
         case DLPG_SUM: case DLPG_MAX: case DLPG_BOR: case DLPG_AVG: return logical<BoolOp::Or>;
         case DLPG_PROD: case DLPG_MIN: case DLPG_BAND: return logical<BoolOp::And>;
         case DLPG_BXOR: return logical<BoolOp::Xor>;
+        case DLPG_PREMUL_SUM: return nullptr;
       }
       return nullptr;
     default:
@@ -227,6 +243,17 @@ bool divide_elements(dlpg__dtype_t dt, void *p, size_t n, int divisor) {
     case DLPG__DT_FLOAT32: divide_native<float>(p, n, divisor); return true;
     case DLPG__DT_FLOAT64: divide_native<double>(p, n, divisor); return true;
     case DLPG__DT_BOOL: return true;
+    default: return false;
+  }
+}
+
+bool premul_elements(dlpg__dtype_t dt, void *dst, const void *src, size_t n, double s) {
+  const float f = static_cast<float>(s);
+  switch (dt) {
+    case DLPG__DT_FLOAT16: premul_half<half_to_float, float_to_half>(dst, src, n, f); return true;
+    case DLPG__DT_BFLOAT16: premul_half<bf16_to_float, float_to_bf16>(dst, src, n, f); return true;
+    case DLPG__DT_FLOAT32: premul_native<float>(dst, src, n, f); return true;
+    case DLPG__DT_FLOAT64: premul_native<double>(dst, src, n, s); return true;
     default: return false;
   }
 }

@@ -20,6 +20,11 @@ ReduceFn reduce_fn(dlpg__dtype_t dt, dlpg_reduce_op_t op);
 // left unchanged. Returns false for a dtype it does not know.
 bool divide_elements(dlpg__dtype_t dt, void *p, size_t n, int divisor);
 
+// dst[i] = src[i] * s for n elements (the premul_sum step): float16/bfloat16 through float,
+// float32 with s as a float (the factor in the dtype, as NCCL applies it), float64 exactly.
+// Returns false for another dtype (complex tensors come as their real parts).
+bool premul_elements(dlpg__dtype_t dt, void *dst, const void *src, size_t n, double s);
+
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);  // round to nearest even; overflow to infinity
 float bf16_to_float(uint16_t b);

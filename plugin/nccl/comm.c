@@ -268,6 +268,10 @@ void dlpg__nccl_destroy(dlpg__nccl_t *st) {
       ncclComm_t h = c->parents[i] ? c->parents[i] : c->comms[i];
       if (!h) continue;
       cudaSetDevice(c->devs[i]);
+      /* The premul_sum ops made on this device's communicator (its streams are drained). */
+      for (int k = 0; k < c->npremul[i]; k++)
+        ncclRedOpDestroy(c->premul[i][k].op, c->premul[i][k].comm);
+      c->npremul[i] = 0;
       ncclResult_t r = ncclCommFinalize(h);
       if (r != ncclSuccess && r != ncclInProgress) {
         DLPG_NCCL_WARN(st->rank, "ncclCommFinalize of '%s' device %d: %s; aborting it", c->key,

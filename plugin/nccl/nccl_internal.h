@@ -29,6 +29,8 @@ extern "C" {
 /* dlpg__nccl_comm_t.peer of the group's communicators and of the one for sends to self. */
 #define DLPG__NCCL_GROUP (-1)
 #define DLPG__NCCL_SELF (-2)
+/* premul_sum ops kept per communicator and device (dlpg__nccl_comm_t.premul). */
+#define DLPG__NCCL_PREMUL_CACHE 8
 /* Highest CUDA device ordinal the event pool and capability cache track. */
 #define DLPG__NCCL_MAX_DEVICE 64
 
@@ -97,6 +99,18 @@ typedef struct dlpg__nccl_comm {
    * threads at once, and a non-blocking one must be ready before its next call. Taken in
    * address order when a batch spans several communicators. */
   pthread_mutex_t issue_mu;
+  /* premul_sum ops made by ncclRedOpCreatePreMulSum on comms[i], under issue_mu: one per
+   * (NCCL type, factor), kept for the next operation with the same factor (a training
+   * loop repeats one); the oldest is replaced when full (NCCL allows destroying an op once
+   * the calls given it returned), and every one is destroyed before the communicator is
+   * finalized (comm.c). */
+  struct dlpg__nccl_premul {
+    ncclComm_t comm;  /* the handle it was made on (comms[i], or parents[i]) */
+    ncclDataType_t type;
+    double scalar;
+    ncclRedOp_t op;
+  } premul[DLPG__MAX_LOCAL_DEVICES][DLPG__NCCL_PREMUL_CACHE];
+  int npremul[DLPG__MAX_LOCAL_DEVICES], premul_next[DLPG__MAX_LOCAL_DEVICES];
   struct dlpg__nccl_comm *next;
 } dlpg__nccl_comm_t;
 
@@ -171,9 +185,11 @@ dlpg_status_t dlpg__nccl_wait_ready(const char *fn, dlpg__nccl_comm_t *const *cs
 dlpg_status_t dlpg__nccl_devices_rule(const char *fn, const dlpg__be_op_t *op);
 
 /* Types (types.c). */
-/* The NCCL type and op of a pair the backend's check accepted (both read rules.h's table). */
-void dlpg__nccl_reduce_type(dlpg__dtype_t dt, dlpg_reduce_op_t op, ncclDataType_t *type,
-                            ncclRedOp_t *rop);
+/* The NCCL type and op of a pair the backend's check accepted (both read rules.h's table),
+ * and how many elements of that type one element of dt is (2 for a complex dtype, reduced
+ * as its real parts). premul_sum's op is a placeholder: issue.c makes the real one. */
+size_t dlpg__nccl_reduce_type(dlpg__dtype_t dt, dlpg_reduce_op_t op, ncclDataType_t *type,
+                              ncclRedOp_t *rop);
 /* Compute capability major of device dev (cached; 0 when unknown). */
 int dlpg__nccl_device_cc_major(int dev);
 

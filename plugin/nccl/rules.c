@@ -10,6 +10,7 @@
 #define DLPG__RULE_YES(nccl) DLPG__NCCL_YES
 #define DLPG__RULE_FP8(nccl) DLPG__NCCL_FP8
 #define DLPG__RULE_FLOAT(nccl) DLPG__NCCL_FLOAT
+#define DLPG__RULE_CPLX(nccl) DLPG__NCCL_CPLX
 #define DLPG__RULE_NONE DLPG__NCCL_NONE
 
 static const unsigned char dlpg__nccl_dtype_support[DLPG__DT_COUNT] = {
@@ -18,7 +19,7 @@ static const unsigned char dlpg__nccl_dtype_support[DLPG__DT_COUNT] = {
 #undef DLPG__RULE_DTYPE
 };
 
-static const unsigned char dlpg__nccl_op_support[DLPG_BXOR + 1] = {
+static const unsigned char dlpg__nccl_op_support[DLPG_PREMUL_SUM + 1] = {
 #define DLPG__RULE_OP(op, entry, bool_entry) [DLPG_##op] = DLPG__RULE_##entry,
     DLPG__NCCL_REDOP_MAP(DLPG__RULE_OP)
 #undef DLPG__RULE_OP
@@ -28,7 +29,7 @@ static const unsigned char dlpg__nccl_op_support[DLPG_BXOR + 1] = {
 #define DLPG__RULE_COUNT1(...) +1
 _Static_assert(0 DLPG__NCCL_DTYPE_MAP(DLPG__RULE_COUNT1) == DLPG__DT_COUNT,
                "DLPG__NCCL_DTYPE_MAP: one entry per dtype");
-_Static_assert(0 DLPG__NCCL_REDOP_MAP(DLPG__RULE_COUNT1) == DLPG_BXOR + 1,
+_Static_assert(0 DLPG__NCCL_REDOP_MAP(DLPG__RULE_COUNT1) == DLPG_PREMUL_SUM + 1,
                "DLPG__NCCL_REDOP_MAP: one entry per reduce op");
 #undef DLPG__RULE_COUNT1
 
@@ -38,8 +39,24 @@ int dlpg__nccl_is_fp8(dlpg__dtype_t dt) {
 
 dlpg_status_t dlpg__nccl_reduce_rule(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op,
                                      int nccl_version, int dev, int cc_major) {
+  /* A dtype or op appended to the ABI after this module was built is a value past its
+   * tables: refuse it before indexing them (backend_abi.h, dlpg__dtype_t). */
+  if ((unsigned)dt >= DLPG__DT_COUNT)
+    return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                       "%s: dtype value %d is unknown to this NCCL module (built before it was "
+                       "added); rebuild libdlpg_nccl.so with the library", fn, (int)dt);
+  if ((unsigned)op > (unsigned)DLPG_PREMUL_SUM)
+    return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                       "%s: reduce op %d is unknown to this NCCL module (built before it was "
+                       "added); rebuild libdlpg_nccl.so with the library", fn, (int)op);
   const char *opn = dlpg__reduce_op_name(op), *dtn = dlpg__dtype_name(dt);
   int ops = dlpg__nccl_op_support[op], dts = dlpg__nccl_dtype_support[dt];
+  if (dts == DLPG__NCCL_CPLX) {
+    if (op == DLPG_SUM || op == DLPG_AVG || op == DLPG_PREMUL_SUM) return DLPG_OK;
+    return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                       "%s: reduce op %s is not defined on complex tensors (%s); complex "
+                       "dtypes reduce with sum, avg and premul_sum (NCCL)", fn, opn, dtn);
+  }
   if (ops == DLPG__NCCL_NONE)
     return dlpg__error(DLPG_ERR_UNSUPPORTED,
                        "%s: reduce op %s on %s: bitwise reductions are not supported by NCCL; "
@@ -50,7 +67,8 @@ dlpg_status_t dlpg__nccl_reduce_rule(const char *fn, dlpg__dtype_t dt, dlpg_redu
                        "(Gloo) or a wider dtype", fn, dtn, opn);
   if (ops == DLPG__NCCL_FLOAT && !dlpg__dtype_is_float(dt))
     return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                       "%s: reduce op %s needs a floating dtype, got %s (NCCL)", fn, opn, dtn);
+                       "%s: reduce op %s needs a floating or complex dtype, got %s (NCCL)", fn,
+                       opn, dtn);
   if (dts == DLPG__NCCL_FP8 && nccl_version < DLPG__NCCL_FP8_VERSION)
     return dlpg__error(DLPG_ERR_UNSUPPORTED,
                        "%s: NCCL %d.%d.%d cannot reduce %s tensors (fp8 reductions need NCCL "

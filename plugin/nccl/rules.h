@@ -32,7 +32,9 @@ extern "C" {
   X(FLOAT64, YES(ncclFloat64))            \
   X(BOOL, YES(ncclUint8))                 \
   X(FLOAT8_E4M3FN, FP8(ncclFloat8e4m3))   \
-  X(FLOAT8_E5M2, FP8(ncclFloat8e5m2))
+  X(FLOAT8_E5M2, FP8(ncclFloat8e5m2))     \
+  X(COMPLEX64, CPLX(ncclFloat32))         \
+  X(COMPLEX128, CPLX(ncclFloat64))
 
 /* X(reduce op, entry on every dtype but bool, entry on bool). entry: YES(nccl op);
  * FLOAT(nccl op), on floating dtypes only; NONE, NCCL has no such reduction (the bitwise
@@ -45,10 +47,16 @@ extern "C" {
   X(AVG, FLOAT(ncclAvg), NONE)                  \
   X(BAND, NONE, NONE)                           \
   X(BOR, NONE, NONE)                            \
-  X(BXOR, NONE, NONE)
+  X(BXOR, NONE, NONE)                           \
+  X(PREMUL_SUM, FLOAT(ncclSum), NONE)
 
 /* The support of an entry, as the rule reads it. */
-typedef enum { DLPG__NCCL_NONE = 0, DLPG__NCCL_YES, DLPG__NCCL_FP8, DLPG__NCCL_FLOAT } dlpg__nccl_support_t;
+/* CPLX(nccl type of a part): a complex dtype, reduced as pairs of reals of that type (twice
+ * the count) with sum, avg and premul_sum only. PREMUL_SUM's op is made per communicator
+ * and factor (issue.c, ncclRedOpCreatePreMulSum); its entry's ncclSum is a placeholder. */
+typedef enum {
+  DLPG__NCCL_NONE = 0, DLPG__NCCL_YES, DLPG__NCCL_FP8, DLPG__NCCL_FLOAT, DLPG__NCCL_CPLX
+} dlpg__nccl_support_t;
 
 /* NCCL_VERSION(2, 24, 0): the first NCCL with ncclFloat8e4m3 / ncclFloat8e5m2. */
 #define DLPG__NCCL_FP8_VERSION 22400

@@ -15,6 +15,7 @@
 #else
 #define DLPG__TYPE_FP8(nccl) DLPG__NCCL_NO_VALUE
 #endif
+#define DLPG__TYPE_CPLX(nccl) ((int)(nccl))
 #define DLPG__TYPE_NONE DLPG__NCCL_NO_VALUE
 
 static const int dlpg__nccl_types[DLPG__DT_COUNT] = {
@@ -23,7 +24,7 @@ static const int dlpg__nccl_types[DLPG__DT_COUNT] = {
 #undef DLPG__TYPE_DTYPE
 };
 
-static const int dlpg__nccl_ops[DLPG_BXOR + 1][2] = {
+static const int dlpg__nccl_ops[DLPG_PREMUL_SUM + 1][2] = {
 #define DLPG__TYPE_OP(op, entry, bool_entry) [DLPG_##op] = {DLPG__TYPE_##entry, DLPG__TYPE_##bool_entry},
     DLPG__NCCL_REDOP_MAP(DLPG__TYPE_OP)
 #undef DLPG__TYPE_OP
@@ -32,10 +33,11 @@ static const int dlpg__nccl_ops[DLPG_BXOR + 1][2] = {
 /* Compute capability major of each device, cached (0: not read yet). */
 static atomic_int dlpg__cc_major[DLPG__NCCL_MAX_DEVICE];
 
-void dlpg__nccl_reduce_type(dlpg__dtype_t dt, dlpg_reduce_op_t op, ncclDataType_t *type,
-                            ncclRedOp_t *rop) {
+size_t dlpg__nccl_reduce_type(dlpg__dtype_t dt, dlpg_reduce_op_t op, ncclDataType_t *type,
+                              ncclRedOp_t *rop) {
   *type = (ncclDataType_t)dlpg__nccl_types[dt];
   *rop = (ncclRedOp_t)dlpg__nccl_ops[op][dt == DLPG__DT_BOOL];
+  return dlpg__dtype_is_complex(dt) ? 2 : 1;
 }
 
 int dlpg__nccl_device_cc_major(int dev) {

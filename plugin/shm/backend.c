@@ -9,6 +9,7 @@
 #include <dlpack/dlpack.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
@@ -18,7 +19,12 @@
 #include "shm/backend.h"
 #include "shm/backend_p2p.h"
 #include "shm/params.h"
+#include "shm/reduce.h"
 #include "shm/shm.h"
+
+static int dlpg__shm_be_reduces(dlpg__op_kind_t kind) {
+  return kind == DLPG__OP_ALLREDUCE || kind == DLPG__OP_REDUCE || kind == DLPG__OP_REDUCE_SCATTER;
+}
 
 static dlpg_status_t dlpg__shm_be_check(const char *fn, const dlpg__be_op_t *op) {
   if (op->kind == DLPG__OP_ALLREDUCE || op->kind == DLPG__OP_REDUCE ||
@@ -140,7 +146,31 @@ static dlpg__shm_call_t dlpg__shm_be_call(const dlpg__shm_t *sh, const dlpg__be_
   }
   /* A reduce's output is the root's alone. */
   if (op->kind == DLPG__OP_REDUCE && dlpg__shm_rank(sh) != op->root) c.out = NULL;
+  /* A complex tensor reduces as the pairs of reals it is: sum, avg and premul_sum act on
+   * each part alone (the check refused the other ops). Every rank maps it alike, so the
+   * descriptors peers compare still agree. */
+  if (dlpg__shm_be_reduces(op->kind) && dlpg__dtype_is_complex(c.dtype)) {
+    c.dtype = dlpg__dtype_real_part(c.dtype);
+    c.count *= 2;
+  }
   return c;
+}
+
+/* premul_sum: each rank's input multiplied by the factor into scratch (*buf, freed by the
+ * caller), then summed; the input itself is never written. */
+static dlpg_status_t dlpg__shm_be_premul(const dlpg__be_op_t *op, dlpg__shm_call_t *c,
+                                         void **buf) {
+  *buf = NULL;
+  if (!dlpg__shm_be_reduces(op->kind) || op->rop != DLPG_PREMUL_SUM) return DLPG_OK;
+  size_t bytes = op->in[0].nbytes, n = bytes / dlpg__shm_elem_size(c->dtype); /* whole input */
+  if (bytes == 0) return DLPG_OK;
+  *buf = malloc(bytes);
+  if (!*buf)
+    return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory for premul_sum's scaled input (%zu bytes)",
+                       dlpg__op_name(op->kind), bytes);
+  dlpg__shm_premul(c->dtype, *buf, c->in, n, op->scalar);
+  c->in = *buf;
+  return DLPG_OK;
 }
 
 static dlpg_status_t dlpg__shm_be_run(dlpg__shm_t *sh, const dlpg__be_op_t *op) {
@@ -148,15 +178,21 @@ static dlpg_status_t dlpg__shm_be_run(dlpg__shm_t *sh, const dlpg__be_op_t *op) 
     return dlpg__error(DLPG_ERR_INTERNAL, "the shm backend was handed a %s",
                        dlpg__op_name(op->kind));
   dlpg__shm_call_t c = dlpg__shm_be_call(sh, op);
+  void *scaled = NULL;
+  DLPG_CHECK(dlpg__shm_be_premul(op, &c, &scaled));
   /* Compared across ranks and named as the caller called it when they differ. */
   dlpg__shm_describe_next(sh, op->kind, op->in[0].dtype, op->in[0].numel, op->out[0].numel);
-  return dlpg__shm_be_kinds[op->kind].run(sh, &c);
+  dlpg_status_t st = dlpg__shm_be_kinds[op->kind].run(sh, &c);
+  free(scaled);
+  return st;
 }
 
 /* The eager path (backend_abi.h): a small collective posted on the caller's thread. */
 static int dlpg__shm_be_start(dlpg__be_op_t *op) {
   dlpg__shm_t *sh = (dlpg__shm_t *)op->state;
   if (!dlpg__shm_be_serves(op->kind)) return 0; /* sends and receives */
+  /* premul_sum's scaled copy would have to live until the finish: run it whole instead. */
+  if (dlpg__shm_be_reduces(op->kind) && op->rop == DLPG_PREMUL_SUM) return 0;
   dlpg__shm_call_t c = dlpg__shm_be_call(sh, op);
   dlpg__shm_describe_next(sh, op->kind, op->in[0].dtype, op->in[0].numel, op->out[0].numel);
   int started = 0;

@@ -23,11 +23,21 @@
 
 dlpg_status_t dlpg__shm_check_reduce(const char *fn, dlpg__dtype_t dt, dlpg_reduce_op_t op) {
   dlpg__shm_reducer_t r;
-  if ((unsigned)dt < DLPG__DT_COUNT && dlpg__shm_reducer(dt, op, &r)) return DLPG_OK;
   const char *dtn = (unsigned)dt < DLPG__DT_COUNT ? dlpg__dtype_name(dt) : "unknown";
-  if (op == DLPG_AVG)
-    return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: reduce op avg needs a floating dtype, got %s (shm)",
-                       fn, dtn);
+  /* A complex tensor reduces as its real parts (backend.c hands them over), with the ops
+   * that act on each part alone. */
+  if (dlpg__dtype_is_complex(dt)) {
+    if (op == DLPG_SUM || op == DLPG_AVG || op == DLPG_PREMUL_SUM) return DLPG_OK;
+    return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                       "%s: reduce op %s is not defined on complex tensors (%s); complex "
+                       "dtypes reduce with sum, avg and premul_sum (shm)",
+                       fn, dlpg__reduce_op_name(op), dtn);
+  }
+  if ((unsigned)dt < DLPG__DT_COUNT && dlpg__shm_reducer(dt, op, &r)) return DLPG_OK;
+  if (op == DLPG_AVG || op == DLPG_PREMUL_SUM)
+    return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                       "%s: reduce op %s needs a floating or complex dtype, got %s (shm)", fn,
+                       dlpg__reduce_op_name(op), dtn);
   if (op == DLPG_BAND || op == DLPG_BOR || op == DLPG_BXOR)
     return dlpg__error(DLPG_ERR_UNSUPPORTED,
                        "%s: bitwise reduce op %s needs an integer or bool dtype, got %s (shm)", fn,

@@ -147,7 +147,7 @@ DLPG__SHM_KERNEL(xor_b, uint8_t, int, DLPG__B, (uint8_t), (x ^ y))
 #define DLPG__FLT_CASE(DT, SFX)                          \
   case DT:                                               \
     switch (op) {                                        \
-      case DLPG_SUM: case DLPG_AVG: return DLPG__PAIR(sum_##SFX); \
+      case DLPG_SUM: case DLPG_AVG: case DLPG_PREMUL_SUM: return DLPG__PAIR(sum_##SFX); \
       case DLPG_PROD: return DLPG__PAIR(prod_##SFX);     \
       case DLPG_MIN: return DLPG__PAIR(min_##SFX);       \
       case DLPG_MAX: return DLPG__PAIR(max_##SFX);       \
@@ -215,5 +215,23 @@ void dlpg__shm_divide(dlpg__dtype_t dt, void *p, size_t n, int d) {
     case DLPG__DT_FLOAT16: DLPG__DIV(uint16_t, half_to_float, float_to_half); break;
     case DLPG__DT_BFLOAT16: DLPG__DIV(uint16_t, bf16_to_float, float_to_bf16); break;
     default: break; /* avg is refused on other dtypes (dlpg__shm_check_reduce) */
+  }
+}
+
+#define DLPG__PREMUL(T, IN, OUT, F)                                          \
+  do {                                                                       \
+    T *restrict d = dst;                                                     \
+    const T *restrict x = src;                                               \
+    for (size_t i = 0; i < n; i++) d[i] = OUT(IN(x[i]) * (F)); \
+  } while (0)
+
+int dlpg__shm_premul(dlpg__dtype_t dt, void *dst, const void *src, size_t n, double s) {
+  const float f = (float)s;
+  switch (dt) {
+    case DLPG__DT_FLOAT32: DLPG__PREMUL(float, DLPG__ID, DLPG__ID, f); return 1;
+    case DLPG__DT_FLOAT64: DLPG__PREMUL(double, DLPG__ID, DLPG__ID, s); return 1;
+    case DLPG__DT_FLOAT16: DLPG__PREMUL(uint16_t, half_to_float, float_to_half, f); return 1;
+    case DLPG__DT_BFLOAT16: DLPG__PREMUL(uint16_t, bf16_to_float, float_to_bf16, f); return 1;
+    default: return 0; /* premul_sum is refused on other dtypes (dlpg__shm_check_reduce) */
   }
 }

@@ -31,6 +31,10 @@ typedef struct dlpg__shm_reducer {
 int dlpg__shm_reducer(dlpg__dtype_t dt, dlpg_reduce_op_t op, dlpg__shm_reducer_t *r);
 /* p[i] /= d (the avg step; floating dtypes only). */
 void dlpg__shm_divide(dlpg__dtype_t dt, void *p, size_t n, int d);
+/* dst[i] = src[i] * s in dt (float16/bfloat16 through float, float32 with s as a float: the
+ * factor in the dtype, as NCCL's premul-sum applies it); the premul_sum step, floating
+ * dtypes only (a complex tensor is handed over as its real parts). 0 for another dtype. */
+int dlpg__shm_premul(dlpg__dtype_t dt, void *dst, const void *src, size_t n, double s);
 /* Bytes of one element of dt (0 for a dtype the engine does not know). */
 size_t dlpg__shm_elem_size(dlpg__dtype_t dt);
 

@@ -13,7 +13,7 @@ target_compile_definitions(dlpg_conformance_harness PRIVATE
 
 set(D ${CMAKE_CURRENT_LIST_DIR})
 dlpg_add_gtest(test_collectives SOURCES ${D}/test_collectives.cc ${D}/test_collectives_async.cc
-  LIBS dlpg_conformance_harness)
+  ${D}/test_reduce_ex.cc LIBS dlpg_conformance_harness)
 dlpg_add_gtest(test_p2p SOURCES ${D}/test_p2p.cc ${D}/test_p2p_async.cc ${D}/test_p2p_tags.cc
   ${D}/test_p2p_anysource.cc
   LIBS dlpg_conformance_harness)

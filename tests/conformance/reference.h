@@ -63,8 +63,9 @@ inline DLDataType DLType(DT dt) {
 }
 
 inline const char *OpName(dlpg_reduce_op_t op) {
-  static const char *n[] = {"sum", "prod", "min", "max", "avg", "band", "bor", "bxor"};
-  return (op >= 0 && op <= 7) ? n[op] : "op(?)";
+  static const char *n[] = {"sum", "prod", "min", "max", "avg", "band", "bor", "bxor",
+                            "premul_sum"};
+  return (op >= 0 && op <= 8) ? n[op] : "op(?)";
 }
 inline std::vector<dlpg_reduce_op_t> AllOps() {
   return {DLPG_SUM, DLPG_PROD, DLPG_MIN, DLPG_MAX, DLPG_AVG, DLPG_BAND, DLPG_BOR, DLPG_BXOR};

@@ -181,6 +181,7 @@ inline double reduce_ref(dlpg__dtype_t dt, dlpg_reduce_op_t op, const std::vecto
       case DLPG_BOR: acc = (double)((int64_t)acc | (int64_t)b); break;
       case DLPG_BXOR: acc = dt == DLPG__DT_BOOL ? (double)((acc != 0) != (b != 0))
                                                  : (double)((int64_t)acc ^ (int64_t)b); break;
+      case DLPG_PREMUL_SUM: acc = acc + b; break;  // of inputs already multiplied
     }
   }
   if (op == DLPG_AVG) acc /= (double)v.size();

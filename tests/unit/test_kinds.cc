@@ -164,7 +164,8 @@ struct Tensor {
 dlpg_status_t Build(dlpg_group_t *g, dlpg__op_kind_t kind, DLTensor *in, DLTensor *out, int peer,
                     std::string *msg) {
   DLTensor *ins[1] = {in}, *outs[1] = {out};
-  dlpg__op_args_t a = {kind, g, ins, out ? outs : nullptr, 1, DLPG_SUM, 0, peer, 0, nullptr};
+  dlpg__op_args_t a = {kind, g, ins, out ? outs : nullptr, 1, DLPG_SUM, 0, peer, 0, nullptr,
+                       nullptr, nullptr};
   static dlpg__op_t op;  // large: not on the stack
   dlpg__clear_error();
   dlpg_status_t st = dlpg__op_build(&a, &op);
@@ -243,11 +244,12 @@ TEST(OpKinds, SelfTransferOutsideBatchRefusedAtValidation) {
 // the CPU issue paths then trust it. That holds only if (1) shm's check (the first CPU line,
 // whose rules answer before a group chose its line) and Gloo's agree on every pair, since a
 // group may run on either, and (2) every pair Gloo's check accepts has a reduce function
-// (and, for avg, a division), so its issue path never meets a pair it cannot run.
+// (and, for avg, a division; for premul_sum, a multiplication), so its issue path never
+// meets a pair it cannot run. A complex dtype runs as its real parts (reduce_view).
 TEST(OpKinds, CpuReduceRulesAgreeWithWhatRuns) {
   int accepted = 0;
   for (int dt = 0; dt < DLPG__DT_COUNT; dt++)
-    for (int op = DLPG_SUM; op <= DLPG_BXOR; op++) {
+    for (int op = DLPG_SUM; op <= DLPG_PREMUL_SUM; op++) {
       auto d = static_cast<dlpg__dtype_t>(dt);
       auto o = static_cast<dlpg_reduce_op_t>(op);
       SCOPED_TRACE(std::string(dlpg__dtype_name(d)) + " " + dlpg__reduce_op_name(o));
@@ -256,9 +258,13 @@ TEST(OpKinds, CpuReduceRulesAgreeWithWhatRuns) {
       EXPECT_EQ(gloo, shm);
       if (gloo != DLPG_OK) continue;
       accepted++;
-      EXPECT_NE(dlpg_gloo::reduce_fn(d, o), nullptr);
+      const dlpg__dtype_t runs = dlpg__dtype_real_part(d);
+      EXPECT_NE(dlpg_gloo::reduce_fn(runs, o), nullptr);
       if (o == DLPG_AVG) {
-        EXPECT_TRUE(dlpg_gloo::divide_elements(d, nullptr, 0, 2));
+        EXPECT_TRUE(dlpg_gloo::divide_elements(runs, nullptr, 0, 2));
+      }
+      if (o == DLPG_PREMUL_SUM) {
+        EXPECT_TRUE(dlpg_gloo::premul_elements(runs, nullptr, nullptr, 0, 0.5));
       }
     }
   EXPECT_GT(accepted, 0);

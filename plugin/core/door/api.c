@@ -49,6 +49,9 @@ static const dlpg_api_t dlpg__api_v0 = {
     dlpg_reduce_supported,
     dlpg_recv_any,
     dlpg_work_source,
+    dlpg_allreduce_ex,
+    dlpg_reduce_ex,
+    dlpg_reduce_scatter_ex,
 };
 
 const dlpg_api_t *dlpg_get_api(uint32_t abi_major) {

@@ -22,28 +22,28 @@ static dlpg_status_t dlpg__op_run(const dlpg__op_args_t *a, dlpg_work_t **work) 
 dlpg_status_t dlpg_allreduce(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
                              int ntensors, dlpg_reduce_op_t op, void *const *streams,
                              dlpg_work_t **work) {
-  dlpg__op_args_t a = {DLPG__OP_ALLREDUCE, g, inputs, outputs, ntensors, op, 0, 0, 0, streams};
+  dlpg__op_args_t a = {DLPG__OP_ALLREDUCE, g, inputs, outputs, ntensors, op, 0, 0, 0, streams, NULL, NULL};
   return dlpg__op_run(&a, work);
 }
 
 dlpg_status_t dlpg_broadcast(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
                              int ntensors, int root, void *const *streams, dlpg_work_t **work) {
   dlpg__op_args_t a = {DLPG__OP_BROADCAST, g, inputs, outputs, ntensors, DLPG_SUM, root, 0, 0,
-                       streams};
+                       streams, NULL, NULL};
   return dlpg__op_run(&a, work);
 }
 
 dlpg_status_t dlpg_reduce(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
                           int ntensors, dlpg_reduce_op_t op, int root, void *const *streams,
                           dlpg_work_t **work) {
-  dlpg__op_args_t a = {DLPG__OP_REDUCE, g, inputs, outputs, ntensors, op, root, 0, 0, streams};
+  dlpg__op_args_t a = {DLPG__OP_REDUCE, g, inputs, outputs, ntensors, op, root, 0, 0, streams, NULL, NULL};
   return dlpg__op_run(&a, work);
 }
 
 dlpg_status_t dlpg_allgather(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
                              int ntensors, void *const *streams, dlpg_work_t **work) {
   dlpg__op_args_t a = {DLPG__OP_ALLGATHER, g, inputs, outputs, ntensors, DLPG_SUM, 0, 0, 0,
-                       streams};
+                       streams, NULL, NULL};
   return dlpg__op_run(&a, work);
 }
 
@@ -51,7 +51,33 @@ dlpg_status_t dlpg_reduce_scatter(dlpg_group_t *g, DLTensor *const *inputs,
                                   DLTensor *const *outputs, int ntensors, dlpg_reduce_op_t op,
                                   void *const *streams, dlpg_work_t **work) {
   dlpg__op_args_t a = {DLPG__OP_REDUCE_SCATTER, g, inputs, outputs, ntensors, op, 0, 0, 0,
-                       streams};
+                       streams, NULL, NULL};
+  return dlpg__op_run(&a, work);
+}
+
+dlpg_status_t dlpg_allreduce_ex(dlpg_group_t *g, DLTensor *const *inputs,
+                                DLTensor *const *outputs, int ntensors,
+                                const dlpg_reduce_desc_t *op, void *const *streams,
+                                dlpg_work_t **work) {
+  dlpg__op_args_t a = {DLPG__OP_ALLREDUCE, g, inputs, outputs, ntensors, DLPG_SUM, 0, 0, 0,
+                       streams, op, "dlpg_allreduce_ex"};
+  return dlpg__op_run(&a, work);
+}
+
+dlpg_status_t dlpg_reduce_ex(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
+                             int ntensors, const dlpg_reduce_desc_t *op, int root,
+                             void *const *streams, dlpg_work_t **work) {
+  dlpg__op_args_t a = {DLPG__OP_REDUCE, g, inputs, outputs, ntensors, DLPG_SUM, root, 0, 0,
+                       streams, op, "dlpg_reduce_ex"};
+  return dlpg__op_run(&a, work);
+}
+
+dlpg_status_t dlpg_reduce_scatter_ex(dlpg_group_t *g, DLTensor *const *inputs,
+                                     DLTensor *const *outputs, int ntensors,
+                                     const dlpg_reduce_desc_t *op, void *const *streams,
+                                     dlpg_work_t **work) {
+  dlpg__op_args_t a = {DLPG__OP_REDUCE_SCATTER, g, inputs, outputs, ntensors, DLPG_SUM, 0, 0, 0,
+                       streams, op, "dlpg_reduce_scatter_ex"};
   return dlpg__op_run(&a, work);
 }
 
@@ -59,7 +85,7 @@ dlpg_status_t dlpg_alltoall(dlpg_group_t *g, DLTensor *input, DLTensor *output, 
                             dlpg_work_t **work) {
   DLTensor *in[1] = {input}, *out[1] = {output};
   void *streams[1] = {stream};
-  dlpg__op_args_t a = {DLPG__OP_ALLTOALL, g, in, out, 1, DLPG_SUM, 0, 0, 0, streams};
+  dlpg__op_args_t a = {DLPG__OP_ALLTOALL, g, in, out, 1, DLPG_SUM, 0, 0, 0, streams, NULL, NULL};
   return dlpg__op_run(&a, work);
 }
 
@@ -67,7 +93,7 @@ dlpg_status_t dlpg_send(dlpg_group_t *g, DLTensor *tensor, int peer, int tag, vo
                         dlpg_work_t **work) {
   DLTensor *in[1] = {tensor};
   void *streams[1] = {stream};
-  dlpg__op_args_t a = {DLPG__OP_SEND, g, in, NULL, 1, DLPG_SUM, 0, peer, tag, streams};
+  dlpg__op_args_t a = {DLPG__OP_SEND, g, in, NULL, 1, DLPG_SUM, 0, peer, tag, streams, NULL, NULL};
   return dlpg__op_run(&a, work);
 }
 
@@ -75,7 +101,7 @@ dlpg_status_t dlpg_recv(dlpg_group_t *g, DLTensor *tensor, int peer, int tag, vo
                         dlpg_work_t **work) {
   DLTensor *in[1] = {tensor};
   void *streams[1] = {stream};
-  dlpg__op_args_t a = {DLPG__OP_RECV, g, in, NULL, 1, DLPG_SUM, 0, peer, tag, streams};
+  dlpg__op_args_t a = {DLPG__OP_RECV, g, in, NULL, 1, DLPG_SUM, 0, peer, tag, streams, NULL, NULL};
   return dlpg__op_run(&a, work);
 }
 
@@ -104,6 +130,6 @@ dlpg_status_t dlpg_recv_any(dlpg_group_t *g, DLTensor *tensor, int tag, int *sou
 }
 
 dlpg_status_t dlpg_barrier(dlpg_group_t *g, dlpg_work_t **work) {
-  dlpg__op_args_t a = {DLPG__OP_BARRIER, g, NULL, NULL, 0, DLPG_SUM, 0, 0, 0, NULL};
+  dlpg__op_args_t a = {DLPG__OP_BARRIER, g, NULL, NULL, 0, DLPG_SUM, 0, 0, 0, NULL, NULL, NULL};
   return dlpg__op_run(&a, work);
 }

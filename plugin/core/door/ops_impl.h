@@ -21,6 +21,10 @@ typedef struct dlpg__op_args {
   dlpg_reduce_op_t rop;
   int root, peer, tag;
   void *const *streams;
+  /* The _ex forms: the descriptor as given (NULL for the plain functions, whose rop is
+   * above); fn names the public function in messages. */
+  const dlpg_reduce_desc_t *desc;
+  const char *fn;
 } dlpg__op_args_t;
 
 /* Validate a's arguments at the door and fill *op (op->work is left NULL). Every failure

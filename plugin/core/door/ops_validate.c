@@ -1,6 +1,7 @@
 /* Validation at the door (ARCHITECTURE.md: "validate at the door, then dispatch"): every
  * rule of dlpg.h "Operations" and "Tensors" that one rank can check alone is checked here,
  * so backends receive only well-formed dlpg__op_t records. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -108,7 +109,7 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
   if (!k)
     return dlpg__error(DLPG_ERR_INTERNAL, "dlpg: operation kind %d is not in the kinds table",
                        (int)a->kind);
-  const char *fn = k->name;
+  const char *fn = a->fn ? a->fn : k->name;
   struct dlpg_group *g = a->g;
   DLPG_ARG_CHECK(g != NULL, "%s: g is NULL", fn);
   if (atomic_load(&g->aborted)) return dlpg__op_aborted(fn, g);
@@ -117,6 +118,21 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
   op->kind = a->kind;
   dlpg__op_set_group(op, g);
   op->rop = a->rop;
+  if (a->fn) {
+    /* An _ex form: the reduce op and its arguments come from the descriptor, read only as
+     * far as the caller's struct_size covers it. */
+    DLPG_ARG_CHECK(a->desc != NULL, "%s: op (the dlpg_reduce_desc_t) is NULL", fn);
+    size_t need = offsetof(dlpg_reduce_desc_t, scalar) + sizeof(double);
+    DLPG_ARG_CHECK(a->desc->struct_size >= need,
+                   "%s: op->struct_size is %zu, but a dlpg_reduce_desc_t needs at least %zu "
+                   "(set it to sizeof(dlpg_reduce_desc_t))", fn, a->desc->struct_size, need);
+    op->rop = a->desc->op;
+    op->scalar = a->desc->op == DLPG_PREMUL_SUM ? a->desc->scalar : 0.0;
+  } else if (k->reduces && a->rop == DLPG_PREMUL_SUM) {
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "%s: reduce op premul_sum needs its scalar: call %s_ex with a "
+                       "dlpg_reduce_desc_t {.op = DLPG_PREMUL_SUM, .scalar = ...}", fn, fn);
+  }
   op->root = a->root;
   op->peer = a->peer;
   op->tag = a->tag;
@@ -244,10 +260,10 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
   /* A reduce op outside the enum is a bad argument whatever the backend; a valid one the
    * backend cannot apply to this dtype is its check's to refuse, once per operation, here
    * (a backend's issue path need not judge the pair again). */
-  if (k->reduces && ((int)a->rop < (int)DLPG_SUM || (int)a->rop > (int)DLPG_BXOR))
+  if (k->reduces && ((int)op->rop < (int)DLPG_SUM || (int)op->rop > (int)DLPG_PREMUL_SUM))
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
-                       "%s: op is %d, not a dlpg_reduce_op_t (DLPG_SUM..DLPG_BXOR = 0..7)", fn,
-                       (int)a->rop);
+                       "%s: op is %d, not a dlpg_reduce_op_t (DLPG_SUM..DLPG_PREMUL_SUM = 0..8)",
+                       fn, (int)op->rop);
   /* The backend's own rules (dtype, reduce op, device capability). */
   DLPG_CHECK(be->check(fn, &op->be));
   /* A transfer with this rank itself can only be matched later by this same thread: only a

@@ -41,14 +41,33 @@ extern "C" {
 
 /* ------------------------------------------------------------------ tensors and ops */
 
-/* Every dtype of dlpg.h. */
+/* Every dtype of dlpg.h. A value is a module's ABI: dtypes are only ever appended (before
+ * DLPG__DT_COUNT), never reordered. A module built before a dtype was appended sees it as a
+ * value at or past its own DLPG__DT_COUNT, so a module's check must refuse a dtype it does
+ * not know (dt >= its DLPG__DT_COUNT) with DLPG_ERR_UNSUPPORTED before indexing a table by
+ * it, and likewise a reduce op past the last it knows (DLPG_PREMUL_SUM was appended after
+ * the first modules). Movement kinds carry nbytes, so a module may still move such a tensor
+ * as bytes. Modules built before complex64/128 were appended index their reduce tables
+ * without that check: pair a module with the library it was built with. */
 typedef enum dlpg__dtype {
   DLPG__DT_INT8, DLPG__DT_INT16, DLPG__DT_INT32, DLPG__DT_INT64,
   DLPG__DT_UINT8, DLPG__DT_UINT16, DLPG__DT_UINT32, DLPG__DT_UINT64,
   DLPG__DT_FLOAT16, DLPG__DT_BFLOAT16, DLPG__DT_FLOAT32, DLPG__DT_FLOAT64,
   DLPG__DT_BOOL, DLPG__DT_FLOAT8_E4M3FN, DLPG__DT_FLOAT8_E5M2,
+  /* Appended: pairs of float32 / float64 (real, imaginary). */
+  DLPG__DT_COMPLEX64, DLPG__DT_COMPLEX128,
   DLPG__DT_COUNT
 } dlpg__dtype_t;
+
+/* 1 for complex64 and complex128: reduced (sum, avg, premul_sum) as pairs of reals. */
+static inline int dlpg__dtype_is_complex(dlpg__dtype_t dt) {
+  return dt == DLPG__DT_COMPLEX64 || dt == DLPG__DT_COMPLEX128;
+}
+/* The real dtype of a complex one's parts (dt itself otherwise). */
+static inline dlpg__dtype_t dlpg__dtype_real_part(dlpg__dtype_t dt) {
+  return dt == DLPG__DT_COMPLEX64 ? DLPG__DT_FLOAT32
+         : dt == DLPG__DT_COMPLEX128 ? DLPG__DT_FLOAT64 : dt;
+}
 
 /* 1 for the floating dtypes (float8/16/32/64, bfloat16): those reduce op avg accepts. */
 static inline int dlpg__dtype_is_float(dlpg__dtype_t dt) {
@@ -115,13 +134,22 @@ static inline const char *dlpg__be_group_keys(const dlpg__be_group_t *g) {
   struct dlpg_work *work;    /* opaque completion target (host work_complete /             \
                                 work_set_backend); NULL for an op of a caller-thread        \
                                 backend whose caller passed no work */                     \
-  void *state;               /* the backend's state of the group, set by core before issue */
+  void *state;               /* the backend's state of the group, set by core before issue */ \
+  /* Appended: DLPG_PREMUL_SUM's factor (dlpg_reduce_desc_t's scalar), 0 otherwise. A module \
+     reads it only when op->struct_size covers it (dlpg__be_op_scalar); a core that         \
+     predates it never hands a module DLPG_PREMUL_SUM. */                                   \
+  double scalar;
 
 /* One validated operation as a backend sees it (copied out of the caller's arguments, so
  * the DLTensor structs need not outlive the call). */
 typedef struct dlpg__be_op {
   DLPG__BE_OP_FIELDS
 } dlpg__be_op_t;
+
+/* op's premul-sum factor (1 from a core whose ops predate the field). */
+static inline double dlpg__be_op_scalar(const dlpg__be_op_t *op) {
+  return op->struct_size >= offsetof(dlpg__be_op_t, scalar) + sizeof(double) ? op->scalar : 1.0;
+}
 
 /* A poller a caller-thread backend attaches to an op's work (host work_set_backend). */
 typedef struct dlpg__work_backend {

@@ -31,6 +31,8 @@ static const dlpg__dtype_def_t dlpg__dtypes[DLPG__DT_COUNT] = {
     [DLPG__DT_BOOL] = {DLPG_DL_BOOL, 8, "bool"},
     [DLPG__DT_FLOAT8_E4M3FN] = {DLPG_DL_FLOAT8_E4M3FN, 8, "float8_e4m3fn"},
     [DLPG__DT_FLOAT8_E5M2] = {DLPG_DL_FLOAT8_E5M2, 8, "float8_e5m2"},
+    [DLPG__DT_COMPLEX64] = {kDLComplex, 64, "complex64"},
+    [DLPG__DT_COMPLEX128] = {kDLComplex, 128, "complex128"},
 };
 
 const char *dlpg__dtype_name(dlpg__dtype_t dt) {
@@ -76,7 +78,8 @@ const char *dlpg__device_name(int device_type) {
 }
 
 const char *dlpg__reduce_op_name(dlpg_reduce_op_t op) {
-  static const char *names[] = {"sum", "prod", "min", "max", "avg", "band", "bor", "bxor"};
+  static const char *names[] = {"sum", "prod", "min", "max", "avg", "band", "bor", "bxor",
+                                "premul_sum"};
   if ((int)op >= 0 && (int)op < (int)(sizeof names / sizeof names[0])) return names[op];
   static _Thread_local char buf[32];
   snprintf(buf, sizeof buf, "op(%d)", (int)op);

@@ -30,10 +30,12 @@ dlpg_status_t dlpg_reduce_supported(DLDevice device, DLDataType dtype, dlpg_redu
   DLPG_CHECK(dlpg__tensor_from_dl(fn, "tensor", -1, &t, &o.in[0]));
   o.out[0] = o.in[0];
   o.backend = o.in[0].backend;
-  if ((int)op < (int)DLPG_SUM || (int)op > (int)DLPG_BXOR)
+  if ((int)op < (int)DLPG_SUM || (int)op > (int)DLPG_PREMUL_SUM)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
-                       "%s: op is %d, not a dlpg_reduce_op_t (DLPG_SUM..DLPG_BXOR = 0..7)", fn,
-                       (int)op);
+                       "%s: op is %d, not a dlpg_reduce_op_t (DLPG_SUM..DLPG_PREMUL_SUM = 0..8)",
+                       fn, (int)op);
+  o.struct_size = sizeof(dlpg__be_op_t);
+  o.scalar = 1.0; /* premul_sum's answer does not depend on its factor */
   /* The backend's check names the dtype and the op; the prefix adds the device, so the
    * message names all three whichever backend answers. */
   char dev[48], what[160];

@@ -82,7 +82,7 @@ dlpg_status_t dlpg__tensor_from_dl(const char *fn, const char *arg, int index, c
                (unsigned)t->dtype.bits);
     return dlpg__error(DLPG_ERR_UNSUPPORTED,
                        "%s: %s %s, which dlpg does not support (supported: int/uint 8-64, "
-                       "float16/32/64, bfloat16, bool, float8 e4m3fn/e5m2)",
+                       "float16/32/64, bfloat16, bool, float8 e4m3fn/e5m2, complex64/128)",
                        fn, ARG_NAME, what);
   }
 
