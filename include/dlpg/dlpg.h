@@ -254,6 +254,34 @@ dlpg_status_t dlpg_group_destroy(dlpg_group_t *group);
 dlpg_status_t dlpg_group_flight_record(dlpg_group_t *group, char *buf, size_t capacity,
                                        size_t *len);
 
+/* ---- subgroups (added in 0.1 at the end of dlpg_api_t: check struct_size) */
+
+/* color of dlpg_group_split for a rank that takes part in no child (as MPI_UNDEFINED):
+ * any negative color does the same. */
+#define DLPG_SPLIT_NONE (-1)
+
+/* Split parent into disjoint children, as MPI_Comm_split: the ranks that pass the same
+ * color >= 0 form one child, ordered by key, then by parent rank; a rank that passes a
+ * negative color takes part in the call but gets *child = NULL. Collective over the parent:
+ * every rank of the parent calls it, in the same order relative to the parent's other
+ * splits (not inside a dlpg_group_start/end batch). No new rendezvous: the child uses the
+ * parent's store and the job the parent's ranks agreed on (its keys are scoped under the
+ * parent's), and the ranks' colors and keys are exchanged once through that store; the
+ * child's connections are made lazily at its first operation, as for a created group, and
+ * where the parent already has an NCCL communicator for the child's device list the
+ * child's is split from it (ncclCommSplit). options may be NULL: the child takes the
+ * parent's timeout; options->name (copied) names the child in messages and the flight
+ * recorder (default: "<parent name>/<color>"), it does not scope keys.
+ * The child is an ordinary group (destroy it with dlpg_group_destroy, before or after its
+ * parent: it holds what it needs of the parent); dlpg_group_abort of the parent aborts its
+ * live children (not the other way round); a failure in a child is reported to the child's
+ * ranks only. Messages name a child's ranks by their child rank and add the parent rank
+ * where it differs ("rank 1 (parent rank 5)").
+ * DLPG_ERR_INVALID_ARGUMENT for a NULL parent or child, or inside a batch; ranks that passed
+ * different numbers of splits meet a timeout naming the parent ranks that had not split. */
+dlpg_status_t dlpg_group_split(dlpg_group_t *parent, int color, int key,
+                               const dlpg_group_options_t *options, dlpg_group_t **child);
+
 /* ------------------------------------------------------------------ operations */
 
 typedef enum dlpg_reduce_op {
@@ -386,6 +414,53 @@ dlpg_status_t dlpg_reduce_scatter(dlpg_group_t *g, DLTensor *const *inputs,
  * rank j. One tensor per rank. stream may be NULL. */
 dlpg_status_t dlpg_alltoall(dlpg_group_t *g, DLTensor *input, DLTensor *output, void *stream,
                             dlpg_work_t **work);
+
+/* ---- rooted and uneven collectives (added in 0.1 at the end of dlpg_api_t: check
+ * struct_size). One tensor per rank (CPU or one CUDA device); stream may be NULL. Counts and
+ * displacements are in elements of the tensors' dtype, world_size entries each, and must
+ * agree across ranks as each function says: a disagreement is DLPG_ERR_INVALID_ARGUMENT on
+ * the ranks that see it, naming both ranks and both counts ("rank 0 sends 4 elements to
+ * rank 2 but rank 2 expects 3 from rank 0"). Blocks of zero elements are allowed. A
+ * negative count or displacement, or a block that overruns its tensor, is
+ * DLPG_ERR_INVALID_ARGUMENT naming the array and index ("recv_displs[3]"). Every dtype the
+ * library moves; tensors must be contiguous (as every tensor here). */
+
+/* root's output (world_size * numel(input) elements) receives every rank's input,
+ * rank-major. Ranks other than root do not touch output (it may be NULL). Every rank's
+ * input has the same number of elements. */
+dlpg_status_t dlpg_gather(dlpg_group_t *g, DLTensor *input, DLTensor *output, int root,
+                          void *stream, dlpg_work_t **work);
+
+/* root's input holds world_size blocks of numel(output) elements; block r lands in rank r's
+ * output. Ranks other than root do not touch input (it may be NULL). */
+dlpg_status_t dlpg_scatter(dlpg_group_t *g, DLTensor *input, DLTensor *output, int root,
+                           void *stream, dlpg_work_t **work);
+
+/* Rank r contributes its input (numel(input) == counts[r]); every rank's output receives
+ * rank r's block at element displs[r] (displs NULL: packed, rank-major, so the output holds
+ * at least the sum of counts). counts (and displs) must be the same on every rank. */
+dlpg_status_t dlpg_allgatherv(dlpg_group_t *g, DLTensor *input, DLTensor *output,
+                              const int64_t *counts, const int64_t *displs, void *stream,
+                              dlpg_work_t **work);
+
+/* Rank i sends send_counts[j] elements from input at send_displs[j] to rank j, which
+ * receives them at recv_displs[i] of its output: rank j's recv_counts[i] must equal rank i's
+ * send_counts[j]. Displacement arrays may be NULL (packed in rank order). input and output
+ * must not overlap. */
+dlpg_status_t dlpg_alltoallv(dlpg_group_t *g, DLTensor *input, const int64_t *send_counts,
+                             const int64_t *send_displs, DLTensor *output,
+                             const int64_t *recv_counts, const int64_t *recv_displs,
+                             void *stream, dlpg_work_t **work);
+
+/* input holds one block per rank: block r has counts[r] elements at displs[r] (displs NULL:
+ * packed); rank r's output (counts[r] elements) receives the reduction of every rank's
+ * block r. counts (and displs) must be the same on every rank. op is a reduce descriptor as
+ * for dlpg_reduce_scatter_ex (any op, DLPG_PREMUL_SUM included), e.g.
+ * dlpg_reduce_desc_t op = {sizeof op, DLPG_SUM, 0.0}. */
+dlpg_status_t dlpg_reduce_scatter_v(dlpg_group_t *g, DLTensor *input, DLTensor *output,
+                                    const int64_t *counts, const int64_t *displs,
+                                    const dlpg_reduce_desc_t *op, void *stream,
+                                    dlpg_work_t **work);
 
 /* Point-to-point to/from group rank peer. On host memory (shared memory or Gloo), tag (>= 0)
  * matches sends to receives: the n-th send to a peer with a tag meets that peer's n-th
@@ -554,6 +629,19 @@ typedef struct dlpg_api {
                              const dlpg_reduce_desc_t *, int, void *const *, dlpg_work_t **);
   dlpg_status_t (*reduce_scatter_ex)(dlpg_group_t *, DLTensor *const *, DLTensor *const *, int,
                                      const dlpg_reduce_desc_t *, void *const *, dlpg_work_t **);
+  /* Subgroups, then the rooted and uneven collectives: appended together. */
+  dlpg_status_t (*group_split)(dlpg_group_t *, int, int, const dlpg_group_options_t *,
+                               dlpg_group_t **);
+  dlpg_status_t (*gather)(dlpg_group_t *, DLTensor *, DLTensor *, int, void *, dlpg_work_t **);
+  dlpg_status_t (*scatter)(dlpg_group_t *, DLTensor *, DLTensor *, int, void *, dlpg_work_t **);
+  dlpg_status_t (*allgatherv)(dlpg_group_t *, DLTensor *, DLTensor *, const int64_t *,
+                              const int64_t *, void *, dlpg_work_t **);
+  dlpg_status_t (*alltoallv)(dlpg_group_t *, DLTensor *, const int64_t *, const int64_t *,
+                             DLTensor *, const int64_t *, const int64_t *, void *,
+                             dlpg_work_t **);
+  dlpg_status_t (*reduce_scatter_v)(dlpg_group_t *, DLTensor *, DLTensor *, const int64_t *,
+                                    const int64_t *, const dlpg_reduce_desc_t *, void *,
+                                    dlpg_work_t **);
 } dlpg_api_t;
 
 /* The table for ABI major abi_major, or NULL if this library does not implement it.

@@ -89,6 +89,11 @@ class GroupOptions(ctypes.Structure):
     _fields_ = [("struct_size", c_size_t), ("timeout_s", c_double), ("name", c_char_p)]
 
 
+class ReduceDesc(ctypes.Structure):
+    """dlpg_reduce_desc_t: a reduce op with its scalar (DLPG_PREMUL_SUM's factor)."""
+    _fields_ = [("struct_size", c_size_t), ("op", c_int), ("scalar", c_double)]
+
+
 class DLDevice(ctypes.Structure):
     _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
 
@@ -141,6 +146,19 @@ PROTOTYPES = {
     "dlpg_get_api": (c_void_p, [c_uint32]),
     "dlpg_group_flight_record": (_S, [_P, c_char_p, c_size_t, POINTER(c_size_t)]),
     "dlpg_reduce_supported": (_S, [DLDevice, DLDataType, c_int]),
+    "dlpg_recv_any": (_S, [_P, _P, c_int, POINTER(c_int), c_void_p]),
+    "dlpg_work_source": (_S, [_P, POINTER(c_int)]),
+    "dlpg_allreduce_ex": (_S, [_P, _PP, _PP, c_int, POINTER(ReduceDesc), _PP, _PP]),
+    "dlpg_reduce_ex": (_S, [_P, _PP, _PP, c_int, POINTER(ReduceDesc), c_int, _PP, _PP]),
+    "dlpg_reduce_scatter_ex": (_S, [_P, _PP, _PP, c_int, POINTER(ReduceDesc), _PP, _PP]),
+    "dlpg_group_split": (_S, [_P, c_int, c_int, POINTER(GroupOptions), _PP]),
+    "dlpg_gather": (_S, [_P, _P, _P, c_int, c_void_p, _PP]),
+    "dlpg_scatter": (_S, [_P, _P, _P, c_int, c_void_p, _PP]),
+    "dlpg_allgatherv": (_S, [_P, _P, _P, POINTER(c_int64), POINTER(c_int64), c_void_p, _PP]),
+    "dlpg_alltoallv": (_S, [_P, _P, POINTER(c_int64), POINTER(c_int64), _P, POINTER(c_int64),
+                            POINTER(c_int64), c_void_p, _PP]),
+    "dlpg_reduce_scatter_v": (_S, [_P, _P, _P, POINTER(c_int64), POINTER(c_int64),
+                                   POINTER(ReduceDesc), c_void_p, _PP]),
 }
 
 

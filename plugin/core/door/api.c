@@ -52,6 +52,12 @@ static const dlpg_api_t dlpg__api_v0 = {
     dlpg_allreduce_ex,
     dlpg_reduce_ex,
     dlpg_reduce_scatter_ex,
+    dlpg_group_split,
+    dlpg_gather,
+    dlpg_scatter,
+    dlpg_allgatherv,
+    dlpg_alltoallv,
+    dlpg_reduce_scatter_v,
 };
 
 const dlpg_api_t *dlpg_get_api(uint32_t abi_major) {

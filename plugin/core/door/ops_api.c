@@ -114,7 +114,7 @@ dlpg_status_t dlpg_recv_any(dlpg_group_t *g, DLTensor *tensor, int tag, int *sou
                  "with DLPG_ANY_SOURCE and a work handle there, then dlpg_work_source)");
   DLTensor *in[1] = {tensor};
   void *streams[1] = {stream};
-  dlpg__op_args_t a = {DLPG__OP_RECV, g, in, NULL, 1, DLPG_SUM, 0, DLPG_ANY_SOURCE, tag, streams};
+  dlpg__op_args_t a = {DLPG__OP_RECV, g, in, NULL, 1, DLPG_SUM, 0, DLPG_ANY_SOURCE, tag, streams, NULL, NULL};
   dlpg_work_t *w = NULL;
   dlpg_status_t st = dlpg__op_run(&a, &w);
   if (st != DLPG_OK) return st;
