@@ -81,6 +81,35 @@ int dlpg__shm_sock_send(int fd, const void *buf, size_t len, int pass_fd) {
   return n == (ssize_t)len ? 0 : -1;
 }
 
+ssize_t dlpg__shm_sock_recv_some(int fd, void *buf, size_t len, int *keep_fd) {
+  struct iovec iov = {buf, len};
+  union {
+    char b[CMSG_SPACE(4 * sizeof(int))];
+    struct cmsghdr align;
+  } ctl;
+  struct msghdr m = {0};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = ctl.b;
+  m.msg_controllen = sizeof ctl.b;
+  ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  if (n < 0) return n;
+  /* The first fd is kept when asked for; any other is not, and is closed. */
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t k = 0; k < nfd; k++) {
+      int f;
+      memcpy(&f, CMSG_DATA(c) + k * sizeof(int), sizeof f);
+      if (keep_fd && *keep_fd < 0)
+        *keep_fd = f;
+      else
+        close(f);
+    }
+  }
+  return n;
+}
+
 int dlpg__shm_sock_recv(int fd, void *buf, size_t len, int *got_fd, double deadline) {
   size_t have = 0;
   *got_fd = -1;
@@ -94,34 +123,11 @@ int dlpg__shm_sock_recv(int fd, void *buf, size_t len, int *got_fd, double deadl
     int pr = poll(&p, 1, (int)(left * 1000) + 1);
     if (pr < 0 && errno == EINTR) continue;
     if (pr <= 0) continue;
-    struct iovec iov = {(char *)buf + have, len - have};
-    union {
-      char b[CMSG_SPACE(4 * sizeof(int))];
-      struct cmsghdr align;
-    } ctl;
-    struct msghdr m = {0};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = ctl.b;
-    m.msg_controllen = sizeof ctl.b;
-    ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    ssize_t n = dlpg__shm_sock_recv_some(fd, (char *)buf + have, len - have, got_fd);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0) {
       if (n == 0) errno = ECONNRESET;
       return -1;
-    }
-    /* The first fd is the answer's; any other is not asked for, and closed. */
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t k = 0; k < nfd; k++) {
-        int f;
-        memcpy(&f, CMSG_DATA(c) + k * sizeof(int), sizeof f);
-        if (*got_fd < 0)
-          *got_fd = f;
-        else
-          close(f);
-      }
     }
     have += (size_t)n;
   }

@@ -16,9 +16,6 @@
 #include "shm/handout.h"
 #include "shm/params.h"
 
-/* Fds one read may bring and is ready to close; the kernel drops any beyond the buffer. */
-#define DLPG__SHM_HANDOUT_FDS 16
-
 dlpg_status_t dlpg__shm_handout_init(dlpg__shm_handout_t *h, int lfd, int memfd,
                                      const uint8_t token[16], int me, int lo, int hi) {
   memset(h, 0, sizeof *h);
@@ -49,28 +46,9 @@ static void dlpg__shm_handout_drop(dlpg__shm_handout_t *h, int i) {
  * is closed. 1: the hello is whole; 0: more is due; -1: the peer closed or failed. */
 static int dlpg__shm_handout_read(dlpg__shm_handout_conn_t *c) {
   while (c->have < sizeof c->hello) {
-    struct iovec iov = {(char *)&c->hello + c->have, sizeof c->hello - c->have};
-    union {
-      char b[CMSG_SPACE(DLPG__SHM_HANDOUT_FDS * sizeof(int))];
-      struct cmsghdr align;
-    } ctl;
-    struct msghdr m = {0};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = ctl.b;
-    m.msg_controllen = sizeof ctl.b;
-    ssize_t n = recvmsg(c->fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    ssize_t n = dlpg__shm_sock_recv_some(c->fd, (char *)&c->hello + c->have,
+                                         sizeof c->hello - c->have, NULL);
     if (n < 0 && errno == EINTR) continue;
-    if (n >= 0)
-      for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
-        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
-        size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t k = 0; k < nfd; k++) {
-          int fd;
-          memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int), sizeof fd);
-          close(fd);
-        }
-      }
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
     if (n == 0) return -1;
     c->have += (size_t)n;

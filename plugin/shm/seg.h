@@ -12,6 +12,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 #include "dlpg/dlpg.h"
@@ -170,6 +171,10 @@ int dlpg__shm_sock_send(int fd, const void *buf, size_t len, int pass_fd);
 /* Receives up to len bytes (all of them, or fails) and the first fd that came (*got_fd, -1
  * if none; any further one is closed). Waits until deadline (dlpg__now() seconds). */
 int dlpg__shm_sock_recv(int fd, void *buf, size_t len, int *got_fd, double deadline);
+/* One recvmsg without waiting: up to len bytes (its result; -1 with errno, EAGAIN when
+ * nothing is there). Any fds that came are closed, but the first is kept in *keep_fd when
+ * keep_fd is given and still -1. */
+ssize_t dlpg__shm_sock_recv_some(int fd, void *buf, size_t len, int *keep_fd);
 /* A joiner's exchange: connect to name, send hello, receive a one-byte answer with the
  * segment's fd by deadline. 0: *fd is the segment; DLPG__SHM_FETCH_UNREACHABLE: no such
  * socket here; DLPG__SHM_FETCH_FAILED: the exchange failed (for both, the errno in *err);

@@ -101,7 +101,7 @@ int main(void) {
   OFF(dlpg_store_ops_t, host, 64);
 
   /* dlpg_api_t: only ever grows at its end. */
-  CHECK_EQ("sizeof(dlpg_api_t)", sizeof(dlpg_api_t), 328);
+  CHECK_EQ("sizeof(dlpg_api_t)", sizeof(dlpg_api_t), 400);
   OFF(dlpg_api_t, struct_size, 0);
   OFF(dlpg_api_t, abi_major, 8);
   OFF(dlpg_api_t, version_code, 12);
@@ -144,6 +144,23 @@ int main(void) {
   OFF(dlpg_api_t, reduce_supported, 304);    /* appended after group_flight_record */
   OFF(dlpg_api_t, recv_any, 312);            /* receive from any source, after it */
   OFF(dlpg_api_t, work_source, 320);
+  OFF(dlpg_api_t, allreduce_ex, 328);        /* reduce descriptors, after it */
+  OFF(dlpg_api_t, reduce_ex, 336);
+  OFF(dlpg_api_t, reduce_scatter_ex, 344);
+  OFF(dlpg_api_t, group_split, 352);         /* subgroups, then rooted and uneven collectives */
+  OFF(dlpg_api_t, gather, 360);
+  OFF(dlpg_api_t, scatter, 368);
+  OFF(dlpg_api_t, allgatherv, 376);
+  OFF(dlpg_api_t, alltoallv, 384);
+  OFF(dlpg_api_t, reduce_scatter_v, 392);
+
+  /* dlpg_reduce_desc_t: only ever grows at its end. */
+  CHECK_EQ("sizeof(dlpg_reduce_desc_t)", sizeof(dlpg_reduce_desc_t), 24);
+  OFF(dlpg_reduce_desc_t, struct_size, 0);
+  OFF(dlpg_reduce_desc_t, op, 8);
+  OFF(dlpg_reduce_desc_t, scalar, 16);
+  CHECK_EQ("DLPG_PREMUL_SUM", DLPG_PREMUL_SUM, 8);
+  CHECK_EQ("DLPG_ANY_SOURCE", DLPG_ANY_SOURCE, -1);
 
   /* The linked library agrees with the header. */
   if (dlpg_get_version(&version) != DLPG_OK) {

@@ -305,7 +305,11 @@ void P2PMatrix(RankCtx &c) {
   for (const P &p : ps) {
     ExpectErr(api, p.f(nullptr, t.dl(), other, 0, nullptr, nullptr), INV, p.fn, GROUP_ARG, "NULL group");
     ExpectErr(api, p.f(g, nullptr, other, 0, nullptr, nullptr), INV, p.fn, {"tensor"}, "NULL tensor");
-    ExpectErr(api, p.f(g, t.dl(), -1, 0, nullptr, nullptr), INV, p.fn, {"peer"}, "peer -1");
+    // -1 is DLPG_ANY_SOURCE, which only a receive takes.
+    ExpectErr(api, p.f(g, t.dl(), -2, 0, nullptr, nullptr), INV, p.fn, {"peer"}, "peer -2");
+    if (p.f == api->send)
+      ExpectErr(api, p.f(g, t.dl(), DLPG_ANY_SOURCE, 0, nullptr, nullptr), INV, p.fn, {"peer"},
+                "send to DLPG_ANY_SOURCE");
     ExpectErr(api, p.f(g, t.dl(), c.size, 0, nullptr, nullptr), INV, p.fn, {"peer"}, "peer == world_size");
     ExpectErr(api, p.f(g, t.dl(), c.rank, 0, nullptr, nullptr), INV, p.fn, {"peer", "self"}, "peer == self");
     if (c.size > 1) {

@@ -98,13 +98,13 @@ void dlpg__stall_check(struct dlpg_group *g, const dlpg__flight_progress_t *p, d
   dlpg__error_save(&se);
   char what[160], note[640];
   const char *dt = e->dtype >= 0 ? dlpg__dtype_name((dlpg__dtype_t)e->dtype) : NULL;
-  if (e->p2p)
-    snprintf(what, sizeof what, "%s %s rank %d (p2p_seq %" PRIu64 " on this rank, %s x%" PRId64 ")",
-             dlpg__op_name(e->kind), e->kind == DLPG__OP_SEND ? "to" : "from", e->peer, e->seq,
-             dt ? dt : "-", e->count);
   if (e->p2p && e->peer < 0) /* a receive from any source */
     snprintf(what, sizeof what, "%s from any rank (p2p_seq %" PRIu64 " on this rank, %s x%" PRId64 ")",
              dlpg__op_name(e->kind), e->seq, dt ? dt : "-", e->count);
+  else if (e->p2p)
+    snprintf(what, sizeof what, "%s %s rank %d (p2p_seq %" PRIu64 " on this rank, %s x%" PRId64 ")",
+             dlpg__op_name(e->kind), e->kind == DLPG__OP_SEND ? "to" : "from", e->peer, e->seq,
+             dt ? dt : "-", e->count);
   else if (dt)
     snprintf(what, sizeof what, "%s (coll_seq %" PRIu64 ", %s x%" PRId64 ")",
              dlpg__op_name(e->kind), e->seq, dt, e->count);
