@@ -60,7 +60,7 @@ dlpg_status_t dlpg__gloo_check_reduce(const char *fn, dlpg__dtype_t dt, dlpg_red
 
 static dlpg_status_t dlpg__gloo_check(const char *fn, const dlpg__be_op_t *op) {
   if (op->kind == DLPG__OP_ALLREDUCE || op->kind == DLPG__OP_REDUCE ||
-      op->kind == DLPG__OP_REDUCE_SCATTER)
+      op->kind == DLPG__OP_REDUCE_SCATTER || op->kind == DLPG__OP_REDUCE_SCATTER_V)
     return dlpg__gloo_check_reduce(fn, op->in[0].dtype, op->rop);
   return DLPG_OK;
 }
@@ -145,5 +145,7 @@ const dlpg__backend_vtbl_t dlpg__gloo_backend = {
              DLPG__KIND_BIT(DLPG__OP_REDUCE) | DLPG__KIND_BIT(DLPG__OP_ALLGATHER) |
              DLPG__KIND_BIT(DLPG__OP_REDUCE_SCATTER) | DLPG__KIND_BIT(DLPG__OP_ALLTOALL) |
              DLPG__KIND_BIT(DLPG__OP_BARRIER) | DLPG__KIND_BIT(DLPG__OP_SEND) |
-             DLPG__KIND_BIT(DLPG__OP_RECV),
+             DLPG__KIND_BIT(DLPG__OP_RECV) | DLPG__KIND_BIT(DLPG__OP_GATHER) |
+             DLPG__KIND_BIT(DLPG__OP_SCATTER) | DLPG__KIND_BIT(DLPG__OP_ALLGATHERV) |
+             DLPG__KIND_BIT(DLPG__OP_ALLTOALLV) | DLPG__KIND_BIT(DLPG__OP_REDUCE_SCATTER_V),
 };

@@ -10,10 +10,13 @@ namespace {
 
 bool reduces(uint32_t kind) {
   return kind == DLPG__OP_ALLREDUCE || kind == DLPG__OP_REDUCE ||
-         kind == DLPG__OP_REDUCE_SCATTER;
+         kind == DLPG__OP_REDUCE_SCATTER || kind == DLPG__OP_REDUCE_SCATTER_V;
 }
 
-bool rooted(uint32_t kind) { return kind == DLPG__OP_BROADCAST || kind == DLPG__OP_REDUCE; }
+bool rooted(uint32_t kind) {
+  return kind == DLPG__OP_BROADCAST || kind == DLPG__OP_REDUCE || kind == DLPG__OP_GATHER ||
+         kind == DLPG__OP_SCATTER;
+}
 
 std::string dtype_name(uint32_t dt) {
   if (dt < DLPG__DT_COUNT) return dlpg__dtype_name(static_cast<dlpg__dtype_t>(dt));
@@ -27,6 +30,7 @@ std::string kind_name(uint32_t kind) {
 
 // What a collective header says about its tensors.
 std::string describe_tensors(const WireHeader &h) {
+  if (h.in_numel < 0) return dtype_name(h.dtype) + " elements";  // counts compared apart
   if (h.in_numel == h.out_numel) return describe_elems(h.in_numel, h.dtype);
   return "an input of " + std::to_string(h.in_numel) + " and an output of " +
          std::to_string(h.out_numel) + " elements of " + dtype_name(h.dtype);
@@ -60,6 +64,13 @@ WireHeader make_header(const dlpg__op_t &op, int rank, uint64_t seq) {
   h.dtype = static_cast<uint32_t>(t.dtype);
   h.in_numel = t.numel;
   h.out_numel = op.kind == DLPG__OP_SEND || op.kind == DLPG__OP_RECV ? t.numel : op.out[0].numel;
+  // Gather's and scatter's block is what the ranks share (the root alone holds the rest);
+  // the v-forms' counts differ by rank and are compared on their own (ops_vcoll.cc).
+  if (op.kind == DLPG__OP_GATHER) h.out_numel = t.numel;
+  if (op.kind == DLPG__OP_SCATTER) h.in_numel = op.out[0].numel;
+  if (op.kind == DLPG__OP_ALLGATHERV || op.kind == DLPG__OP_ALLTOALLV ||
+      op.kind == DLPG__OP_REDUCE_SCATTER_V)
+    h.in_numel = h.out_numel = -1;
   if (reduces(h.kind)) h.rop = static_cast<uint32_t>(op.rop);
   if (rooted(h.kind)) h.root = op.root;
   return h;

@@ -52,6 +52,12 @@ const dlpg__op_t &reduce_view(const dlpg__op_t &op, dlpg__op_t &view, std::vecto
 // the peers' operation is INVALID_ARGUMENT on every rank and leaves the context usable.
 void run_collective(dlpg__gloo_ctx_t *ctx, const dlpg__op_t &op);
 
+// The rooted and uneven collectives (ops_vcoll.cc): is kind one of them, and run one (the
+// op as core gave it, not reduce_view's: its counts are in the caller's elements). Throws
+// as run_collective.
+bool is_vcollective(dlpg__op_kind_t kind);
+void run_vcollective(dlpg__gloo_ctx_t *ctx, const dlpg__op_t &op);
+
 // Which peers a collective's first message carries this rank's payload to.
 enum class PayloadTo { kAll, kNone, kRoot };
 
@@ -123,5 +129,6 @@ constexpr uint8_t kReduceScatterSlotPrefix = 0x11;
 constexpr uint8_t kCollFirstSlotPrefix = 0x12;  // a collective's first message
 constexpr uint8_t kP2pAckSlotPrefix = 0x13;     // a receiver's answer to a large send
 constexpr uint8_t kP2pDataSlotPrefix = 0x14;    // a large send's payload
+constexpr uint8_t kReduceScatterVSlotPrefix = 0x15;
 
 }  // namespace dlpg_gloo

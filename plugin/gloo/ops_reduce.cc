@@ -27,7 +27,7 @@ void average(const dlpg__tensor_t &t, void *ptr, size_t numel, int size) {
 
 const dlpg__op_t &reduce_view(const dlpg__op_t &op, dlpg__op_t &view, std::vector<char> &scratch) {
   const bool reduces = op.kind == DLPG__OP_ALLREDUCE || op.kind == DLPG__OP_REDUCE ||
-                       op.kind == DLPG__OP_REDUCE_SCATTER;
+                       op.kind == DLPG__OP_REDUCE_SCATTER || op.kind == DLPG__OP_REDUCE_SCATTER_V;
   if (op.ntensors < 1) return op;
   // Every collective takes a complex tensor as its parts: Gloo's algorithms know element
   // types up to 8 bytes, and a part is one.

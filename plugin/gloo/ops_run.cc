@@ -37,7 +37,10 @@ extern "C" dlpg_status_t dlpg__gloo_run(dlpg__gloo_ctx_t *ctx, dlpg__op_t *const
     try {
       dlpg__op_t view;
       std::vector<char> scratch;
-      dlpg_gloo::run_collective(ctx, dlpg_gloo::reduce_view(*ops[i], view, scratch));
+      if (dlpg_gloo::is_vcollective(ops[i]->kind))
+        dlpg_gloo::run_vcollective(ctx, *ops[i]);
+      else
+        dlpg_gloo::run_collective(ctx, dlpg_gloo::reduce_view(*ops[i], view, scratch));
     } catch (...) {
       return dlpg_gloo::run_failure_status(ctx, op_name(ops[i]));
     }

@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "core/group/backend_abi.h"
+#include "core/group/names.h"
 #include "core/group/op.h"
 #include "shm/backend.h"
 #include "shm/backend_p2p.h"
@@ -28,7 +29,7 @@ static int dlpg__shm_be_reduces(dlpg__op_kind_t kind) {
 
 static dlpg_status_t dlpg__shm_be_check(const char *fn, const dlpg__be_op_t *op) {
   if (op->kind == DLPG__OP_ALLREDUCE || op->kind == DLPG__OP_REDUCE ||
-      op->kind == DLPG__OP_REDUCE_SCATTER)
+      op->kind == DLPG__OP_REDUCE_SCATTER || op->kind == DLPG__OP_REDUCE_SCATTER_V)
     return dlpg__shm_check_reduce(fn, op->in[0].dtype, op->rop);
   return DLPG_OK;
 }
@@ -173,7 +174,51 @@ static dlpg_status_t dlpg__shm_be_premul(const dlpg__be_op_t *op, dlpg__shm_call
   return DLPG_OK;
 }
 
+/* The rooted and uneven kinds (coll_v.c), which carry more than a dlpg__shm_call_t. */
+static int dlpg__shm_be_vkind(dlpg__op_kind_t kind) {
+  return kind == DLPG__OP_GATHER || kind == DLPG__OP_SCATTER || kind == DLPG__OP_ALLGATHERV ||
+         kind == DLPG__OP_ALLTOALLV || kind == DLPG__OP_REDUCE_SCATTER_V;
+}
+
+static dlpg_status_t dlpg__shm_be_vrun(dlpg__shm_t *sh, const dlpg__be_op_t *op) {
+  const dlpg__tensor_t *in = &op->in[0], *out = &op->out[0];
+  dlpg__shm_vcall_t c = {.kind = op->kind, .in = in->ptr, .out = out->ptr,
+                         .out_bytes = out->nbytes, .elem = dlpg__dtype_size(in->dtype),
+                         .dtype = in->dtype, .rop = op->rop, .root = op->root};
+  int64_t numel = -1; /* what the peers compare: the v-forms' counts differ by rank */
+  if (op->kind == DLPG__OP_GATHER) numel = c.block = in->numel;
+  if (op->kind == DLPG__OP_SCATTER) numel = c.block = out->numel;
+  if (dlpg__be_op_counts(op)) {
+    c.counts = op->counts, c.displs = op->displs;
+    c.recv_counts = op->recv_counts, c.recv_displs = op->recv_displs;
+  } else if (op->kind != DLPG__OP_GATHER && op->kind != DLPG__OP_SCATTER) {
+    return dlpg__error(DLPG_ERR_INTERNAL, "the shm backend was handed a %s without its counts",
+                       dlpg__op_name(op->kind));
+  }
+  void *scaled = NULL;
+  if (op->kind == DLPG__OP_REDUCE_SCATTER_V) {
+    /* Complex reduces as its real parts (the check allowed only ops that act on each). */
+    c.dtype = dlpg__dtype_real_part(in->dtype);
+    if (op->rop == DLPG_PREMUL_SUM && in->nbytes) {
+      /* Each rank's input times the factor into scratch, then summed; the input stays. */
+      scaled = malloc(in->nbytes);
+      if (!scaled)
+        return dlpg__error(DLPG_ERR_SYSTEM,
+                           "%s: out of memory for premul_sum's scaled input (%zu bytes)",
+                           dlpg__op_name(op->kind), in->nbytes);
+      dlpg__shm_premul(c.dtype, scaled, in->ptr, in->nbytes / dlpg__shm_elem_size(c.dtype),
+                       op->scalar);
+      c.in = scaled;
+    }
+  }
+  dlpg__shm_describe_next(sh, op->kind, in->dtype, numel, numel);
+  dlpg_status_t st = dlpg__shm_vcoll(sh, &c);
+  free(scaled);
+  return st;
+}
+
 static dlpg_status_t dlpg__shm_be_run(dlpg__shm_t *sh, const dlpg__be_op_t *op) {
+  if (dlpg__shm_be_vkind(op->kind)) return dlpg__shm_be_vrun(sh, op);
   if (!dlpg__shm_be_serves(op->kind))
     return dlpg__error(DLPG_ERR_INTERNAL, "the shm backend was handed a %s",
                        dlpg__op_name(op->kind));
@@ -190,7 +235,7 @@ static dlpg_status_t dlpg__shm_be_run(dlpg__shm_t *sh, const dlpg__be_op_t *op) 
 /* The eager path (backend_abi.h): a small collective posted on the caller's thread. */
 static int dlpg__shm_be_start(dlpg__be_op_t *op) {
   dlpg__shm_t *sh = (dlpg__shm_t *)op->state;
-  if (!dlpg__shm_be_serves(op->kind)) return 0; /* sends and receives */
+  if (!dlpg__shm_be_serves(op->kind)) return 0; /* sends, receives, rooted and uneven */
   /* premul_sum's scaled copy would have to live until the finish: run it whole instead. */
   if (dlpg__shm_be_reduces(op->kind) && op->rop == DLPG_PREMUL_SUM) return 0;
   dlpg__shm_call_t c = dlpg__shm_be_call(sh, op);
@@ -241,7 +286,9 @@ const dlpg__backend_vtbl_t dlpg__shm_backend = {
              DLPG__KIND_BIT(DLPG__OP_REDUCE) | DLPG__KIND_BIT(DLPG__OP_ALLGATHER) |
              DLPG__KIND_BIT(DLPG__OP_REDUCE_SCATTER) | DLPG__KIND_BIT(DLPG__OP_ALLTOALL) |
              DLPG__KIND_BIT(DLPG__OP_BARRIER) | DLPG__KIND_BIT(DLPG__OP_SEND) |
-             DLPG__KIND_BIT(DLPG__OP_RECV),
+             DLPG__KIND_BIT(DLPG__OP_RECV) | DLPG__KIND_BIT(DLPG__OP_GATHER) |
+             DLPG__KIND_BIT(DLPG__OP_SCATTER) | DLPG__KIND_BIT(DLPG__OP_ALLGATHERV) |
+             DLPG__KIND_BIT(DLPG__OP_ALLTOALLV) | DLPG__KIND_BIT(DLPG__OP_REDUCE_SCATTER_V),
     .p2p_state_create = dlpg__shm_p2p_state_create,
     .p2p_abort = dlpg__shm_p2p_abort,
     .p2p_destroy = dlpg__shm_p2p_destroy,

@@ -139,10 +139,32 @@ dlpg_status_t dlpg__shm_reduce_scatter(dlpg__shm_t *sh, const void *in, void *ou
 dlpg_status_t dlpg__shm_alltoall(dlpg__shm_t *sh, const void *in, void *out, size_t nbytes);
 dlpg_status_t dlpg__shm_barrier(dlpg__shm_t *sh);
 
+/* A rooted or uneven collective (dlpg.h's dlpg_gather ... dlpg_reduce_scatter_v) with the
+ * arrays core validated (coll_v.c): counts and displacements in elements of elem bytes. */
+typedef struct dlpg__shm_vcall {
+  dlpg__op_kind_t kind;   /* GATHER, SCATTER, ALLGATHERV, ALLTOALLV or REDUCE_SCATTER_V */
+  const void *in;         /* SCATTER: the root's (NULL elsewhere) */
+  void *out;              /* GATHER: the root's (NULL elsewhere) */
+  size_t out_bytes;       /* of out */
+  size_t elem;            /* bytes per element of the counts */
+  int64_t block;          /* GATHER, SCATTER: elements of each rank's block */
+  const int64_t *counts, *displs;           /* ALLGATHERV, REDUCE_SCATTER_V; ALLTOALLV: send */
+  const int64_t *recv_counts, *recv_displs; /* ALLTOALLV */
+  dlpg__dtype_t dtype;    /* REDUCE_SCATTER_V: the dtype reduced (elem a multiple of its size) */
+  dlpg_reduce_op_t rop;   /* REDUCE_SCATTER_V */
+  int root;               /* GATHER, SCATTER */
+} dlpg__shm_vcall_t;
+
+/* Run c: every rank calls it with the same kind, dtype, root and block, and the v-forms with
+ * counts that agree (a disagreement is DLPG_ERR_INVALID_ARGUMENT on every rank, naming both
+ * ranks and both counts, after the same step: the handle stays usable). */
+dlpg_status_t dlpg__shm_vcoll(dlpg__shm_t *sh, const dlpg__shm_vcall_t *c);
+
 /* What the caller calls the next collective (its dlpg__op_kind_t, dtype and element counts
  * of its input and output): compared across ranks with the engine's own description and
  * named in the mismatch message ("rank 0 has 10 elements of float32 but rank 1 has 11
- * elements of float32"). Optional; applies to the next collective only. */
+ * elements of float32"; numel -1: only the dtype is named, for a call whose counts differ
+ * by rank). Optional; applies to the next collective only. */
 void dlpg__shm_describe_next(dlpg__shm_t *sh, int op_kind, dlpg__dtype_t dt, int64_t in_numel,
                              int64_t out_numel);
 

@@ -74,7 +74,9 @@ static void dlpg__shm_describe(const dlpg__shm_desc_t *d, char *buf, size_t cap)
   }
   const char *dt = d->call_dtype < DLPG__DT_COUNT ? dlpg__dtype_name((dlpg__dtype_t)d->call_dtype)
                                                   : "?";
-  if (d->in_numel == d->out_numel)
+  if (d->in_numel < 0)
+    snprintf(buf, cap, "%s elements", dt);
+  else if (d->in_numel == d->out_numel)
     snprintf(buf, cap, "%lld element%s of %s", (long long)d->in_numel,
              d->in_numel == 1 ? "" : "s", dt);
   else

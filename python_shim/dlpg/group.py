@@ -315,6 +315,81 @@ class Group(object):
         except Exception:  # noqa: BLE001 - interpreter shutdown.
             pass
 
+    # -- rooted and uneven collectives (one tensor per rank; counts and displacements in
+    # elements, world_size entries each, copied by the library at the call) ----------------
+
+    def _counts(self, name, values):
+        """A ctypes int64 array of world_size entries from a sequence (None stays None)."""
+        if values is None:
+            return None
+        vals = [int(v) for v in values]
+        if len(vals) != self.size:
+            raise DlpgError(_abi.ERR_INVALID_ARGUMENT,
+                            "dlpg.Group: %s has %d entries but world_size is %d"
+                            % (name, len(vals), self.size))
+        return (ctypes.c_int64 * len(vals))(*vals)
+
+    def _pair(self, name, tensor, output, stream, async_op, fn, extra, reads_in=True,
+              writes_out=True, result=None):
+        """One input and one output (either may be None where the library ignores it)."""
+        alive = []
+        ip = op = None
+        s, cuda = None, False
+        if tensor is not None and reads_in:
+            (ip,), (s,), cuda = self._borrow([tensor], stream, alive)
+        if output is not None and writes_out:
+            (op,), (s2,), c2 = self._borrow([output], stream, alive,
+                                           "dlpg.Group.%s: output" % name)
+            s, cuda = s or s2, cuda or c2
+        return self._run(fn, extra(ip, op) + (s or None,), alive, async_op, cuda,
+                         result if result is not None else [output], stream)
+
+    def gather(self, input, output=None, root=0, async_op=False, stream=None):
+        """root's output (world_size * numel(input) elements) gets every rank's input,
+        rank-major; other ranks' output is ignored (None allowed)."""
+        root = int(root)
+        mine = self.rank == root
+        return self._pair("gather", input, output, stream, async_op, lib.dlpg_gather,
+                          lambda ip, op: (ip, op, root), writes_out=mine)
+
+    def scatter(self, input=None, output=None, root=0, async_op=False, stream=None):
+        """root's input holds world_size blocks of numel(output) elements; block r lands in
+        rank r's output. Other ranks' input is ignored (None allowed)."""
+        root = int(root)
+        if output is None:
+            raise DlpgError(_abi.ERR_INVALID_ARGUMENT, "dlpg.Group.scatter: output is None")
+        return self._pair("scatter", input, output, stream, async_op, lib.dlpg_scatter,
+                          lambda ip, op: (ip, op, root), reads_in=self.rank == root)
+
+    def allgatherv(self, input, output, counts, displs=None, async_op=False, stream=None):
+        """Rank r's input (counts[r] elements) lands at displs[r] of every rank's output
+        (displs None: packed in rank order)."""
+        c, d = self._counts("counts", counts), self._counts("displs", displs)
+        return self._pair("allgatherv", input, output, stream, async_op, lib.dlpg_allgatherv,
+                          lambda ip, op: (ip, op, c, d))
+
+    def alltoallv(self, input, send_counts, output, recv_counts, send_displs=None,
+                  recv_displs=None, async_op=False, stream=None):
+        """send_counts[j] elements at send_displs[j] of input go to rank j, which receives
+        them at its recv_displs[i] (i this rank); displacements None: packed."""
+        sc, sd = self._counts("send_counts", send_counts), self._counts("send_displs", send_displs)
+        rc, rd = self._counts("recv_counts", recv_counts), self._counts("recv_displs", recv_displs)
+        return self._pair("alltoallv", input, output, stream, async_op, lib.dlpg_alltoallv,
+                          lambda ip, op: (ip, sc, sd, op, rc, rd))
+
+    def reduce_scatter_v(self, input, output, counts, displs=None, op="sum", scalar=None,
+                         async_op=False, stream=None):
+        """Block r of input (counts[r] elements at displs[r]; None: packed) of every rank,
+        reduced with op, lands in rank r's output. scalar: premul_sum's factor (op
+        "premul_sum" or DLPG_PREMUL_SUM = 8)."""
+        c, d = self._counts("counts", counts), self._counts("displs", displs)
+        rop = 8 if str(op).lower() == "premul_sum" else reduce_op(op)
+        desc = _abi.ReduceDesc(ctypes.sizeof(_abi.ReduceDesc), rop,
+                               float(scalar) if scalar is not None else 0.0)
+        return self._pair("reduce_scatter_v", input, output, stream, async_op,
+                          lib.dlpg_reduce_scatter_v,
+                          lambda ip, o: (ip, o, c, d, ctypes.byref(desc)))
+
 
 class _Batch(object):
     def __init__(self, group):

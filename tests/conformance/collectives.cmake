@@ -13,7 +13,7 @@ target_compile_definitions(dlpg_conformance_harness PRIVATE
 
 set(D ${CMAKE_CURRENT_LIST_DIR})
 dlpg_add_gtest(test_collectives SOURCES ${D}/test_collectives.cc ${D}/test_collectives_async.cc
-  ${D}/test_reduce_ex.cc LIBS dlpg_conformance_harness)
+  ${D}/test_reduce_ex.cc ${D}/test_vcoll.cc LIBS dlpg_conformance_harness)
 dlpg_add_gtest(test_p2p SOURCES ${D}/test_p2p.cc ${D}/test_p2p_async.cc ${D}/test_p2p_tags.cc
   ${D}/test_p2p_anysource.cc
   LIBS dlpg_conformance_harness)
@@ -30,6 +30,11 @@ endforeach()
 # above a few KiB is pipelined through hundreds of chunks.
 dlpg_gtest_run(test_p2p_smallslot TARGET test_p2p FILTER *P2PTags*:*P2PAsync*
   ENVIRONMENT DLPG_SHM_P2P_SLOT_BYTES=4096)
+
+# The rooted and uneven collectives on shared memory with slots of 4 KiB, so that every
+# stream larger than a few KiB takes many steps (the windows split blocks at any byte).
+dlpg_gtest_run(test_collectives_smallslot TARGET test_collectives FILTER *VColl*
+  ENVIRONMENT DLPG_CPU_BACKEND=shm DLPG_SHM_SLOT_BYTES=4096)
 
 # The shm backend with helper threads forced (the 2-core CI machine starts none by default):
 # the 64 MiB cases (fresh outputs, faulted in first) and asynchronous works through the ABI,

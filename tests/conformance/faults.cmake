@@ -10,7 +10,8 @@ set(DLPG_FAULTS_TIMEOUTS SLOW [.]FaultsSoak[.] 120)
 dlpg_add_gtest(test_faults ${DLPG_FAULTS_TIMEOUTS}
   ENVIRONMENT DLPG_SOAK_CYCLES=200
   SOURCES ${D}/test_faults.cc ${D}/test_faults_store.cc ${D}/test_faults_storehost.cc
-  ${D}/test_faults_soak.cc ${D}/test_faults_p2p.cc ${D}/faults_util.cc LIBS dlpg_conformance_harness)
+  ${D}/test_faults_soak.cc ${D}/test_faults_p2p.cc ${D}/test_faults_vcoll.cc ${D}/faults_util.cc
+  LIBS dlpg_conformance_harness)
 # Once per host-memory backend: test_faults with the default choice (these ranks share a
 # host: shared memory), test_faults_gloo with Gloo forced. The cases expect what a user of
 # either gets and check from the flight record that their collectives ran on the backend

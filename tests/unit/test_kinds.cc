@@ -24,13 +24,16 @@ bool Contains(const std::string &hay, const char *needle) {
   return hay.find(needle) != std::string::npos;
 }
 
-// Today's names, written out (not generated): the ABI's values and the public spelling.
+// Today's names, written out (not generated): the ABI's values and the public spelling (ABI
+// v1's nine, then the rooted and uneven collectives appended).
 TEST(OpKinds, NamesAreTheAbisNine) {
   const char *want[] = {"dlpg_allreduce", "dlpg_broadcast",      "dlpg_reduce",
                         "dlpg_allgather", "dlpg_reduce_scatter", "dlpg_alltoall",
-                        "dlpg_send",      "dlpg_recv",           "dlpg_barrier"};
-  ASSERT_EQ(static_cast<int>(DLPG__OP_COUNT), 9);
-  for (int k = 0; k < 9; k++)
+                        "dlpg_send",      "dlpg_recv",           "dlpg_barrier",
+                        "dlpg_gather",    "dlpg_scatter",        "dlpg_allgatherv",
+                        "dlpg_alltoallv", "dlpg_reduce_scatter_v"};
+  ASSERT_EQ(static_cast<int>(DLPG__OP_COUNT), 14);
+  for (int k = 0; k < 14; k++)
     EXPECT_STREQ(dlpg__op_name(static_cast<dlpg__op_kind_t>(k)), want[k]) << "kind " << k;
   EXPECT_EQ(DLPG__OP_ALLREDUCE, 0);
   EXPECT_EQ(DLPG__OP_ALLTOALL, 5);
@@ -66,6 +69,12 @@ TEST(OpKinds, FactsPerKind) {
       {DLPG__OP_SEND, 0, 0, 1, DLPG__OUTPUTS_NONE, DLPG__ARGS_TENSOR, DLPG__SHAPE_NONE},
       {DLPG__OP_RECV, 0, 0, 1, DLPG__OUTPUTS_NONE, DLPG__ARGS_TENSOR, DLPG__SHAPE_NONE},
       {DLPG__OP_BARRIER, 0, 0, 0, DLPG__OUTPUTS_NONE, DLPG__ARGS_NONE, DLPG__SHAPE_NONE},
+      {DLPG__OP_GATHER, 0, 1, 0, DLPG__OUTPUTS_ROOT, DLPG__ARGS_PAIR, DLPG__SHAPE_GATHER},
+      {DLPG__OP_SCATTER, 0, 1, 0, DLPG__OUTPUTS_ROOT, DLPG__ARGS_PAIR, DLPG__SHAPE_SCATTER},
+      {DLPG__OP_ALLGATHERV, 0, 0, 0, DLPG__OUTPUTS_REQUIRED, DLPG__ARGS_PAIR, DLPG__SHAPE_COUNTS},
+      {DLPG__OP_ALLTOALLV, 0, 0, 0, DLPG__OUTPUTS_REQUIRED, DLPG__ARGS_PAIR, DLPG__SHAPE_COUNTS},
+      {DLPG__OP_REDUCE_SCATTER_V, 1, 0, 0, DLPG__OUTPUTS_REQUIRED, DLPG__ARGS_PAIR,
+       DLPG__SHAPE_COUNTS},
   };
   for (const F &f : fs) {
     const dlpg__op_kind_info_t *k = dlpg__op_kind_info(f.k);
@@ -90,6 +99,8 @@ TEST(OpKinds, ModuleKindsZeroMeansAbiV1Nine) {
   EXPECT_EQ(dlpg__vtbl_kinds(&vt), DLPG__KINDS_V1);
   for (int k = 0; k < 9; k++) EXPECT_TRUE(dlpg__vtbl_serves(&vt, static_cast<dlpg__op_kind_t>(k)));
   EXPECT_FALSE(dlpg__vtbl_serves(&vt, DLPG__OP_COUNT));
+  for (int k = 9; k < DLPG__OP_COUNT; k++)  // the kinds appended since: never an old module's
+    EXPECT_FALSE(dlpg__vtbl_serves(&vt, static_cast<dlpg__op_kind_t>(k))) << dlpg__op_name(static_cast<dlpg__op_kind_t>(k));
   vt.kinds = DLPG__KIND_BIT(DLPG__OP_SEND) | (1u << 31);
   EXPECT_EQ(dlpg__vtbl_kinds(&vt), DLPG__KIND_BIT(DLPG__OP_SEND));
   EXPECT_TRUE(dlpg__vtbl_serves(&vt, DLPG__OP_SEND));
@@ -165,7 +176,7 @@ dlpg_status_t Build(dlpg_group_t *g, dlpg__op_kind_t kind, DLTensor *in, DLTenso
                     std::string *msg) {
   DLTensor *ins[1] = {in}, *outs[1] = {out};
   dlpg__op_args_t a = {kind, g, ins, out ? outs : nullptr, 1, DLPG_SUM, 0, peer, 0, nullptr,
-                       nullptr, nullptr};
+                       nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   static dlpg__op_t op;  // large: not on the stack
   dlpg__clear_error();
   dlpg_status_t st = dlpg__op_build(&a, &op);
@@ -198,6 +209,10 @@ TEST(OpKinds, UnlistedKindIsUnsupportedAtValidation) {
   EXPECT_EQ(Build(g, DLPG__OP_ALLTOALL, &vin.t, &vout.t, 0, &msg), DLPG_ERR_UNSUPPORTED) << msg;
   EXPECT_TRUE(Contains(msg, "dlpg_alltoall: the kindtest backend does not serve dlpg_alltoall"))
       << msg;
+  // A kind appended after ABI v1 says the backend does not have it yet, on which tensors.
+  EXPECT_EQ(Build(g, DLPG__OP_GATHER, &vin.t, &vout.t, 0, &msg), DLPG_ERR_UNSUPPORTED) << msg;
+  EXPECT_TRUE(Contains(msg, "dlpg_gather: not yet on vulkan tensors (the kindtest backend does "
+                            "not serve dlpg_gather;")) << msg;
   // Listed kinds pass validation.
   EXPECT_EQ(Build(g, DLPG__OP_BROADCAST, &vin.t, nullptr, 0, &msg), DLPG_OK) << msg;
   EXPECT_EQ(Build(g, DLPG__OP_SEND, &vin.t, nullptr, 1, &msg), DLPG_OK) << msg;

@@ -9,7 +9,8 @@
 /* Validate into a heap op and issue it. The op record is large (every local device's
  * tensors), so it is built on the heap that the executor will own. */
 static dlpg_status_t dlpg__op_run(const dlpg__op_args_t *a, dlpg_work_t **work) {
-  dlpg__op_t *op = malloc(sizeof *op);
+  /* The v-forms' arrays live in the same block, after the record: freed with it. */
+  dlpg__op_t *op = malloc(sizeof *op + dlpg__op_counts_space(a));
   if (!op) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", dlpg__op_name(a->kind));
   dlpg_status_t st = dlpg__op_build(a, op);
   if (st != DLPG_OK) {
@@ -22,36 +23,38 @@ static dlpg_status_t dlpg__op_run(const dlpg__op_args_t *a, dlpg_work_t **work) 
 dlpg_status_t dlpg_allreduce(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
                              int ntensors, dlpg_reduce_op_t op, void *const *streams,
                              dlpg_work_t **work) {
-  dlpg__op_args_t a = {DLPG__OP_ALLREDUCE, g, inputs, outputs, ntensors, op, 0, 0, 0, streams, NULL, NULL};
+  dlpg__op_args_t a = {.kind = DLPG__OP_ALLREDUCE, .g = g, .inputs = inputs, .outputs = outputs,
+                       .ntensors = ntensors, .rop = op, .streams = streams};
   return dlpg__op_run(&a, work);
 }
 
 dlpg_status_t dlpg_broadcast(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
                              int ntensors, int root, void *const *streams, dlpg_work_t **work) {
-  dlpg__op_args_t a = {DLPG__OP_BROADCAST, g, inputs, outputs, ntensors, DLPG_SUM, root, 0, 0,
-                       streams, NULL, NULL};
+  dlpg__op_args_t a = {.kind = DLPG__OP_BROADCAST, .g = g, .inputs = inputs, .outputs = outputs,
+                       .ntensors = ntensors, .root = root, .streams = streams};
   return dlpg__op_run(&a, work);
 }
 
 dlpg_status_t dlpg_reduce(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
                           int ntensors, dlpg_reduce_op_t op, int root, void *const *streams,
                           dlpg_work_t **work) {
-  dlpg__op_args_t a = {DLPG__OP_REDUCE, g, inputs, outputs, ntensors, op, root, 0, 0, streams, NULL, NULL};
+  dlpg__op_args_t a = {.kind = DLPG__OP_REDUCE, .g = g, .inputs = inputs, .outputs = outputs,
+                       .ntensors = ntensors, .rop = op, .root = root, .streams = streams};
   return dlpg__op_run(&a, work);
 }
 
 dlpg_status_t dlpg_allgather(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
                              int ntensors, void *const *streams, dlpg_work_t **work) {
-  dlpg__op_args_t a = {DLPG__OP_ALLGATHER, g, inputs, outputs, ntensors, DLPG_SUM, 0, 0, 0,
-                       streams, NULL, NULL};
+  dlpg__op_args_t a = {.kind = DLPG__OP_ALLGATHER, .g = g, .inputs = inputs, .outputs = outputs,
+                       .ntensors = ntensors, .streams = streams};
   return dlpg__op_run(&a, work);
 }
 
 dlpg_status_t dlpg_reduce_scatter(dlpg_group_t *g, DLTensor *const *inputs,
                                   DLTensor *const *outputs, int ntensors, dlpg_reduce_op_t op,
                                   void *const *streams, dlpg_work_t **work) {
-  dlpg__op_args_t a = {DLPG__OP_REDUCE_SCATTER, g, inputs, outputs, ntensors, op, 0, 0, 0,
-                       streams, NULL, NULL};
+  dlpg__op_args_t a = {.kind = DLPG__OP_REDUCE_SCATTER, .g = g, .inputs = inputs,
+                       .outputs = outputs, .ntensors = ntensors, .rop = op, .streams = streams};
   return dlpg__op_run(&a, work);
 }
 
@@ -59,16 +62,18 @@ dlpg_status_t dlpg_allreduce_ex(dlpg_group_t *g, DLTensor *const *inputs,
                                 DLTensor *const *outputs, int ntensors,
                                 const dlpg_reduce_desc_t *op, void *const *streams,
                                 dlpg_work_t **work) {
-  dlpg__op_args_t a = {DLPG__OP_ALLREDUCE, g, inputs, outputs, ntensors, DLPG_SUM, 0, 0, 0,
-                       streams, op, "dlpg_allreduce_ex"};
+  dlpg__op_args_t a = {.kind = DLPG__OP_ALLREDUCE, .g = g, .inputs = inputs, .outputs = outputs,
+                       .ntensors = ntensors, .streams = streams, .desc = op,
+                       .fn = "dlpg_allreduce_ex"};
   return dlpg__op_run(&a, work);
 }
 
 dlpg_status_t dlpg_reduce_ex(dlpg_group_t *g, DLTensor *const *inputs, DLTensor *const *outputs,
                              int ntensors, const dlpg_reduce_desc_t *op, int root,
                              void *const *streams, dlpg_work_t **work) {
-  dlpg__op_args_t a = {DLPG__OP_REDUCE, g, inputs, outputs, ntensors, DLPG_SUM, root, 0, 0,
-                       streams, op, "dlpg_reduce_ex"};
+  dlpg__op_args_t a = {.kind = DLPG__OP_REDUCE, .g = g, .inputs = inputs, .outputs = outputs,
+                       .ntensors = ntensors, .root = root, .streams = streams, .desc = op,
+                       .fn = "dlpg_reduce_ex"};
   return dlpg__op_run(&a, work);
 }
 
@@ -76,8 +81,9 @@ dlpg_status_t dlpg_reduce_scatter_ex(dlpg_group_t *g, DLTensor *const *inputs,
                                      DLTensor *const *outputs, int ntensors,
                                      const dlpg_reduce_desc_t *op, void *const *streams,
                                      dlpg_work_t **work) {
-  dlpg__op_args_t a = {DLPG__OP_REDUCE_SCATTER, g, inputs, outputs, ntensors, DLPG_SUM, 0, 0, 0,
-                       streams, op, "dlpg_reduce_scatter_ex"};
+  dlpg__op_args_t a = {.kind = DLPG__OP_REDUCE_SCATTER, .g = g, .inputs = inputs,
+                       .outputs = outputs, .ntensors = ntensors, .streams = streams,
+                       .desc = op, .fn = "dlpg_reduce_scatter_ex"};
   return dlpg__op_run(&a, work);
 }
 
@@ -85,7 +91,8 @@ dlpg_status_t dlpg_alltoall(dlpg_group_t *g, DLTensor *input, DLTensor *output, 
                             dlpg_work_t **work) {
   DLTensor *in[1] = {input}, *out[1] = {output};
   void *streams[1] = {stream};
-  dlpg__op_args_t a = {DLPG__OP_ALLTOALL, g, in, out, 1, DLPG_SUM, 0, 0, 0, streams, NULL, NULL};
+  dlpg__op_args_t a = {.kind = DLPG__OP_ALLTOALL, .g = g, .inputs = in, .outputs = out,
+                       .ntensors = 1, .streams = streams};
   return dlpg__op_run(&a, work);
 }
 
@@ -93,7 +100,8 @@ dlpg_status_t dlpg_send(dlpg_group_t *g, DLTensor *tensor, int peer, int tag, vo
                         dlpg_work_t **work) {
   DLTensor *in[1] = {tensor};
   void *streams[1] = {stream};
-  dlpg__op_args_t a = {DLPG__OP_SEND, g, in, NULL, 1, DLPG_SUM, 0, peer, tag, streams, NULL, NULL};
+  dlpg__op_args_t a = {.kind = DLPG__OP_SEND, .g = g, .inputs = in, .ntensors = 1, .peer = peer,
+                       .tag = tag, .streams = streams};
   return dlpg__op_run(&a, work);
 }
 
@@ -101,7 +109,8 @@ dlpg_status_t dlpg_recv(dlpg_group_t *g, DLTensor *tensor, int peer, int tag, vo
                         dlpg_work_t **work) {
   DLTensor *in[1] = {tensor};
   void *streams[1] = {stream};
-  dlpg__op_args_t a = {DLPG__OP_RECV, g, in, NULL, 1, DLPG_SUM, 0, peer, tag, streams, NULL, NULL};
+  dlpg__op_args_t a = {.kind = DLPG__OP_RECV, .g = g, .inputs = in, .ntensors = 1, .peer = peer,
+                       .tag = tag, .streams = streams};
   return dlpg__op_run(&a, work);
 }
 
@@ -114,7 +123,8 @@ dlpg_status_t dlpg_recv_any(dlpg_group_t *g, DLTensor *tensor, int tag, int *sou
                  "with DLPG_ANY_SOURCE and a work handle there, then dlpg_work_source)");
   DLTensor *in[1] = {tensor};
   void *streams[1] = {stream};
-  dlpg__op_args_t a = {DLPG__OP_RECV, g, in, NULL, 1, DLPG_SUM, 0, DLPG_ANY_SOURCE, tag, streams, NULL, NULL};
+  dlpg__op_args_t a = {.kind = DLPG__OP_RECV, .g = g, .inputs = in, .ntensors = 1,
+                       .peer = DLPG_ANY_SOURCE, .tag = tag, .streams = streams};
   dlpg_work_t *w = NULL;
   dlpg_status_t st = dlpg__op_run(&a, &w);
   if (st != DLPG_OK) return st;
@@ -130,6 +140,60 @@ dlpg_status_t dlpg_recv_any(dlpg_group_t *g, DLTensor *tensor, int tag, int *sou
 }
 
 dlpg_status_t dlpg_barrier(dlpg_group_t *g, dlpg_work_t **work) {
-  dlpg__op_args_t a = {DLPG__OP_BARRIER, g, NULL, NULL, 0, DLPG_SUM, 0, 0, 0, NULL, NULL, NULL};
+  dlpg__op_args_t a = {.kind = DLPG__OP_BARRIER, .g = g};
+  return dlpg__op_run(&a, work);
+}
+
+dlpg_status_t dlpg_gather(dlpg_group_t *g, DLTensor *input, DLTensor *output, int root,
+                          void *stream, dlpg_work_t **work) {
+  DLTensor *in[1] = {input}, *out[1] = {output};
+  void *streams[1] = {stream};
+  dlpg__op_args_t a = {.kind = DLPG__OP_GATHER, .g = g, .inputs = in, .outputs = out,
+                       .ntensors = 1, .rop = DLPG_SUM, .root = root, .streams = streams};
+  return dlpg__op_run(&a, work);
+}
+
+dlpg_status_t dlpg_scatter(dlpg_group_t *g, DLTensor *input, DLTensor *output, int root,
+                           void *stream, dlpg_work_t **work) {
+  DLTensor *in[1] = {input}, *out[1] = {output};
+  void *streams[1] = {stream};
+  dlpg__op_args_t a = {.kind = DLPG__OP_SCATTER, .g = g, .inputs = in, .outputs = out,
+                       .ntensors = 1, .rop = DLPG_SUM, .root = root, .streams = streams};
+  return dlpg__op_run(&a, work);
+}
+
+dlpg_status_t dlpg_allgatherv(dlpg_group_t *g, DLTensor *input, DLTensor *output,
+                              const int64_t *counts, const int64_t *displs, void *stream,
+                              dlpg_work_t **work) {
+  DLTensor *in[1] = {input}, *out[1] = {output};
+  void *streams[1] = {stream};
+  dlpg__op_args_t a = {.kind = DLPG__OP_ALLGATHERV, .g = g, .inputs = in, .outputs = out,
+                       .ntensors = 1, .rop = DLPG_SUM, .streams = streams, .counts = counts,
+                       .displs = displs};
+  return dlpg__op_run(&a, work);
+}
+
+dlpg_status_t dlpg_alltoallv(dlpg_group_t *g, DLTensor *input, const int64_t *send_counts,
+                             const int64_t *send_displs, DLTensor *output,
+                             const int64_t *recv_counts, const int64_t *recv_displs,
+                             void *stream, dlpg_work_t **work) {
+  DLTensor *in[1] = {input}, *out[1] = {output};
+  void *streams[1] = {stream};
+  dlpg__op_args_t a = {.kind = DLPG__OP_ALLTOALLV, .g = g, .inputs = in, .outputs = out,
+                       .ntensors = 1, .rop = DLPG_SUM, .streams = streams,
+                       .counts = send_counts, .displs = send_displs,
+                       .recv_counts = recv_counts, .recv_displs = recv_displs};
+  return dlpg__op_run(&a, work);
+}
+
+dlpg_status_t dlpg_reduce_scatter_v(dlpg_group_t *g, DLTensor *input, DLTensor *output,
+                                    const int64_t *counts, const int64_t *displs,
+                                    const dlpg_reduce_desc_t *op, void *stream,
+                                    dlpg_work_t **work) {
+  DLTensor *in[1] = {input}, *out[1] = {output};
+  void *streams[1] = {stream};
+  dlpg__op_args_t a = {.kind = DLPG__OP_REDUCE_SCATTER_V, .g = g, .inputs = in, .outputs = out,
+                       .ntensors = 1, .rop = DLPG_SUM, .streams = streams, .desc = op,
+                       .fn = "dlpg_reduce_scatter_v", .counts = counts, .displs = displs};
   return dlpg__op_run(&a, work);
 }

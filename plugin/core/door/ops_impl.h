@@ -25,9 +25,20 @@ typedef struct dlpg__op_args {
    * above); fn names the public function in messages. */
   const dlpg_reduce_desc_t *desc;
   const char *fn;
+  /* The v-forms' per-rank arrays as the caller gave them (ALLTOALLV: counts and displs are
+   * the send side); NULL for the other kinds. */
+  const int64_t *counts, *displs, *recv_counts, *recv_displs;
 } dlpg__op_args_t;
 
-/* Validate a's arguments at the door and fill *op (op->work is left NULL). Every failure
+/* Bytes the op record needs past sizeof(dlpg__op_t) for a's per-rank arrays (0 for kinds
+ * without them): ops_counts.c copies them there, so they go with the op (free(op)). */
+size_t dlpg__op_counts_space(const dlpg__op_args_t *a);
+/* The checks and copies of a's per-rank arrays into op (the kinds whose shape rule is
+ * COUNTS; op's tensors already validated, space of dlpg__op_counts_space after op). */
+dlpg_status_t dlpg__op_build_counts(const dlpg__op_args_t *a, const char *fn, dlpg__op_t *op);
+
+/* Validate a's arguments at the door and fill *op (op->work is left NULL); op has
+ * dlpg__op_counts_space(a) bytes after it. Every failure
  * returns a status with a message naming the function, the argument and the values. */
 dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op);
 

@@ -87,6 +87,7 @@ static dlpg_status_t dlpg__check_shapes(const char *fn, const dlpg__op_kind_info
                            dlpg__arg_name(k, 0, i, inn, sizeof inn), (long long)in, size,
                            op->ntensors, (long long)out, (long long)want);
       return DLPG_OK;
+    case DLPG__SHAPE_COUNTS: /* dlpg__op_build_counts (ops_counts.c) */
     case DLPG__SHAPE_NONE:
       return DLPG_OK;
   }
@@ -96,10 +97,19 @@ static dlpg_status_t dlpg__check_shapes(const char *fn, const dlpg__op_kind_info
 /* The serving backend's table must list the kind (backend_abi.h, kinds): a module built
  * from an older table is refused here, naming both, instead of failing inside its issue. */
 static dlpg_status_t dlpg__check_served(const char *fn, const dlpg__backend_vtbl_t *be,
-                                        dlpg__op_kind_t kind) {
+                                        dlpg__op_kind_t kind, int device_type) {
   if (dlpg__vtbl_serves(be, kind)) return DLPG_OK;
   char served[256];
   dlpg__op_kinds_names(dlpg__vtbl_kinds(be), served, sizeof served);
+  /* A kind added after ABI v1's first table is one a backend may simply not have yet. */
+  if (!(DLPG__KINDS_V1 & DLPG__KIND_BIT(kind))) {
+    const char *dev = device_type == kDLCPU    ? "CPU"
+                      : device_type == kDLCUDA ? "CUDA"
+                                               : dlpg__device_name(device_type);
+    return dlpg__error(DLPG_ERR_UNSUPPORTED,
+                       "%s: not yet on %s tensors (the %s backend does not serve %s; it serves "
+                       "%s)", fn, dev, be->name, dlpg__op_name(kind), served);
+  }
   return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: the %s backend does not serve %s (it serves %s)",
                      fn, be->name, dlpg__op_name(kind), served);
 }
@@ -143,7 +153,24 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
     if (op->backend < 0)
       return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: no backend serves cpu", fn);
     DLPG_CHECK(dlpg__backend_get(fn, op->backend, &be));
-    return dlpg__check_served(fn, be, a->kind);
+    return dlpg__check_served(fn, be, a->kind, kDLCPU);
+  }
+
+  /* GATHER's output and SCATTER's input are the root's alone (outputs ROOT): elsewhere they
+   * are ignored (NULL allowed) and the rank's other tensor stands in for them, so device,
+   * dtype and backend come from a tensor the rank does hold; the stand-in is emptied below. */
+  int root_only = k->outputs == DLPG__OUTPUTS_ROOT;
+  if (root_only)
+    DLPG_ARG_CHECK(a->root >= 0 && a->root < g->size,
+                   "%s: root is %d but world_size is %d (root must be in [0, %d))", fn, a->root,
+                   g->size, g->size);
+  int off_root = root_only && a->root != g->rank;
+  int no_out = off_root && k->shape == DLPG__SHAPE_GATHER;  /* output ignored */
+  int no_in = off_root && k->shape == DLPG__SHAPE_SCATTER;  /* input ignored */
+  DLTensor *const *inputs = a->inputs, *const *outputs = no_out ? NULL : a->outputs;
+  if (no_in) {
+    DLPG_ARG_CHECK(a->outputs && a->outputs[0], "%s: output is NULL", fn);
+    inputs = a->outputs;
   }
 
   int n = a->ntensors;
@@ -156,32 +183,39 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
   /* Literal names: nothing is formatted unless a message needs it. */
   const char *in0 = k->args == DLPG__ARGS_LIST ? "inputs[0]" : dlpg__arg_name(k, 0, 0, NULL, 0);
   if (single)
-    DLPG_ARG_CHECK(a->inputs && a->inputs[0], "%s: %s is NULL", fn, in0);
+    DLPG_ARG_CHECK(inputs && inputs[0], "%s: %s is NULL%s", fn, in0,
+                   root_only ? " (the root's input is required)" : "");
   else
-    DLPG_ARG_CHECK(a->inputs != NULL, "%s: inputs is NULL", fn);
+    DLPG_ARG_CHECK(inputs != NULL, "%s: inputs is NULL", fn);
 
-  if (k->outputs == DLPG__OUTPUTS_REQUIRED) {
+  if (k->outputs == DLPG__OUTPUTS_REQUIRED || (root_only && !no_out)) {
     if (single)
-      DLPG_ARG_CHECK(a->outputs && a->outputs[0], "%s: output is NULL", fn);
+      DLPG_ARG_CHECK(outputs && outputs[0], "%s: output is NULL%s", fn,
+                     root_only && !no_in && k->shape == DLPG__SHAPE_GATHER
+                         ? " (the root's output is required)" : "");
     else
-      DLPG_ARG_CHECK(a->outputs != NULL,
+      DLPG_ARG_CHECK(outputs != NULL,
                      "%s: outputs is NULL (this operation cannot run in place)", fn);
   }
-  int has_out = k->outputs != DLPG__OUTPUTS_NONE && a->outputs != NULL;
-  op->in_place = k->outputs != DLPG__OUTPUTS_NONE && !has_out;
+  int has_out = k->outputs != DLPG__OUTPUTS_NONE && outputs != NULL;
+  op->in_place = k->outputs != DLPG__OUTPUTS_NONE && !root_only && !has_out;
 
   const char *in_name = k->args == DLPG__ARGS_LIST ? "inputs" : in0;
   const char *out_name = single ? "output" : "outputs";
   for (int i = 0; i < n; i++) {
-    DLPG_CHECK(dlpg__tensor_from_dl(fn, in_name, single ? -1 : i, a->inputs[i], &op->in[i]));
+    DLPG_CHECK(dlpg__tensor_from_dl(fn, no_in ? out_name : in_name, single ? -1 : i,
+                                    inputs[i], &op->in[i]));
     if (i > 0) DLPG_CHECK(dlpg__check_like(fn, k, 0, i, &op->in[i], &op->in[0], 0, 0));
     if (has_out) {
-      DLPG_CHECK(dlpg__tensor_from_dl(fn, out_name, single ? -1 : i, a->outputs[i], &op->out[i]));
+      DLPG_CHECK(dlpg__tensor_from_dl(fn, out_name, single ? -1 : i, outputs[i], &op->out[i]));
       DLPG_CHECK(dlpg__check_like(fn, k, 1, i, &op->out[i], &op->in[i], 0, i));
     } else {
       op->out[i] = op->in[i];
     }
   }
+  /* The stand-in of a tensor only the root uses keeps device and dtype, holds nothing. */
+  dlpg__tensor_t *absent = no_out ? &op->out[0] : no_in ? &op->in[0] : NULL;
+  if (absent) absent->ptr = NULL, absent->numel = 0, absent->nbytes = 0;
 
   const dlpg__tensor_t *t0 = &op->in[0];
   char d1[48];
@@ -206,7 +240,7 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
   if (serving != t0->backend) DLPG_CHECK(dlpg__backend_get(fn, serving, &be));
   /* No line of the device lists the kind (dlpg__backend_for_kind found none): refused here,
    * naming the backend, rather than by whatever its issue would do with a kind it lacks. */
-  DLPG_CHECK(dlpg__check_served(fn, be, a->kind));
+  DLPG_CHECK(dlpg__check_served(fn, be, a->kind, t0->device_type));
   if (n > be->max_tensors) {
     char most[32];
     if (be->max_tensors == 1) snprintf(most, sizeof most, "exactly one tensor");
@@ -240,7 +274,7 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
                          "%s: inputs[%d] has %lld elements but inputs[0] has %lld (tensors of "
                          "one call must match)", fn, i, (long long)op->in[i].numel,
                          (long long)op->in[0].numel);
-    if (has_out) DLPG_CHECK(dlpg__check_shapes(fn, k, op, g->size, i));
+    if (has_out && !off_root) DLPG_CHECK(dlpg__check_shapes(fn, k, op, g->size, i));
   }
 
   if (k->root)
@@ -264,6 +298,7 @@ dlpg_status_t dlpg__op_build(const dlpg__op_args_t *a, dlpg__op_t *op) {
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
                        "%s: op is %d, not a dlpg_reduce_op_t (DLPG_SUM..DLPG_PREMUL_SUM = 0..8)",
                        fn, (int)op->rop);
+  if (k->shape == DLPG__SHAPE_COUNTS) DLPG_CHECK(dlpg__op_build_counts(a, fn, op));
   /* The backend's own rules (dtype, reduce op, device capability). */
   DLPG_CHECK(be->check(fn, &op->be));
   /* A transfer with this rank itself can only be matched later by this same thread: only a

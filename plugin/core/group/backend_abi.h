@@ -138,7 +138,18 @@ static inline const char *dlpg__be_group_keys(const dlpg__be_group_t *g) {
   /* Appended: DLPG_PREMUL_SUM's factor (dlpg_reduce_desc_t's scalar), 0 otherwise. A module \
      reads it only when op->struct_size covers it (dlpg__be_op_scalar); a core that         \
      predates it never hands a module DLPG_PREMUL_SUM. */                                   \
-  double scalar;
+  double scalar;                                                                             \
+  /* Appended: the per-rank arrays of ALLGATHERV, ALLTOALLV and REDUCE_SCATTER_V, in        \
+     elements, size entries each, validated (no negative entry, no block past its tensor)  \
+     and with displacements resolved (packed ones computed where the caller gave NULL).     \
+     Copies owned by the op (they live as long as the op record), so the caller's arrays    \
+     may go when the call returns; NULL for the other kinds. A module reads them only when  \
+     op->struct_size covers them (dlpg__be_op_counts); a core that predates them never      \
+     hands a module these kinds (its kinds mask cannot name them). */                       \
+  const int64_t *counts;      /* ALLGATHERV, REDUCE_SCATTER_V: counts; ALLTOALLV: send */   \
+  const int64_t *displs;      /* likewise: displs, send_displs */                           \
+  const int64_t *recv_counts; /* ALLTOALLV only */                                          \
+  const int64_t *recv_displs;
 
 /* One validated operation as a backend sees it (copied out of the caller's arguments, so
  * the DLTensor structs need not outlive the call). */
@@ -149,6 +160,12 @@ typedef struct dlpg__be_op {
 /* op's premul-sum factor (1 from a core whose ops predate the field). */
 static inline double dlpg__be_op_scalar(const dlpg__be_op_t *op) {
   return op->struct_size >= offsetof(dlpg__be_op_t, scalar) + sizeof(double) ? op->scalar : 1.0;
+}
+
+/* Whether op carries the per-rank arrays (a core that predates them: never). */
+static inline int dlpg__be_op_counts(const dlpg__be_op_t *op) {
+  return op->struct_size >= offsetof(dlpg__be_op_t, recv_displs) + sizeof(op->recv_displs) &&
+         op->counts != NULL;
 }
 
 /* A poller a caller-thread backend attaches to an op's work (host work_set_backend). */

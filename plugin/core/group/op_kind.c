@@ -11,6 +11,9 @@ _Static_assert(DLPG__OP_ALLREDUCE == 0 && DLPG__OP_BROADCAST == 1 && DLPG__OP_RE
                    DLPG__OP_ALLTOALL == 5 && DLPG__OP_SEND == 6 && DLPG__OP_RECV == 7 &&
                    DLPG__OP_BARRIER == 8,
                "the kinds of backend ABI v1 keep their values: append new kinds at the end");
+_Static_assert(DLPG__OP_GATHER == 9 && DLPG__OP_SCATTER == 10 && DLPG__OP_ALLGATHERV == 11 &&
+                   DLPG__OP_ALLTOALLV == 12 && DLPG__OP_REDUCE_SCATTER_V == 13,
+               "the rooted and uneven kinds keep their values once released");
 _Static_assert(DLPG__OP_COUNT <= 32, "a kinds mask is an unsigned: at most 32 kinds");
 _Static_assert((DLPG__KINDS_V1 & ~DLPG__KINDS_ALL) == 0, "ABI v1's kinds are in the table");
 

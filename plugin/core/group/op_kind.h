@@ -18,6 +18,7 @@ typedef enum dlpg__op_outputs {
   DLPG__OUTPUTS_NONE,     /* no outputs */
   DLPG__OUTPUTS_INPLACE,  /* outputs optional: NULL means in place */
   DLPG__OUTPUTS_REQUIRED, /* outputs must be given */
+  DLPG__OUTPUTS_ROOT,     /* the root's own tensor given on the root only (GATHER, SCATTER) */
 } dlpg__op_outputs_t;
 
 typedef enum dlpg__op_args_style {
@@ -32,6 +33,7 @@ typedef enum dlpg__shape_rule {
   DLPG__SHAPE_GATHER,   /* out = world_size * ntensors * in */
   DLPG__SHAPE_SCATTER,  /* in = world_size * ntensors * out */
   DLPG__SHAPE_ALLTOALL, /* out = in, divisible by world_size */
+  DLPG__SHAPE_COUNTS,   /* per-rank counts and displacements (door/ops_counts.c) */
   DLPG__SHAPE_NONE,     /* no rule */
 } dlpg__shape_rule_t;
 

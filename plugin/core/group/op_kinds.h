@@ -10,7 +10,9 @@
  *     reduces  1: takes a reduce op (a dlpg_reduce_op_t the backend's check judges)
  *     outputs  NONE: no outputs; INPLACE: outputs optional (NULL: in place);
  *              REQUIRED: outputs must be given (the output's size differs, or the backend
- *              needs distinct buffers)
+ *              needs distinct buffers); ROOT: the tensor only the root uses (a gather's
+ *              output, a scatter's input by its shape) must be given on the root and is
+ *              ignored (may be NULL) elsewhere, the other one is required
  *     root     1: takes a root rank
  *     p2p      1: point to point (takes a peer and a tag; a transfer with this rank itself
  *              only inside a dlpg_group_start/end batch)
@@ -18,6 +20,7 @@
  *              PAIR input/output (one), TENSOR tensor (one), NONE (no tensors)
  *     shape    per local device i: SAME out = in; GATHER out = world * ntensors * in;
  *              SCATTER in = world * ntensors * out; ALLTOALL out = in, divisible by world;
+ *              COUNTS per-rank counts and displacements decide (door/ops_counts.c);
  *              NONE no rule */
 #ifndef DLPG_CORE_OP_KINDS_H_
 #define DLPG_CORE_OP_KINDS_H_
@@ -31,7 +34,12 @@
   X(ALLTOALL, alltoall, 0, REQUIRED, 0, 0, PAIR, ALLTOALL)                                \
   X(SEND, send, 0, NONE, 0, 1, TENSOR, NONE)                                              \
   X(RECV, recv, 0, NONE, 0, 1, TENSOR, NONE)                                              \
-  X(BARRIER, barrier, 0, NONE, 0, 0, NONE, NONE)
+  X(BARRIER, barrier, 0, NONE, 0, 0, NONE, NONE)                                         \
+  X(GATHER, gather, 0, ROOT, 1, 0, PAIR, GATHER)                                          \
+  X(SCATTER, scatter, 0, ROOT, 1, 0, PAIR, SCATTER)                                       \
+  X(ALLGATHERV, allgatherv, 0, REQUIRED, 0, 0, PAIR, COUNTS)                              \
+  X(ALLTOALLV, alltoallv, 0, REQUIRED, 0, 0, PAIR, COUNTS)                                \
+  X(REDUCE_SCATTER_V, reduce_scatter_v, 1, REQUIRED, 0, 0, PAIR, COUNTS)
 
 typedef enum dlpg__op_kind {
 #define DLPG__OP_KIND_ENUM_(NAME, name, reduces, outputs, root, p2p, args, shape) DLPG__OP_##NAME,

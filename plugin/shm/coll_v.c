@@ -1,0 +1,215 @@
+/* The rooted and uneven collectives (gather, scatter, allgatherv, alltoallv,
+ * reduce_scatter_v) through the ranks' slots (step.h). Each rank's outgoing bytes form one
+ * stream -- its blocks back to back in destination order (gather, allgatherv: its input;
+ * scatter: the root's whole input) -- and step s carries bytes [s W, (s + 1) W) of every
+ * rank's stream in that rank's slot (W = slot_bytes): a rank copies its window in, posts,
+ * and each reader copies the parts of the windows that are its blocks out, so every byte is
+ * copied once into the segment and once out, with no per-pair exchange, and a skewed rank's
+ * long stream only adds steps. Every rank knows every stream's layout: gather's and
+ * scatter's from the block size (compared in the first step's descriptor), the v-forms'
+ * from a first step in which each rank publishes its counts in its slot and every rank
+ * judges all of them alike (core/group/vcounts.h), so a disagreement fails every rank with
+ * the same words after the same step and leaves the handle usable. reduce_scatter_v: the
+ * streams share one layout, so rank r reduces its block at the same slot offset of every
+ * slot, in rank order (every rank's result from one reduction order, as the other reducing
+ * collectives). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/status.h"
+#include "core/group/op_kind.h"
+#include "core/group/vcounts.h"
+#include "shm/copy_out.h"
+#include "shm/reduce.h"
+#include "shm/reduce_slots.h"
+#include "shm/seg.h"
+#include "shm/step.h"
+
+/* A run of bytes of one rank's stream: at stream offset off, len bytes, to or from p. */
+typedef struct dlpg__shm_run {
+  int rank;          /* whose stream */
+  size_t off, len;
+  uint8_t *p;        /* outgoing: the source (const in spirit); incoming: the destination */
+} dlpg__shm_run_t;
+
+/* The layout of one call: this rank's outgoing runs, its incoming runs, and the longest
+ * stream (every rank computes the same). */
+typedef struct dlpg__shm_layout {
+  dlpg__shm_run_t *outs, *ins;
+  size_t nouts, nins;
+  size_t longest;
+} dlpg__shm_layout_t;
+
+static size_t dlpg__shm_vmin(size_t a, size_t b) { return a < b ? a : b; }
+
+/* The layout of c on this rank; pub[q]: rank q's published counts (v-forms). */
+static dlpg_status_t dlpg__shm_vlayout(const dlpg__shm_vcall_t *c, int N, int me,
+                                       const int64_t *const *pub, dlpg__shm_layout_t *L) {
+  size_t E = c->elem;
+  L->outs = calloc((size_t)N, sizeof *L->outs);
+  L->ins = calloc((size_t)N, sizeof *L->ins);
+  if (!L->outs || !L->ins)
+    return dlpg__error(DLPG_ERR_SYSTEM, "shm rank %d: out of memory laying out %s", me,
+                       dlpg__op_name(c->kind));
+  const uint8_t *in = c->in;
+  uint8_t *out = c->out;
+  size_t block = (size_t)c->block * E;
+  switch (c->kind) {
+    case DLPG__OP_GATHER:
+      L->outs[L->nouts++] = (dlpg__shm_run_t){me, 0, block, (uint8_t *)(uintptr_t)in};
+      if (me == c->root)
+        for (int q = 0; q < N; q++)
+          L->ins[L->nins++] = (dlpg__shm_run_t){q, 0, block, out + (size_t)q * block};
+      L->longest = block;
+      break;
+    case DLPG__OP_SCATTER:
+      if (me == c->root)
+        L->outs[L->nouts++] = (dlpg__shm_run_t){me, 0, block * (size_t)N, (uint8_t *)(uintptr_t)in};
+      L->ins[L->nins++] = (dlpg__shm_run_t){c->root, (size_t)me * block, block, out};
+      L->longest = block * (size_t)N;
+      break;
+    case DLPG__OP_ALLGATHERV:
+      for (int q = 0; q < N; q++) {
+        size_t len = (size_t)pub[q][q] * E;
+        if (q == me) L->outs[L->nouts++] = (dlpg__shm_run_t){me, 0, len, (uint8_t *)(uintptr_t)in};
+        L->ins[L->nins++] = (dlpg__shm_run_t){q, 0, len, out + (size_t)c->displs[q] * E};
+        if (len > L->longest) L->longest = len;
+      }
+      break;
+    case DLPG__OP_ALLTOALLV:
+    case DLPG__OP_REDUCE_SCATTER_V: {
+      /* Rank q's stream: its blocks for ranks 0..N-1 back to back (reduce_scatter_v: the
+       * same counts on every rank, so the same layout in every stream). */
+      for (int q = 0; q < N; q++) {
+        size_t off = 0;
+        for (int j = 0; j < N; j++) {
+          size_t len = (size_t)pub[q][j] * E;
+          if (q == me)
+            L->outs[L->nouts++] =
+                (dlpg__shm_run_t){me, off, len, (uint8_t *)(uintptr_t)(in + (size_t)c->displs[j] * E)};
+          if (j == me && c->kind == DLPG__OP_ALLTOALLV)
+            L->ins[L->nins++] = (dlpg__shm_run_t){q, off, len, out + (size_t)c->recv_displs[q] * E};
+          if (j == me && c->kind == DLPG__OP_REDUCE_SCATTER_V && q == 0)
+            L->ins[L->nins++] = (dlpg__shm_run_t){-1, off, len, out}; /* every rank's */
+          off += len;
+        }
+        if (off > L->longest) L->longest = off;
+      }
+      break;
+    }
+    default:
+      return dlpg__error(DLPG_ERR_INTERNAL, "shm: %s is not a rooted or uneven collective",
+                         dlpg__op_name(c->kind));
+  }
+  return DLPG_OK;
+}
+
+/* Queue one copy, flushing the scratch list when full. */
+static void dlpg__shm_vcopy(dlpg__shm_t *sh, size_t *n, uint8_t *dst, const uint8_t *src,
+                            size_t len, int stream) {
+  dlpg__shm_steps_t *st = dlpg__shm_steps(sh);
+  if (!len) return;
+  st->copies[(*n)++] = (dlpg__shm_copy_t){dst, src, len};
+  if (*n == (size_t)st->size + 2) {
+    dlpg__shm_copy_many(sh, st->copies, *n, stream);
+    *n = 0;
+  }
+}
+
+/* The data steps: window [w0, w0 + W) of every stream per step. */
+static dlpg_status_t dlpg__shm_vsteps(dlpg__shm_t *sh, const dlpg__shm_vcall_t *c,
+                                      const dlpg__shm_layout_t *L, int first_done) {
+  dlpg__shm_steps_t *st = dlpg__shm_steps(sh);
+  size_t W = st->slot_bytes;
+  int reducing = c->kind == DLPG__OP_REDUCE_SCATTER_V;
+  dlpg__shm_reducer_t rd;
+  if (reducing) dlpg__shm_reducer(c->dtype, c->rop, &rd);
+  int stream = !reducing && dlpg__shm_stream_out(sh, c->out_bytes);
+  if (!reducing && c->out_bytes && L->nins) dlpg__shm_prefault_out(sh, c->out, c->out_bytes);
+  /* A v-form whose streams are all empty is done once its counts step agreed. */
+  if (first_done && L->longest == 0) return DLPG_OK;
+  size_t w0 = 0;
+  do {
+    size_t w1 = w0 + dlpg__shm_vmin(L->longest - w0, W);
+    DLPG_CHECK(dlpg__shm_step_begin(sh));
+    uint8_t *mine = dlpg__shm_step_slot(st, st->rank);
+    size_t n = 0;
+    for (size_t i = 0; i < L->nouts; i++) {
+      const dlpg__shm_run_t *r = &L->outs[i];
+      size_t lo = r->off > w0 ? r->off : w0, hi = dlpg__shm_vmin(r->off + r->len, w1);
+      if (lo < hi) dlpg__shm_vcopy(sh, &n, mine + (lo - w0), r->p + (lo - r->off), hi - lo, 0);
+    }
+    if (n) dlpg__shm_copy_many(sh, st->copies, n, 0);
+    DLPG_CHECK(dlpg__shm_step_post(sh));
+    n = 0;
+    for (size_t i = 0; i < L->nins; i++) {
+      const dlpg__shm_run_t *r = &L->ins[i];
+      size_t lo = r->off > w0 ? r->off : w0, hi = dlpg__shm_vmin(r->off + r->len, w1);
+      if (lo >= hi) continue;
+      if (r->rank < 0) { /* reduce_scatter_v: every rank's slot at the same offset */
+        DLPG_CHECK(dlpg__shm_step_wait_all(sh));
+        dlpg__shm_reduce_many(sh, &rd, r->p + (lo - r->off), lo - w0, (hi - lo) / rd.elem, NULL);
+        continue;
+      }
+      DLPG_CHECK(dlpg__shm_step_wait(sh, r->rank));
+      dlpg__shm_vcopy(sh, &n, r->p + (lo - r->off), dlpg__shm_step_slot(st, r->rank) + (lo - w0),
+                      hi - lo, stream);
+    }
+    if (n) dlpg__shm_copy_many(sh, st->copies, n, stream);
+    w0 = w1;
+  } while (w0 < L->longest);
+  return DLPG_OK;
+}
+
+/* The v-forms' first step: every rank publishes its counts in its slot and reads everyone's
+ * (pub[q] points into rank q's slot, valid until the step after next). */
+static dlpg_status_t dlpg__shm_vcounts_step(dlpg__shm_t *sh, const dlpg__shm_vcall_t *c,
+                                            const int64_t **pub) {
+  dlpg__shm_steps_t *st = dlpg__shm_steps(sh);
+  DLPG_CHECK(dlpg__shm_step_begin(sh));
+  int64_t *mine = (int64_t *)(void *)dlpg__shm_step_slot(st, st->rank);
+  memcpy(mine, c->counts, (size_t)st->size * sizeof *mine);
+  if (c->kind == DLPG__OP_ALLTOALLV)
+    memcpy(mine + st->size, c->recv_counts, (size_t)st->size * sizeof *mine);
+  DLPG_CHECK(dlpg__shm_step_post(sh)); /* the first step: waits for all, compares the calls */
+  for (int q = 0; q < st->size; q++)
+    pub[q] = (const int64_t *)(const void *)dlpg__shm_step_slot(st, q);
+  char why[256];
+  if (dlpg__vcounts_disagree(c->kind, st->size, pub, why, sizeof why))
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "shm: in %s, %s", dlpg__shm_what(sh), why);
+  return DLPG_OK;
+}
+
+dlpg_status_t dlpg__shm_vcoll(dlpg__shm_t *sh, const dlpg__shm_vcall_t *c) {
+  DLPG_ARG_CHECK(sh && c, "dlpg__shm_vcoll: the engine or the call is NULL");
+  dlpg__shm_steps_t *st = dlpg__shm_steps(sh);
+  int N = st->size, me = st->rank;
+  size_t npub = dlpg__vcounts_len(c->kind, N);
+  DLPG_ARG_CHECK(npub * sizeof(int64_t) <= st->slot_bytes,
+                 "shm rank %d: %zu counts do not fit a slot of %zu bytes", me, npub,
+                 st->slot_bytes);
+  uint64_t count = npub ? 0 : (uint64_t)c->block * c->elem;
+  DLPG_CHECK(dlpg__shm_coll_start(sh, c->kind, count, (int)c->dtype,
+                                  c->kind == DLPG__OP_REDUCE_SCATTER_V ? (int)c->rop : 0,
+                                  c->root));
+  const int64_t **pub = NULL;
+  dlpg__shm_layout_t L = {0};
+  dlpg_status_t s = DLPG_OK;
+  if (npub) {
+    pub = calloc((size_t)N, sizeof *pub);
+    if (!pub) {
+      s = dlpg__error(DLPG_ERR_SYSTEM, "shm rank %d: out of memory", me);
+      goto done;
+    }
+    DLPG_CHECK_GOTO(dlpg__shm_vcounts_step(sh, c, pub), s, done);
+  }
+  DLPG_CHECK_GOTO(dlpg__shm_vlayout(c, N, me, pub, &L), s, done);
+  s = dlpg__shm_vsteps(sh, c, &L, npub != 0);
+done:
+  free(pub);
+  free(L.outs);
+  free(L.ins);
+  return s;
+}
