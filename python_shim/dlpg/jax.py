@@ -8,7 +8,12 @@
     def step(x):
         return dj.allreduce(x, op="sum")        # also reduce, allgather, gather,
                                                 # reduce_scatter, broadcast, scatter,
-                                                # alltoall, send, recv, sendrecv, barrier
+                                                # alltoall, alltoallv, send, recv,
+                                                # sendrecv, barrier
+Every call takes group=: None for init's group, else a dlpg.jax group (from_group(g) for a
+dlpg.Group g, split(color, key) for a child); calls on several groups share the one program
+order below. jax.vmap batches every call into one call on the stacked array
+(python_shim/dlpg/_jax_batching.py says how each moves the batch axis).
 The handlers live in libdlpg_xla.so (plugin/xla), found through DLPG_XLA_LIBRARY, then
 beside libdlpg.so, then the repository's build*/ folders. On CUDA they are enqueued on the
 stream XLA hands over and write into XLA's output buffer; on the CPU platform they run

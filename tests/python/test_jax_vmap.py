@@ -246,3 +246,49 @@ def test_jax_gather_scatter_alltoallv(ordered):
         res = run_ranks(_rank, WORLD, lambda r: (WORLD, url, seed, ordered, _rooted_checks),
                         deadline_s=170)
     assert_ok(res, WORLD, checks=3)
+
+
+def _refusal_rank(rank, world, url, seed, ordered, queue):
+    """With the single-call forms forced on, each custom call decodes its attributes (the
+    count arrays of alltoallv too) and reaches dlpg, whose refusal comes back as the
+    computation's error naming the function."""
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    res = {}
+    try:
+        import jax
+        import jax.numpy as jnp
+        import dlpg.jax as dj
+        dj.init(url, rank=rank, world_size=world, timeout=30, ordered=ordered)
+        calls = {"gather": lambda x: dj.gather(x), "scatter": lambda x: dj.scatter(x[None]),
+                 "alltoallv": lambda x: dj.alltoallv(x, (3,), (3,))}
+        for name, fn in calls.items():
+            dj._HAS[name] = True
+            try:
+                jax.block_until_ready(jax.jit(fn)(jnp.ones((3, 2), jnp.float32)))
+            except Exception as e:  # noqa: BLE001 - the point of the test
+                text = str(e)
+                ok = "DLPG_ERR_UNSUPPORTED" in text and "dlpg_%s:" % name in text
+                res[name] = "ok" if ok else text
+            else:
+                res[name] = "dlpg_%s ran although libdlpg refuses it" % name
+        dj.finalize()
+    except Exception:  # noqa: BLE001 - reported to the test
+        res["setup"] = traceback.format_exc()
+    queue.put((rank, res))
+
+
+def test_jax_rooted_calls_reach_dlpg_while_unsupported():
+    # The handlers of gather, scatter and alltoallv, checked before libdlpg implements them
+    # (test_jax_gather_scatter_alltoallv checks their results once it does).
+    _skip_without_jax()
+    from dlpg._jax_group import implemented
+    if all(implemented(n) for n in ("gather", "scatter", "alltoallv")):
+        pytest.skip("libdlpg implements dlpg_gather, dlpg_scatter and dlpg_alltoallv: "
+                    "test_jax_gather_scatter_alltoallv checks them")
+    with dlpg_store() as url:
+        res = run_ranks(_refusal_rank, 1, lambda r: (1, url, 0, None), deadline_s=120)
+    from dlpg._jax_group import implemented as impl
+    for name in ("gather", "scatter", "alltoallv"):
+        if impl(name):
+            res[0].pop(name, None)
+    assert_ok(res, 1, checks=0)
