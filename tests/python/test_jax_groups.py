@@ -204,9 +204,13 @@ def _split_checks(rank, world, url, seed, ordered):
 
     def t_split_and_use():
         child = dj.split(colors[rank], key=keys[rank])
+        everyone = sum(data(seed, q, (4,)) for q in range(world))
         try:
             if ref[rank] is None:
                 assert child is None, child
+                # The parent's allreduce that the children's ranks make after theirs.
+                close(jax.jit(dj.allreduce)(jnp.asarray(data(seed, rank, (4,)))), everyone,
+                      "allreduce on the parent")
                 return
             me, n, members = ref[rank]
             assert (dj.rank(child), dj.world_size(child)) == (me, n), (
@@ -217,7 +221,7 @@ def _split_checks(rank, world, url, seed, ordered):
             s, g, a = f(jnp.asarray(xs[me]))
             close(s, sum(xs), "allreduce on the child")
             close(g, np.stack(xs), "allgather on the child")
-            close(a, sum(data(seed, q, (4,)) for q in range(world)), "allreduce on the parent")
+            close(a, everyone, "allreduce on the parent")
             grandchild = dj.split(0, group=child)  # a child of the child: all of it
             try:
                 close(jax.jit(lambda x: dj.allreduce(x, group=grandchild))(jnp.asarray(xs[me])),
