@@ -157,7 +157,14 @@ def _group_checks(rank, world, url, seed, ordered):
             assert "freed" in str(e), str(e)
         else:
             raise AssertionError("a freed group was accepted")
-        assert not second.handle is None  # free() leaves from_group's dlpg.Group alone
+        assert second.handle is not None  # free() leaves from_group's dlpg.Group alone
+        if not hasattr(dlpg.Group, "split"):  # until dlpg.Group.split lands: a plain refusal
+            try:
+                dj.split(0)
+            except dlpg.DlpgError as e:
+                assert e.status == dlpg.ERR_UNSUPPORTED and "split" in str(e), str(e)
+            else:
+                raise AssertionError("dlpg.jax.split returned without dlpg.Group.split")
 
     try:
         for name, fn in sorted(locals().items()):
