@@ -98,6 +98,26 @@ static int attr_int(const XLA_FFI_CallFrame *f, const char *name, int64_t *v) {
   return 0;
 }
 
+/* int64 array attribute name of exactly n entries: 1 found, 0 absent, -1 another type or
+ * length (*len receives its length, -1 where it is not an int64 array). */
+static int attr_i64_array(const XLA_FFI_CallFrame *f, const char *name, int64_t n,
+                          const int64_t **v, int64_t *len) {
+  size_t k = strlen(name);
+  *len = -1;
+  for (int64_t i = 0; i < f->attrs.size; i++) {
+    const XLA_FFI_ByteSpan *s = f->attrs.names[i];
+    if (s->len != k || memcmp(s->ptr, name, k) != 0) continue;
+    if (f->attrs.types[i] != XLA_FFI_AttrType_ARRAY) return -1;
+    const XLA_FFI_Array *a = (const XLA_FFI_Array *)f->attrs.attrs[i];
+    if (a->dtype != XLA_FFI_DataType_S64) return -1;
+    *len = (int64_t)a->size;
+    if (*len != n) return -1;
+    *v = (const int64_t *)a->data;
+    return 1;
+  }
+  return 0;
+}
+
 static int dl_dtype(XLA_FFI_DataType t, DLDataType *d) {
   d->lanes = 1;
   switch (t) {
@@ -195,6 +215,26 @@ static XLA_FFI_Error *need_attr(XLA_FFI_CallFrame *f, const dlpg_xla_call_t *c,
                          r == 0 ? "missing" : "not an integer scalar");
 }
 
+static XLA_FFI_Error *need_counts(XLA_FFI_CallFrame *f, dlpg_xla_call_t *c) {
+  static const char *const names[DLPG_XLA_NCOUNTS] = {"send_counts", "send_displs",
+                                                       "recv_counts", "recv_displs"};
+  for (int i = 0; i < DLPG_XLA_NCOUNTS; i++) {
+    int64_t len;
+    int r = attr_i64_array(f, names[i], c->size, &c->counts[i], &len);
+    if (r == 1) continue;
+    if (r == 0 || len < 0)
+      return dlpg_xla__error(c->xla, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                             "dlpg.jax.%s (%s): attribute \"%s\" is %s", c->op,
+                             platform_name(c->platform), names[i],
+                             r == 0 ? "missing" : "not an int64 array");
+    return dlpg_xla__error(c->xla, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                           "dlpg.jax.%s (%s): attribute \"%s\" has %lld entries but the "
+                           "group has %d ranks", c->op, platform_name(c->platform), names[i],
+                           (long long)len, c->size);
+  }
+  return NULL;
+}
+
 static XLA_FFI_Error *decode(XLA_FFI_CallFrame *f, dlpg_xla_call_t *c, unsigned needs) {
   XLA_FFI_Error *e;
   int64_t gid = 0;
@@ -209,6 +249,10 @@ static XLA_FFI_Error *decode(XLA_FFI_CallFrame *f, dlpg_xla_call_t *c, unsigned 
                            "dlpg.jax.%s (%s): group id %lld is not registered (the group was "
                            "finalized, or this computation was compiled in another process)",
                            c->op, platform_name(c->platform), (long long)gid);
+  dlpg_status_t st = c->dl->group_rank(c->group, &c->rank);
+  if (st == DLPG_OK) st = c->dl->group_size(c->group, &c->size);
+  if (st != DLPG_OK) return dlpg_xla__check(c, st);
+  if ((needs & DLPG_XLA_NEEDS_COUNTS) && (e = need_counts(f, c)) != NULL) return e;
   if ((needs & DLPG_XLA_NEEDS_OP) && (e = need_attr(f, c, "op", &c->reduce_op)) != NULL) return e;
   if ((needs & DLPG_XLA_NEEDS_ROOT) && (e = need_attr(f, c, "root", &c->root)) != NULL) return e;
   if ((needs & DLPG_XLA_NEEDS_PEER) && ((e = need_attr(f, c, "peer", &c->peer)) != NULL ||

@@ -30,8 +30,15 @@ enum {
   DLPG_XLA_NEEDS_OP = 1 << 2,     /* attribute "op" (dlpg_reduce_op_t) */
   DLPG_XLA_NEEDS_ROOT = 1 << 3,   /* attribute "root" */
   DLPG_XLA_NEEDS_PEER = 1 << 4,   /* attributes "peer" and "tag" */
-  DLPG_XLA_NEEDS_SOURCE = 1 << 5  /* attribute "source" (sendrecv: peer is where it sends) */
+  DLPG_XLA_NEEDS_SOURCE = 1 << 5, /* attribute "source" (sendrecv: peer is where it sends) */
+  DLPG_XLA_NEEDS_COUNTS = 1 << 6  /* int64 array attributes "send_counts", "send_displs",
+                                     "recv_counts", "recv_displs" (alltoallv), one entry
+                                     per rank of the group */
 };
+
+/* The int64 array attributes of DLPG_XLA_NEEDS_COUNTS, in their order there. */
+enum { DLPG_XLA_SEND_COUNTS, DLPG_XLA_SEND_DISPLS, DLPG_XLA_RECV_COUNTS, DLPG_XLA_RECV_DISPLS,
+       DLPG_XLA_NCOUNTS };
 
 /* One decoded call: the group, the buffers as DLTensors, the attributes and the stream. */
 typedef struct dlpg_xla_call {
@@ -42,6 +49,8 @@ typedef struct dlpg_xla_call {
   dlpg_group_t *group;
   DLTensor input, output;
   int64_t reduce_op, root, peer, tag, source;
+  const int64_t *counts[DLPG_XLA_NCOUNTS]; /* XLA's attribute storage, group size entries */
+  int rank, size;                /* this rank and the group's size (read for every call) */
   void *stream;                  /* CUDA: the stream XLA hands over; CPU: NULL */
 } dlpg_xla_call_t;
 

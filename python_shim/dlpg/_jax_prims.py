@@ -127,6 +127,8 @@ def _chain_in(ctx, target):
 # The primitive parameters the handlers read as attributes; the others (world, shape,
 # dtype, mode) only shape the results or the lowering.
 _ATTRS = ("group", "op", "root", "peer", "tag", "source")
+# Tuples of ints the handlers read as int64 array attributes (alltoallv's counts).
+_ARRAY_ATTRS = ("send_counts", "send_displs", "recv_counts", "recv_displs")
 
 
 # ------------------------------------------------------------------ the default mode
@@ -231,6 +233,8 @@ def _link_lowering(ctx, *, group, mode):
 
 def _lowering(ctx, *args, target, mode, **params):
     config = {k: _mlir.ir_attribute(np.int64(v)) for k, v in params.items() if k in _ATTRS}
+    config.update({k: _ir.DenseI64ArrayAttr.get([int(i) for i in v])
+                   for k, v in params.items() if k in _ARRAY_ATTRS})
     if mode == "ordered":
         link, link_type, link_layout = ctx.tokens_in.get(_effect), _mlir.token_type(), ()
     else:
@@ -288,6 +292,22 @@ def _scattered(x, world, **_):
     return [_core.ShapedArray((x.shape[0] // world,) + tuple(x.shape[1:]), x.dtype)]
 
 
+def _gathered_at_root(x, world, here, **_):
+    # Ranks other than root get their input back from dlpg.jax.gather: their output is an
+    # empty array that the handler does not hand to dlpg.
+    shape = (world,) + tuple(x.shape) if here else (0,)
+    return [_core.ShapedArray(shape, x.dtype)]
+
+
+def _scattered_from_root(x, world, here, **_):
+    # Root's x holds world blocks on axis 0; the others pass the block's shape as x.
+    return [_core.ShapedArray(tuple(x.shape[1:]) if here else tuple(x.shape), x.dtype)]
+
+
+def _rows(x, rows, **_):
+    return [_core.ShapedArray((rows,) + tuple(x.shape[1:]), x.dtype)]
+
+
 def _nothing(x, **_):
     return []
 
@@ -305,6 +325,9 @@ alltoall_p = _primitive("alltoall", _same)
 send_p = _primitive("send", _nothing)
 recv_p = _primitive("recv", _received)
 sendrecv_p = _primitive("sendrecv", _received)
+gather_p = _primitive("gather", _gathered_at_root)
+scatter_p = _primitive("scatter", _scattered_from_root)
+alltoallv_p = _primitive("alltoallv", _rows)
 link_p = _primitive("link", lambda **_: [])
 try:
     _mlir.register_lowering(link_p, _link_lowering, cacheable=False)

@@ -8,7 +8,12 @@
     def step(x):
         return dj.allreduce(x, op="sum")        # also reduce, allgather, gather,
                                                 # reduce_scatter, broadcast, scatter,
-                                                # alltoall, send, recv, sendrecv, barrier
+                                                # alltoall, alltoallv, send, recv,
+                                                # sendrecv, barrier
+Every call takes group=: None for init's group, else a dlpg.jax group (from_group(g) for a
+dlpg.Group g, split(color, key) for a child); calls on several groups share the one program
+order below. jax.vmap batches every call into one call on the stacked array
+(python_shim/dlpg/_jax_batching.py says how each moves the batch axis).
 The handlers live in libdlpg_xla.so (plugin/xla), found through DLPG_XLA_LIBRARY, then
 beside libdlpg.so, then the repository's build*/ folders. On CUDA they are enqueued on the
 stream XLA hands over and write into XLA's output buffer; on the CPU platform they run
@@ -66,25 +71,28 @@ import jax
 import jax.numpy as jnp
 
 from . import _abi
+from . import _jax_batching  # noqa: F401 - registers the vmap rules of the primitives
 from . import _jax_prims as _prims
+from ._jax_group import JaxGroup
 from .group import Group, reduce_op
 from .store import Store
 
 __all__ = ["init", "finalize", "group", "rank", "world_size", "ordered", "allreduce",
            "reduce", "allgather", "gather", "reduce_scatter", "broadcast", "scatter",
-           "alltoall", "send", "recv", "sendrecv", "barrier", "library_path"]
+           "alltoall", "send", "recv", "sendrecv", "barrier", "library_path", "from_group",
+           "split", "JaxGroup"]
 
-# The custom-call targets of libdlpg_xla.so; gather, scatter and barrier are composed of them.
+# The custom-call targets of libdlpg_xla.so; barrier is an allreduce, and gather and scatter
+# are composed of send and recv where libdlpg lacks dlpg_gather and dlpg_scatter.
 _OPS = ("allreduce", "reduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "send",
-        "recv", "sendrecv", "link")
+        "recv", "sendrecv", "gather", "scatter", "alltoallv", "link")
 
 
 class _State(object):
     lib = None          # ctypes.CDLL of libdlpg_xla.so, once loaded
     lib_path = None
-    group = None        # the dlpg.Group of init()
-    gid = 0             # its id in libdlpg_xla's table (what compiled calls carry)
-    owns_group = False
+    jgroup = None       # the JaxGroup of init(): its dlpg.Group, its id in libdlpg_xla's
+                        # table (what compiled calls carry), whether init made the group
     mode = "auto"       # "auto" (chosen per call) or one of _jax_prims.MODES
 
 
@@ -240,7 +248,7 @@ def init(store=None, rank=None, world_size=None, name=None, timeout=300.0, group
                         % (ordered,))
     lib = _load()
     with _lock:
-        if _state.group is not None:
+        if _state.jgroup is not None:
             raise _abi.DlpgError(_abi.ERR_INVALID_ARGUMENT,
                                  "dlpg.jax.init: already initialised (call dlpg.jax.finalize() "
                                  "first)")
@@ -275,10 +283,7 @@ def init(store=None, rank=None, world_size=None, name=None, timeout=300.0, group
                                      "store (got rank=%r, world_size=%r)" % (rank, world_size))
             if group is None:
                 group = Group(store, int(rank), int(world_size), timeout=timeout, name=name)
-        import ctypes
-        gid = ctypes.c_int64()
-        _check(lib, lib.dlpg_xla_group_register(group.handle, ctypes.byref(gid)))
-        _state.group, _state.gid, _state.owns_group = group, gid.value, owns
+        _state.jgroup = JaxGroup(lib, group, owns)
         _state.mode = "auto" if ordered is None else "ordered" if ordered else "chain"
         _prims.AUTO[0] = _state.mode == "auto"
         return group
@@ -289,30 +294,83 @@ def finalize():
     destroy it if init created it. JAX's caches are cleared too, so that a jitted function
     called after a later init is traced again for the new group and its ordering mode."""
     with _lock:
-        g, gid, owns = _state.group, _state.gid, _state.owns_group
-        _state.group, _state.gid = None, 0
-    if g is None:
+        jg, _state.jgroup = _state.jgroup, None
+    if jg is None:
         return
-    _check(_state.lib, _state.lib.dlpg_xla_group_unregister(gid))
     # A trace holds the group id and the ordering mode as constants, and JAX reuses it for
     # the same function and argument types (jax.jit(dj.allreduce) after a new init too):
     # without this, such a call would run on the finalized group, or without the effect
     # that the new init's ordered=True asks for.
     jax.clear_caches()
-    if owns:
-        g.destroy()
+    jg.free()  # destroys the group if init made it
+
+
+def _default():
+    jg = _state.jgroup
+    if jg is None:
+        raise _abi.DlpgError(_abi.ERR_INVALID_ARGUMENT,
+                             "dlpg.jax: not initialised (call dlpg.jax.init first)")
+    return jg
 
 
 def group():
-    if _state.group is None:
-        raise _abi.DlpgError(_abi.ERR_INVALID_ARGUMENT,
-                             "dlpg.jax: not initialised (call dlpg.jax.init first)")
-    return _state.group
+    """The dlpg.Group of init (the group of calls made with group=None)."""
+    return _default().group
+
+
+def from_group(g):
+    """A dlpg.jax group for an existing dlpg.Group g, for the group= argument of every call.
+    g stays the caller's: keep it alive, and destroy it only after freeing what this returns
+    (its free() or `with`); a computation compiled for a freed group fails with a message.
+    dlpg.jax.init must have been called (it fixes the ordering mode every group shares)."""
+    if not isinstance(g, Group):
+        raise TypeError("dlpg.jax.from_group: g must be a dlpg.Group (got %s)"
+                        % type(g).__name__)
+    _default()
+    return JaxGroup(_load(), g, owns=False)
+
+
+def split(color, key=None, group=None, name=None, timeout=None):
+    """Split group (None: init's) as dlpg.Group.split / MPI_Comm_split: ranks passing the same
+    color >= 0 form one child, ordered by key (default: the rank), then by rank; returns a
+    dlpg.jax group on the child (it owns the child: its free() destroys it), or None for a
+    negative color. Collective over the parent: every rank of it calls split, in the same
+    order, outside jit."""
+    parent = _resolve(group, "split")
+    if not hasattr(parent.group, "split"):
+        raise _abi.DlpgError(_abi.ERR_UNSUPPORTED,
+                             "dlpg.jax.split: this dlpg's Group has no split (dlpg_group_split "
+                             "is not available)")
+    kw = {k: v for k, v in (("key", key), ("name", name), ("timeout", timeout))
+          if v is not None}
+    child = parent.group.split(int(color), **kw)
+    if child is None:
+        return None
+    try:
+        return JaxGroup(_load(), child, owns=True)
+    except BaseException:
+        child.destroy()
+        raise
+
+
+def _resolve(group, what):
+    """The JaxGroup a call named what runs on (group=None: init's)."""
+    if group is None:
+        return _default()
+    if isinstance(group, JaxGroup):
+        group.check_live(what)
+        return group
+    jg = _state.jgroup
+    if isinstance(group, Group) and jg is not None and group is jg.group:
+        return jg
+    raise TypeError("dlpg.jax.%s: group must be None (dlpg.jax.init's group) or a dlpg.jax "
+                    "group (dlpg.jax.from_group(g) for a dlpg.Group g, or dlpg.jax.split); "
+                    "got %s" % (what, type(group).__name__))
 
 
 def ordered():
     """dlpg.jax.init's ordered: None (chosen per call, the default), True or False."""
-    group()
+    _default()
     return None if _state.mode == "auto" else _state.mode == "ordered"
 
 
@@ -325,29 +383,32 @@ def _set_mode(mode):
     _prims.AUTO[0] = mode == "auto"
 
 
-def rank():
-    return group().rank
+def rank(group=None):
+    return _resolve(group, "rank").rank
 
 
-def world_size():
-    return group().size
+def world_size(group=None):
+    return _resolve(group, "world_size").size
 
 
 # ------------------------------------------------------------------ primitives
 
-def _common():
-    """The parameters every call carries: the group id and the ordering mode (the default
-    mode decides here, where the call is traced)."""
-    group()  # raises when not initialised
-    mode = _prims.auto_mode(_state.gid) if _state.mode == "auto" else _state.mode
-    return {"group": _state.gid, "mode": mode}
+def _common(jg):
+    """The parameters every call on JaxGroup jg carries: its id and the ordering mode (the
+    default mode decides here, where the call is traced; one mode for every group)."""
+    _default()  # raises when not initialised
+    mode = _prims.auto_mode(jg.gid) if _state.mode == "auto" else _state.mode
+    return {"group": jg.gid, "mode": mode}
 
 
-def _world_params():
-    return dict(_common(), world=world_size())
+def _world_params(jg):
+    return dict(_common(jg), world=jg.size)
 
 
 # ------------------------------------------------------------------ public functions
+#
+# Every call takes group=: None for dlpg.jax.init's group, else a dlpg.jax group (from_group,
+# split). Sizes, ranks and roots are checked against that group; the call carries its id.
 
 def _arr(x, what):
     x = jnp.asarray(x)
@@ -356,134 +417,215 @@ def _arr(x, what):
     return x
 
 
-def allreduce(x, op="sum"):
+def allreduce(x, op="sum", group=None):
     """Element-wise reduction over every rank ("sum", "prod", "min", "max", "avg"; bitwise
     on CPU). Differentiable for "sum" (the transpose is itself)."""
+    jg = _resolve(group, "allreduce")
     x = _arr(x, "allreduce")
     code = int(reduce_op(op))
-    params = _common()
+    params = _common(jg)
     if code == _abi.SUM and params["mode"] == "ordered":
         return _prims.allreduce_sum_ordered(x, params["group"])
     return _prims.allreduce_p.bind(x, op=code, **params)[0]
 
 
-def allgather(x):
+def allgather(x, group=None):
     """Every rank's x stacked rank-major: shape (world_size,) + x.shape."""
-    return _prims.allgather_p.bind(_arr(x, "allgather"), **_world_params())[0]
+    jg = _resolve(group, "allgather")
+    return _prims.allgather_p.bind(_arr(x, "allgather"), **_world_params(jg))[0]
 
 
-def _blocks(x, what):
-    world = world_size()
-    if x.ndim == 0 or x.shape[0] % world != 0:
+def _blocks(x, what, jg):
+    if x.ndim == 0 or x.shape[0] % jg.size != 0:
         raise ValueError("dlpg.jax.%s: the first dimension of x (shape %s) must be a multiple "
-                         "of world_size %d" % (what, tuple(x.shape), world))
-    return world
+                         "of world_size %d" % (what, tuple(x.shape), jg.size))
 
 
-def reduce_scatter(x, op="sum"):
+def reduce_scatter(x, op="sum", group=None):
     """x holds world_size blocks along axis 0; rank r gets the reduction of block r."""
+    jg = _resolve(group, "reduce_scatter")
     x = _arr(x, "reduce_scatter")
-    _blocks(x, "reduce_scatter")
-    return _prims.reduce_scatter_p.bind(x, op=int(reduce_op(op)), **_world_params())[0]
+    _blocks(x, "reduce_scatter", jg)
+    return _prims.reduce_scatter_p.bind(x, op=int(reduce_op(op)), **_world_params(jg))[0]
 
 
-def broadcast(x, root=0):
+def broadcast(x, root=0, group=None):
     """Rank root's x on every rank."""
+    jg = _resolve(group, "broadcast")
     x = _arr(x, "broadcast")
-    _peer(root, "broadcast", "root")
-    return _prims.broadcast_p.bind(x, root=int(root), **_common())[0]
+    _peer(root, "broadcast", "root", jg)
+    return _prims.broadcast_p.bind(x, root=int(root), **_common(jg))[0]
 
 
-def alltoall(x):
+def alltoall(x, group=None):
     """x holds world_size blocks along axis 0; block j goes to rank j, block i of the result
     came from rank i."""
+    jg = _resolve(group, "alltoall")
     x = _arr(x, "alltoall")
-    _blocks(x, "alltoall")
-    return _prims.alltoall_p.bind(x, **_world_params())[0]
+    _blocks(x, "alltoall", jg)
+    return _prims.alltoall_p.bind(x, **_world_params(jg))[0]
 
 
-def _peer(peer, what, arg):
-    world = world_size()
-    if not 0 <= int(peer) < world:
-        raise ValueError("dlpg.jax.%s: %s is %d but world_size is %d" % (what, arg, peer, world))
+def _peer(peer, what, arg, jg):
+    if not 0 <= int(peer) < jg.size:
+        raise ValueError("dlpg.jax.%s: %s is %d but world_size is %d" % (what, arg, peer,
+                                                                          jg.size))
 
 
-def send(x, dest, tag=0):
-    """Send x to rank dest (returns nothing; ordered with every other dlpg call)."""
+def send(x, dest, tag=0, group=None):
+    """Send x to rank dest (returns nothing; ordered with every other dlpg call). Under
+    jax.vmap the stacked array goes as one message, batch axis first."""
+    jg = _resolve(group, "send")
     x = _arr(x, "send")
-    _peer(dest, "send", "dest")
-    _prims.send_p.bind(x, peer=int(dest), tag=int(tag), **_common())
+    _peer(dest, "send", "dest", jg)
+    _prims.send_p.bind(x, peer=int(dest), tag=int(tag), **_common(jg))
 
 
-def recv(like, source, tag=0):
+def recv(like, source, tag=0, group=None):
     """Receive from rank source an array shaped like `like` (an array or a
     jax.ShapeDtypeStruct)."""
-    _peer(source, "recv", "source")
+    jg = _resolve(group, "recv")
+    _peer(source, "recv", "source", jg)
     shape = tuple(int(d) for d in like.shape)
     return _prims.recv_p.bind(shape=shape, dtype=np.dtype(like.dtype), peer=int(source),
-                        tag=int(tag), **_common())[0]
+                              tag=int(tag), **_common(jg))[0]
 
 
-def reduce(x, op="sum", root=0):
+def reduce(x, op="sum", root=0, group=None):
     """The reduction of every rank's x on rank root; every other rank gets its x back
     unchanged (as mpi4jax's reduce)."""
+    jg = _resolve(group, "reduce")
     x = _arr(x, "reduce")
-    _peer(root, "reduce", "root")
-    y = _prims.reduce_p.bind(x, op=int(reduce_op(op)), root=int(root), **_common())[0]
+    _peer(root, "reduce", "root", jg)
+    y = _prims.reduce_p.bind(x, op=int(reduce_op(op)), root=int(root), **_common(jg))[0]
     # The call runs on every rank (it is kept even where its result is unused); only root's
     # output is written.
-    return y if rank() == int(root) else x
+    return y if jg.rank == int(root) else x
 
 
-def gather(x, root=0):
+def gather(x, root=0, group=None):
     """Every rank's x stacked rank-major on rank root (shape (world_size,) + x.shape); every
-    other rank gets its x back unchanged. Composed of send and recv: root receives from each
-    rank in rank order, each other rank sends once."""
+    other rank gets its x back unchanged. One dlpg_gather call where libdlpg implements it,
+    else composed of send and recv (root receives from each rank in rank order, each other
+    rank sends once; that form is not batched by jax.vmap)."""
+    jg = _resolve(group, "gather")
     x = _arr(x, "gather")
-    _peer(root, "gather", "root")
-    root, me = int(root), rank()
+    _peer(root, "gather", "root", jg)
+    root, me = int(root), jg.rank
+    if _has("gather"):
+        y = _prims.gather_p.bind(x, root=root, here=me == root, **_world_params(jg))[0]
+        return y if me == root else x
     if me != root:
-        send(x, root)
+        send(x, root, group=jg)
         return x
     like = jax.ShapeDtypeStruct(x.shape, x.dtype)
-    parts = [x if r == root else recv(like, r) for r in range(world_size())]
+    parts = [x if r == root else recv(like, r, group=jg) for r in range(jg.size)]
     return jnp.stack(parts)
 
 
-def scatter(x, root=0):
+def scatter(x, root=0, group=None):
     """Block r of root's x (shape (world_size,) + s) on rank r. On root, x holds the blocks;
     on every other rank x is only the shape and dtype of the block it receives (an array or
-    a jax.ShapeDtypeStruct of shape s), as mpi4jax's scatter. Composed of send and recv."""
-    _peer(root, "scatter", "root")
-    root, me, world = int(root), rank(), world_size()
+    a jax.ShapeDtypeStruct of shape s), as mpi4jax's scatter. One dlpg_scatter call where
+    libdlpg implements it (under jax.vmap, pass every rank an array batched alike), else
+    composed of send and recv."""
+    jg = _resolve(group, "scatter")
+    _peer(root, "scatter", "root", jg)
+    root, me, world = int(root), jg.rank, jg.size
+    if me == root:
+        x = _arr(x, "scatter")
+        if x.ndim == 0 or x.shape[0] != world:
+            raise ValueError("dlpg.jax.scatter: on root (rank %d) x must have shape "
+                             "(world_size,) + the block's shape, with world_size %d (got "
+                             "shape %s)" % (root, world, tuple(x.shape)))
+    if _has("scatter"):
+        if me != root:
+            # The block's shape travels as this operand (batched under vmap like root's);
+            # its values are not read.
+            if isinstance(x, jax.ShapeDtypeStruct):
+                x = jnp.zeros(x.shape, x.dtype)
+            x = _arr(x, "scatter")
+        return _prims.scatter_p.bind(x, root=root, here=me == root, **_world_params(jg))[0]
     if me != root:
-        return recv(x, root)
-    x = _arr(x, "scatter")
-    if x.ndim == 0 or x.shape[0] != world:
-        raise ValueError("dlpg.jax.scatter: on root (rank %d) x must have shape (world_size,) "
-                         "+ the block's shape, with world_size %d (got shape %s)"
-                         % (root, world, tuple(x.shape)))
+        return recv(x, root, group=jg)
     for r in range(world):
         if r != root:
-            send(x[r], r)
+            send(x[r], r, group=jg)
     return x[root]
 
 
-def sendrecv(x, like, source, dest, tag=0):
+def sendrecv(x, like, source, dest, tag=0, group=None):
     """Send x to rank dest and receive from rank source an array shaped like `like` (an
     array or a jax.ShapeDtypeStruct), in one call: both transfers are issued together, so a
     ring (every rank sending to rank+1 and receiving from rank-1) cannot deadlock. The
-    message's tag is `tag` both ways; source and dest may be this rank."""
+    message's tag is `tag` both ways; source and dest may be this rank. Under jax.vmap both
+    directions carry the stacked arrays (batch axis first): the peers batch alike."""
+    jg = _resolve(group, "sendrecv")
     x = _arr(x, "sendrecv")
-    _peer(source, "sendrecv", "source")
-    _peer(dest, "sendrecv", "dest")
+    _peer(source, "sendrecv", "source", jg)
+    _peer(dest, "sendrecv", "dest", jg)
     shape = tuple(int(d) for d in like.shape)
     return _prims.sendrecv_p.bind(x, shape=shape, dtype=np.dtype(like.dtype), peer=int(dest),
-                                  source=int(source), tag=int(tag), **_common())[0]
+                                  source=int(source), tag=int(tag), **_common(jg))[0]
 
 
-def barrier():
+def alltoallv(x, send_counts, recv_counts, send_displs=None, recv_displs=None, group=None):
+    """Uneven all-to-all along axis 0 with static counts (Python sequences of world_size
+    ints, in rows of axis 0): x[send_displs[j]:send_displs[j] + send_counts[j]] goes to rank
+    j, which places it at recv_displs[i] of its result, for this rank i. Displacements None:
+    packed in rank order. The result has shape (max(recv_displs[i] + recv_counts[i]),) +
+    x.shape[1:]; rows no rank writes are undefined. Rank j's recv_counts[i] must equal rank
+    i's send_counts[j]."""
+    jg = _resolve(group, "alltoallv")
+    x = _arr(x, "alltoallv")
+    if x.ndim == 0:
+        raise ValueError("dlpg.jax.alltoallv: x must have at least one dimension (got a "
+                         "scalar)")
+    sc = _counts(send_counts, "send_counts", jg)
+    rc = _counts(recv_counts, "recv_counts", jg)
+    sd = _displs(send_displs, sc, "send_displs", jg)
+    rd = _displs(recv_displs, rc, "recv_displs", jg)
+    for j in range(jg.size):
+        if sd[j] + sc[j] > x.shape[0]:
+            raise ValueError("dlpg.jax.alltoallv: send_displs[%d] + send_counts[%d] = %d "
+                             "overruns x's %d rows" % (j, j, sd[j] + sc[j], x.shape[0]))
+    rows = max([d + c for d, c in zip(rd, rc)] + [0])
+    return _prims.alltoallv_p.bind(x, send_counts=sc, send_displs=sd, recv_counts=rc,
+                                   recv_displs=rd, rows=rows, **_common(jg))[0]
+
+
+def _counts(counts, what, jg):
+    c = tuple(int(v) for v in counts)
+    if len(c) != jg.size or any(v < 0 for v in c):
+        raise ValueError("dlpg.jax.alltoallv: %s must be %d counts >= 0, one per rank (got "
+                         "%r)" % (what, jg.size, tuple(counts)))
+    return c
+
+
+def _displs(displs, counts, what, jg):
+    if displs is None:
+        return tuple(int(v) for v in np.concatenate([[0], np.cumsum(counts)[:-1]]))
+    d = tuple(int(v) for v in displs)
+    if len(d) != jg.size or any(v < 0 for v in d):
+        raise ValueError("dlpg.jax.alltoallv: %s must be %d displacements >= 0, one per rank "
+                         "(got %r)" % (what, jg.size, tuple(displs)))
+    return d
+
+
+_HAS = {}
+
+
+def _has(name):
+    """Whether libdlpg implements dlpg_<name> (asked once per process)."""
+    if name not in _HAS:
+        from ._jax_group import implemented
+        _HAS[name] = implemented(name)
+    return _HAS[name]
+
+
+def barrier(group=None):
     """Returns once every rank has reached it, in program order with every other dlpg call
     (an allreduce of one int32: on CUDA it is ordered on XLA's stream like the others).
     Returns nothing; under jit the call is kept although nothing uses a result."""
-    _prims.allreduce_p.bind(jnp.zeros((), jnp.int32), op=int(_abi.SUM), **_common())
+    jg = _resolve(group, "barrier")
+    _prims.allreduce_p.bind(jnp.zeros((), jnp.int32), op=int(_abi.SUM), **_common(jg))
