@@ -7,12 +7,6 @@
 #define DLPG__PENDING(fn) \
   return dlpg__error(DLPG_ERR_UNSUPPORTED, fn ": not implemented in this build of dlpg")
 
-dlpg_status_t dlpg_group_split(dlpg_group_t *parent, int color, int key,
-                               const dlpg_group_options_t *options, dlpg_group_t **child) {
-  (void)parent, (void)color, (void)key, (void)options, (void)child;
-  DLPG__PENDING("dlpg_group_split");
-}
-
 dlpg_status_t dlpg_gather(dlpg_group_t *g, DLTensor *input, DLTensor *output, int root,
                           void *stream, dlpg_work_t **work) {
   (void)g, (void)input, (void)output, (void)root, (void)stream, (void)work;

@@ -150,9 +150,11 @@ static dlpg_status_t dlpg__where_read(struct dlpg_group *g, const dlpg__backend_
       return dlpg__error(DLPG_ERR_ABORTED, "group \"%s\" was aborted while rank %d chose its "
                          "backend", g->name, g->rank);
     double left = deadline - dlpg__now();
+    char who[DLPG__RANK_LABEL_MAX];
     if (left <= 0)
-      return dlpg__error(DLPG_ERR_TIMEOUT, "group \"%s\": rank %d did not publish where it runs "
-                         "within %g s (has it made the group?)", g->name, q, g->timeout_s);
+      return dlpg__error(DLPG_ERR_TIMEOUT, "group \"%s\": %s did not publish where it runs "
+                         "within %g s (has it made the group?)", g->name,
+                         dlpg__rank_label(g, q, who, sizeof who), g->timeout_s);
     int r = dlpg__rdv_try_get(g->store, key, buf, cap);
     if (r > 0) return DLPG_OK;
     if (r < 0)
