@@ -22,6 +22,7 @@
 #include "core/group/job.h"
 #include "core/group/split.h"
 #include "core/lines/backend.h"
+#include "dlpg/dlpg.h"
 
 /* The child's ranks from the exchanged table: members[0..*n) the parent ranks of color,
  * ordered by key, then by parent rank; *rank this rank's place among them. */
@@ -65,9 +66,33 @@ static dlpg_status_t dlpg__split_name(const char *fn, const dlpg_group_options_t
   return DLPG_OK;
 }
 
+/* The exchange as one allgather of (color, key) on the parent: the parent's collective
+ * coll_seq N in its flight recorder. A rank that never splits leaves it to time out as any
+ * collective (naming the ranks that had not called it) and aborts the parent. */
+static dlpg_status_t dlpg__split_allgather(const char *fn, struct dlpg_group *parent, int seq,
+                                           int color, int key, int *table) {
+  int32_t mine[2] = {color, key};
+  int64_t n_in = 2, n_out = 2 * (int64_t)parent->size;
+  _Static_assert(sizeof(int) == sizeof(int32_t), "the table is gathered as int32");
+  DLTensor in = {.data = mine, .device = {kDLCPU, 0}, .ndim = 1, .dtype = {kDLInt, 32, 1},
+                 .shape = &n_in};
+  DLTensor out = {.data = table, .device = {kDLCPU, 0}, .ndim = 1, .dtype = {kDLInt, 32, 1},
+                  .shape = &n_out};
+  DLTensor *ip = &in, *op = &out;
+  dlpg_status_t st = dlpg_allgather(parent, &ip, &op, 1, NULL, NULL);
+  if (st == DLPG_OK) return DLPG_OK;
+  char msg[DLPG__ERROR_MAX];
+  snprintf(msg, sizeof msg, "%s", dlpg__last_error());
+  return dlpg__error(st, "%s: group \"%s\": split %d exchanges the colors as an allgather of "
+                     "the group, which failed (every rank of the group must call "
+                     "dlpg_group_split, as often and in the same order): %.700s", fn,
+                     parent->name, seq, msg);
+}
+
 static dlpg_status_t dlpg__split_make(const char *fn, struct dlpg_group *parent, int seq,
                                       int color, double timeout_s, const char *name,
-                                      int *members, int n, int rank, struct dlpg_group **out) {
+                                      int *members, int n, int rank, int via_coll,
+                                      struct dlpg_group **out) {
   struct dlpg_group *c = NULL;
   DLPG_CHECK(dlpg__group_make(fn, parent->store, rank, n, timeout_s, name, &c));
   c->parent_ranks = members;
@@ -80,9 +105,11 @@ static dlpg_status_t dlpg__split_make(const char *fn, struct dlpg_group *parent,
     dlpg__group_release(c); /* frees members with it */
     return dlpg__error_prefix(st, fn);
   }
-  /* Every rank is in the job already: each says where it runs now, for the child's
-   * choice of backend at its first collective. */
-  dlpg__backend_where_publish(c);
+  /* The parent's choice of backend where the child's ranks would make the same (every
+   * parent rank has made it: the exchange was its collective); else every rank is in the
+   * job already and says where it runs now, for the child's choice at its first collective
+   * (sends and receives publish it too when they come first). */
+  if (!via_coll || !dlpg__backend_choice_inherit(c, parent)) dlpg__backend_where_publish(c);
   *out = c;
   return DLPG_OK;
 }
@@ -116,8 +143,12 @@ dlpg_status_t dlpg_group_split(dlpg_group_t *parent, int color, int key,
   int seq = atomic_fetch_add(&parent->splits, 1) + 1;
   int *table = malloc(sizeof *table * 2 * (size_t)parent->size);
   if (!table) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
-  st = dlpg__split_exchange(parent, fn, seq, color, key, dlpg__now() + parent->timeout_s,
-                            table);
+  /* Once the parent ran a host-memory collective (on every rank alike), its backend state
+   * exists and one allgather there is far cheaper than the store's round trips. */
+  int via_coll = atomic_load_explicit(&parent->host_colls, memory_order_relaxed) != 0;
+  st = via_coll ? dlpg__split_allgather(fn, parent, seq, color, key, table)
+                : dlpg__split_exchange(parent, fn, seq, color, key,
+                                       dlpg__now() + parent->timeout_s, table);
   int n = 0, rank = 0, *members = NULL;
   if (st == DLPG_OK && color >= 0) {
     members = dlpg__split_members(table, parent->size, color, parent->rank, &n, &rank);
@@ -128,7 +159,8 @@ dlpg_status_t dlpg_group_split(dlpg_group_t *parent, int color, int key,
 
   struct dlpg_group *c = NULL;
   if (color >= 0) {
-    st = dlpg__split_make(fn, parent, seq, color, timeout_s, name, members, n, rank, &c);
+    st = dlpg__split_make(fn, parent, seq, color, timeout_s, name, members, n, rank,
+                          via_coll, &c);
     if (st != DLPG_OK) return st;
   }
   /* Collective over the parent, with or without a child. */

@@ -93,6 +93,11 @@ struct dlpg_group {
    * may go first. up: for a child, the list it is registered in (NULL otherwise), and
    * parent_ranks[r] the parent rank of its rank r (NULL for a created group). */
   atomic_int splits;
+  /* Nonzero once a collective on host memory (or a barrier) was issued on the group (the
+   * door sets it, door/ops_api.c): every rank issues the same collectives, so every rank of a
+   * well-formed program sees the same value at a split, which then exchanges through the
+   * group's host-memory backend instead of the store. */
+  atomic_int host_colls;
   struct dlpg__family *kids;
   struct dlpg__family *up;
   int *parent_ranks;

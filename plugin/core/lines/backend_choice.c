@@ -279,6 +279,25 @@ dlpg_status_t dlpg__backend_choose(struct dlpg_group *g, int slot, int *chosen) 
                      why);
 }
 
+int dlpg__backend_choice_inherit(struct dlpg_group *child, const struct dlpg_group *parent) {
+  int any = 0;
+  for (int slot = 0; slot < DLPG__GROUP_BACKEND_SLOTS; slot++) {
+    int c = atomic_load_explicit(&parent->be_choice[slot], memory_order_acquire);
+    if (!c) continue;
+    const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(c - 1);
+    /* Forced, or every parent rank's locality equal (a line with one was chosen by the
+     * rule): the child's ranks, a subset, would choose the same. A line chosen because the
+     * ranks are apart is not inherited: the child's may be together. */
+    if (!vt || (parent->be_choice_auto[slot] && !vt->locality)) continue;
+    child->be_choice_auto[slot] = parent->be_choice_auto[slot];
+    atomic_store_explicit(&child->be_choice[slot], c, memory_order_release);
+    DLPG_INFO(INIT, child->rank, "group \"%s\": collectives on host memory run on %s, as on its "
+              "parent \"%s\"", child->name, vt->name, parent->name);
+    any = 1;
+  }
+  return any;
+}
+
 int dlpg__backend_give_way(struct dlpg_group *g, int slot, int failed, const char *why) {
   if (slot < 0 || slot >= DLPG__GROUP_BACKEND_SLOTS || !g->be_choice_auto[slot]) return -1;
   char reason[2048];
