@@ -9,6 +9,7 @@
 #include "core/door/group_make.h"
 #include "core/group/group.h"
 #include "core/group/job.h"
+#include "core/group/split.h"
 #include "core/health/observe.h"
 #include "core/lines/backend.h"
 #include "store/store.h"
@@ -17,6 +18,7 @@
 static void dlpg__group_teardown(struct dlpg_group *g) {
   dlpg__line_states_free(g);
   dlpg__health_detach(g);
+  dlpg__family_release_all(g); /* the subgroup lists it shares (split.h) */
 }
 
 /* A caller built against an older header passes fewer bytes; a newer one more, of which

@@ -7,7 +7,6 @@
 
 #include "core/group/group.h"
 #include "core/group/job.h"
-#include "core/group/split.h"
 #include "store/store.h"
 
 void dlpg__group_retain(struct dlpg_group *g) { atomic_fetch_add(&g->refs, 1); }
@@ -18,7 +17,6 @@ void dlpg__group_release(struct dlpg_group *g) {
   if (g->teardown) g->teardown(g);
   if (g->store) dlpg__store_release(g->store);
   dlpg__job_free(g->job);
-  dlpg__family_release_all(g);
   pthread_mutex_destroy(&g->be_mu);
   pthread_mutex_destroy(&g->worker_mu);
   free(g->name);
