@@ -6,7 +6,8 @@
  * job: color = rank % 8 (strided, 2 ranks each) and blocks of 2 (color = rank / 2); other
  * rank counts keep 8 colors, or fewer when there are fewer than 16 ranks. The four cases
  * alternate within each repetition, so load drifts hit them alike; medians over the
- * repetitions are printed side by side as a Markdown table.
+ * repetitions are printed side by side as a Markdown table, with the time until every rank
+ * held its subgroup (the call alone) beside it.
  * Usage: split-create [ranks, default 16] [repetitions, default 15] */
 #include <dlpack/dlpack.h>
 #include <stdio.h>
@@ -80,7 +81,8 @@ static int run_rank(const char *url, int rank, int size, int reps, int fd) {
     return 3;
   }
   int ncolors = size >= 16 ? 8 : size / 2 > 0 ? size / 2 : 1;
-  double *times = calloc((size_t)reps * NCASES, sizeof *times);
+  /* Per repetition and case: the whole (subgroup and first barrier), then the subgroup alone. */
+  double *times = calloc((size_t)reps * NCASES * 2, sizeof *times);
   for (int rep = 0; rep < reps; rep++) {
     for (int c = 0; c < NCASES; c++) {
       int color, crank, csize;
@@ -99,14 +101,16 @@ static int run_rank(const char *url, int rank, int size, int reps, int fd) {
         so.timeout_s = 120;
         if (dlpg_group_create(st, crank, csize, &so, &sub) != DLPG_OK) goto fail;
       }
+      double got = now_s() - t0;
       if (dlpg_barrier(sub, NULL) != DLPG_OK) goto fail;
       double el = now_s() - t0;
-      if (!max_over(world, &el)) goto fail;
-      times[rep * NCASES + c] = el;
+      if (!max_over(world, &el) || !max_over(world, &got)) goto fail;
+      times[(rep * NCASES + c) * 2] = el;
+      times[(rep * NCASES + c) * 2 + 1] = got;
       dlpg_group_destroy(sub);
     }
   }
-  if (rank == 0 && write(fd, times, sizeof *times * (size_t)reps * NCASES) < 0) return 4;
+  if (rank == 0 && write(fd, times, sizeof *times * (size_t)reps * NCASES * 2) < 0) return 4;
   dlpg_group_destroy(world);
   dlpg_store_close(st);
   free(times);
@@ -141,8 +145,8 @@ int main(int argc, char **argv) {
     }
   }
   close(fds[1]);
-  double *times = calloc((size_t)reps * NCASES, sizeof *times);
-  size_t want = sizeof *times * (size_t)reps * NCASES, got = 0;
+  double *times = calloc((size_t)reps * NCASES * 2, sizeof *times);
+  size_t want = sizeof *times * (size_t)reps * NCASES * 2, got = 0;
   while (got < want) {
     ssize_t k = read(fds[0], (char *)times + got, want - got);
     if (k <= 0) break;
@@ -159,18 +163,21 @@ int main(int argc, char **argv) {
     fprintf(stderr, "a rank failed\n");
     return 1;
   }
-  double med[NCASES], v[4096];
-  for (int c = 0; c < NCASES; c++) {
-    for (int rep = 0; rep < reps && rep < 4096; rep++) v[rep] = times[rep * NCASES + c];
-    med[c] = median(v, reps < 4096 ? reps : 4096);
-  }
+  double med[NCASES][2], v[4096];
+  for (int c = 0; c < NCASES; c++)
+    for (int k = 0; k < 2; k++) {
+      for (int rep = 0; rep < reps && rep < 4096; rep++) v[rep] = times[(rep * NCASES + c) * 2 + k];
+      med[c][k] = median(v, reps < 4096 ? reps : 4096);
+    }
   int ncolors = size >= 16 ? 8 : size / 2 > 0 ? size / 2 : 1;
   printf("%d ranks, %d subgroups, %d repetitions; median ms until every rank holds its subgroup "
          "and finished a first barrier on it\n\n", size, ncolors, reps);
-  printf("| layout | split (ms) | create (ms) | split / create |\n|---|---:|---:|---:|\n");
+  printf("| layout | split (ms) | create (ms) | split / create | split: call alone (ms) | "
+         "create: call alone (ms) |\n|---|---:|---:|---:|---:|---:|\n");
   for (int l = 0; l < 2; l++)
-    printf("| %s | %.2f | %.2f | %.2fx |\n", l == 0 ? "color = rank % 8" : "blocks of 2",
-           med[l] * 1e3, med[l + 2] * 1e3, med[l] / med[l + 2]);
+    printf("| %s | %.2f | %.2f | %.2fx | %.2f | %.2f |\n",
+           l == 0 ? "color = rank % 8" : "blocks of 2", med[l][0] * 1e3, med[l + 2][0] * 1e3,
+           med[l][0] / med[l + 2][0], med[l][1] * 1e3, med[l + 2][1] * 1e3);
   free(times);
   free(kids);
   return 0;
