@@ -100,13 +100,13 @@ void dlpg__stall_check(struct dlpg_group *g, const dlpg__flight_progress_t *p, d
   char what[200], note[640], peer[DLPG__RANK_LABEL_MAX];
   dlpg__rank_label(g, e->peer, peer, sizeof peer);
   const char *dt = e->dtype >= 0 ? dlpg__dtype_name((dlpg__dtype_t)e->dtype) : NULL;
-  if (e->p2p)
-    snprintf(what, sizeof what, "%s %s %s (p2p_seq %" PRIu64 " on this rank, %s x%" PRId64 ")",
-             dlpg__op_name(e->kind), e->kind == DLPG__OP_SEND ? "to" : "from", peer, e->seq,
-             dt ? dt : "-", e->count);
   if (e->p2p && e->peer < 0) /* a receive from any source */
     snprintf(what, sizeof what, "%s from any rank (p2p_seq %" PRIu64 " on this rank, %s x%" PRId64 ")",
              dlpg__op_name(e->kind), e->seq, dt ? dt : "-", e->count);
+  else if (e->p2p)
+    snprintf(what, sizeof what, "%s %s %s (p2p_seq %" PRIu64 " on this rank, %s x%" PRId64 ")",
+             dlpg__op_name(e->kind), e->kind == DLPG__OP_SEND ? "to" : "from", peer, e->seq,
+             dt ? dt : "-", e->count);
   else if (dt)
     snprintf(what, sizeof what, "%s (coll_seq %" PRIu64 ", %s x%" PRId64 ")",
              dlpg__op_name(e->kind), e->seq, dt, e->count);
