@@ -266,7 +266,9 @@ dlpg_status_t dlpg_group_flight_record(dlpg_group_t *group, char *buf, size_t ca
  * every rank of the parent calls it, in the same order relative to the parent's other
  * splits (not inside a dlpg_group_start/end batch). No new rendezvous: the child uses the
  * parent's store and the job the parent's ranks agreed on (its keys are scoped under the
- * parent's), and the ranks' colors and keys are exchanged once through that store; the
+ * parent's), and the ranks' colors and keys are exchanged once: through that store, or, once
+ * the parent has run a collective on host memory, as one allgather of the parent (in its
+ * flight recorder, and, like any collective, a timeout there aborts the parent); the
  * child's connections are made lazily at its first operation, as for a created group, and
  * where the parent already has an NCCL communicator for the child's device list the
  * child's is split from it (ncclCommSplit). options may be NULL: the child takes the

@@ -61,6 +61,7 @@ static const dlpg__backend_vtbl_t dlpg__nccl_backend = {
              DLPG__KIND_BIT(DLPG__OP_REDUCE) | DLPG__KIND_BIT(DLPG__OP_ALLGATHER) |
              DLPG__KIND_BIT(DLPG__OP_REDUCE_SCATTER) | DLPG__KIND_BIT(DLPG__OP_ALLTOALL) |
              DLPG__KIND_BIT(DLPG__OP_SEND) | DLPG__KIND_BIT(DLPG__OP_RECV),
+    .state_split = dlpg__nccl_state_split,
 };
 
 /* A message through a host whose verror is known to lie inside its struct_size, before the

@@ -206,8 +206,8 @@ dlpg_status_t dlpg__nccl_wait_ready(const char *fn, dlpg__nccl_comm_t *const *cs
  * local device of an entry takes part in the same split); on non-blocking parents it
  * returns ncclInProgress and the children are polled against the deadline, so a peer that
  * vanishes during the split ends in DLPG_ERR_TIMEOUT, as during init. */
-static dlpg_status_t dlpg__split_all(const char *fn, dlpg__nccl_comm_t **nw, int nn,
-                                     double deadline) {
+dlpg_status_t dlpg__nccl_split_all(const char *fn, dlpg__nccl_comm_t **nw, int nn,
+                                   double deadline) {
   int any = 0;
   for (int k = 0; k < nn; k++) any |= nw[k]->mode == DLPG__MODE_SPLIT;
   if (!any) return DLPG_OK;
@@ -310,7 +310,7 @@ static dlpg_status_t dlpg__create_all(const char *fn, dlpg__nccl_comm_t **nw, in
   if (s == DLPG_OK) s = dlpg__nccl_result(r, NULL, fn, "ncclGroupEnd (communicator init)");
   dlpg__nccl_unlock();
   if (s == DLPG_OK) s = dlpg__nccl_wait_ready(fn, nw, nn, 0, deadline);
-  if (s == DLPG_OK) s = dlpg__split_all(fn, nw, nn, deadline);
+  if (s == DLPG_OK) s = dlpg__nccl_split_all(fn, nw, nn, deadline);
   if (cur >= 0) cudaSetDevice(cur);
   if (s == DLPG_OK)
     for (int k = 0; k < nn; k++)
@@ -325,7 +325,7 @@ out:
 
 /* Mark the entries created by this thread READY, or FAILED with the message (handles
  * aborted so no NCCL thread is left behind), and wake waiters. */
-static void dlpg__finish_all(dlpg__nccl_comm_t **nw, int nn, dlpg_status_t s) {
+void dlpg__nccl_finish_all(dlpg__nccl_comm_t **nw, int nn, dlpg_status_t s) {
   const char *msg = s == DLPG_OK ? "" : dlpg__last_error();
   if (s != DLPG_OK) dlpg__nccl_wrlock();
   for (int k = 0; k < nn; k++) {
@@ -472,7 +472,7 @@ dlpg_status_t dlpg__nccl_get_comms(const char *fn, dlpg__be_op_t *const *ops, in
   if (nn > 0) {
     dlpg_status_t cs = s == DLPG_OK ? dlpg__create_all(fn, nw, nn, deadline) : s;
     if (s == DLPG_OK) s = cs;
-    dlpg__finish_all(nw, nn, s);
+    dlpg__nccl_finish_all(nw, nn, s);
   }
 
   /* Pass 3: wait for entries other threads are creating; check every entry's state. */

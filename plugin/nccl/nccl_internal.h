@@ -173,6 +173,19 @@ static inline int dlpg__nccl_peer_rank(const dlpg__nccl_comm_t *c, const dlpg__b
   return (1 - c->member) * c->ndev + i;
 }
 
+/* Split mode, after creation (comm_create.c): the ready non-blocking communicators of
+ * nw[0..nn) become the parents of the blocking children operations use (a split of each,
+ * polled against deadline). Entries of another mode are left alone. */
+dlpg_status_t dlpg__nccl_split_all(const char *fn, dlpg__nccl_comm_t **nw, int nn,
+                                   double deadline);
+/* Mark entries READY (s OK) or FAILED with the thread's message, their handles aborted, and
+ * wake waiters (comm_create.c). */
+void dlpg__nccl_finish_all(dlpg__nccl_comm_t **nw, int nn, dlpg_status_t s);
+/* backend_abi.h's state_split (comm_split.c): the parent's group communicators split into
+ * the child's state (child NULL: this rank takes part without a child). */
+dlpg_status_t dlpg__nccl_state_split(void *parent, const dlpg__be_group_t *child, int color,
+                                     int key, void **child_state);
+
 /* Poll the communicators until none reports ncclInProgress (after a non-blocking init,
  * split or group end), against deadline and the abort flags. parents: poll c->parents[]
  * instead of c->comms[]. The caller holds no lock. */

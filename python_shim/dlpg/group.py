@@ -285,7 +285,24 @@ class Group(object):
         return _Batch(self)
 
     def abort(self):
+        """Abort the group (and its live subgroups of split()) from any thread."""
         check(lib.dlpg_group_abort(self.handle))
+
+    def split(self, color, key=None, name=None, timeout=None):
+        """Split into disjoint subgroups, as MPI_Comm_split (dlpg_group_split): the ranks
+        passing the same color >= 0 form one Group, ranked by key (default: this rank), then
+        by rank here. Every rank calls it, in the same order; a negative color (or None)
+        takes part but gets None. timeout: the subgroup's (default: this group's); name:
+        shown in messages and the flight recorder (default "<name>/<color>"). The subgroup
+        shares this group's store and job: no new rendezvous."""
+        color = -1 if color is None else int(color)
+        key = self.rank if key is None else int(key)
+        opts = self._options(timeout, name)
+        h = ctypes.c_void_p()
+        check(lib.dlpg_group_split(self.handle, color, key, ctypes.byref(opts), ctypes.byref(h)))
+        if not h.value:
+            return None
+        return Group(None, 0, 0, _handle=h)
 
     def flight_record(self):
         """The group's last operations, oldest first, one line each (dlpg_group_flight_record:

@@ -2,62 +2,22 @@
  * destroy, the public entry points (core's own code calls dlpg__group_abort, failure.h).
  * The reference count that keeps the group's internals alive while work handles or a stuck
  * worker thread still use them is group_ref.c's. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/door/group_make.h"
 #include "core/lines/backend.h"
 #include "core/health/failure.h"
 #include "core/group/group.h"
-#include "core/health/observe.h"
 #include "core/group/job.h"
+#include "core/group/split.h"
 #include "base/log.h"
 #include "base/params.h"
 #include "base/status.h"
-#include "base/timeout.h"
 #include "core/exec/worker.h"
 #include "store/launcher.h"
 #include "store/store.h"
-
-/* Longest group name accepted: it prefixes every store key of the group. */
-#define DLPG__GROUP_NAME_MAX 512
-
-/* At the last release (group_ref.c): what the group's parts made for it. */
-static void dlpg__group_teardown(struct dlpg_group *g) {
-  dlpg__line_states_free(g);
-  dlpg__health_detach(g);
-}
-
-/* The options the caller compiled against, copied as far as its struct_size reaches (a
- * caller built against an older header passes fewer bytes; a newer one more, of which
- * only the fields known here are read). */
-static dlpg_status_t dlpg__read_options(const char *fn, const dlpg_group_options_t *in,
-                                       dlpg_group_options_t *out) {
-  dlpg_group_options_t def = DLPG_GROUP_OPTIONS_INIT;
-  *out = def;
-  if (!in) return DLPG_OK;
-  if (in->struct_size < sizeof(size_t))
-    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
-                       "%s: options->struct_size is %zu; initialise options with "
-                       "DLPG_GROUP_OPTIONS_INIT",
-                       fn, in->struct_size);
-  size_t n = in->struct_size < sizeof *out ? in->struct_size : sizeof *out;
-  memcpy(out, in, n);
-  out->struct_size = sizeof *out;
-  return DLPG_OK;
-}
-
-/* The option must be finite; the rest is the timeout rule of every blocking step
- * (base/timeout.h: option > DLPG_TIMEOUT > default). */
-static dlpg_status_t dlpg__resolve_timeout(const char *fn, const dlpg_group_options_t *o,
-                                           double *timeout_s) {
-  if (isnan(o->timeout_s) || isinf(o->timeout_s))
-    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: options->timeout_s is %g (must be finite)",
-                       fn, o->timeout_s);
-  *timeout_s = dlpg__timeout_resolve(o->timeout_s);
-  return DLPG_OK;
-}
 
 dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
                                 const dlpg_group_options_t *options, dlpg_group_t **group) {
@@ -68,9 +28,9 @@ dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
   DLPG_ARG_CHECK(rank >= 0 && rank < world_size, "%s: rank is %d but world_size is %d (rank "
                  "must be in [0, %d))", fn, rank, world_size, world_size);
   dlpg_group_options_t o;
-  DLPG_CHECK(dlpg__read_options(fn, options, &o));
+  DLPG_CHECK(dlpg__group_read_options(fn, options, &o));
   double timeout_s = 0;
-  DLPG_CHECK(dlpg__resolve_timeout(fn, &o, &timeout_s));
+  DLPG_CHECK(dlpg__group_resolve_timeout(fn, &o, &timeout_s));
 
   const char *name = (o.name && o.name[0]) ? o.name : dlpg__param_str(DLPG__PARAM_GROUP_NAME);
   if (!name || !name[0]) name = "dlpg";
@@ -78,30 +38,8 @@ dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
   DLPG_ARG_CHECK(nlen <= DLPG__GROUP_NAME_MAX, "%s: name has %zu bytes (at most %d)", fn, nlen,
                  DLPG__GROUP_NAME_MAX);
 
-  struct dlpg_group *g = calloc(1, sizeof *g);
-  char *name_copy = strdup(name);
-  if (!g || !name_copy) {
-    free(g);
-    free(name_copy);
-    return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
-  }
-  if (pthread_mutex_init(&g->be_mu, NULL) != 0 || pthread_mutex_init(&g->worker_mu, NULL) != 0) {
-    free(g);
-    free(name_copy);
-    return dlpg__error(DLPG_ERR_SYSTEM, "%s: cannot initialise a mutex", fn);
-  }
-  g->store = store;
-  dlpg__store_retain(store);
-  g->rank = rank;
-  g->size = world_size;
-  g->timeout_s = timeout_s;
-  g->name = name_copy;
-  dlpg__group_view_init(g);
-  atomic_init(&g->aborted, 0);
-  atomic_init(&g->refs, 1); /* the caller's handle */
-  dlpg__health_attach(g);
-  g->teardown = dlpg__group_teardown;
-  g->job = dlpg__job_new();
+  struct dlpg_group *g = NULL;
+  DLPG_CHECK(dlpg__group_make(fn, store, rank, world_size, timeout_s, name, &g));
   /* Rank 0 takes the job's number now (the others ask it for the number at their first
    * operation, job.h), then says where it runs, for the group's choice of backend
    * (backend_choice.c; the others say so when they join): creation waits for nobody. */
@@ -133,9 +71,9 @@ dlpg_status_t dlpg_group_create_from_env(const dlpg_group_options_t *options,
                        "(WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS)", fn,
                        l.launcher, l.rank);
   dlpg_group_options_t o;
-  DLPG_CHECK(dlpg__read_options(fn, options, &o));
+  DLPG_CHECK(dlpg__group_read_options(fn, options, &o));
   double timeout_s = 0;
-  DLPG_CHECK(dlpg__resolve_timeout(fn, &o, &timeout_s));
+  DLPG_CHECK(dlpg__group_resolve_timeout(fn, &o, &timeout_s));
 
   dlpg_store_t *store = NULL;
   st = dlpg_store_open("env://", timeout_s, &store);
@@ -173,6 +111,8 @@ dlpg_status_t dlpg_group_abort(dlpg_group_t *g) {
 
 dlpg_status_t dlpg_group_destroy(dlpg_group_t *g) {
   if (!g) return DLPG_OK;
+  /* A child leaves its parent's list first: the parent's abort no longer reaches it. */
+  dlpg__family_leave(g);
   /* Let queued CPU operations finish (within the group's timeout), then drop the handle's
    * reference; communicators and the Gloo context go when the last work is freed. */
   if (!dlpg__worker_drain(g)) { /* so that a stuck operation returns */

@@ -1,9 +1,12 @@
 /* The public operations of dlpg.h: each packs its arguments, validates them at the door
- * (ops_validate.c) and issues the op (ops_dispatch.c). Nothing else happens here: what the
- * group's diagnostics learn of the call, the executor tells them (core/group/observer.h). */
+ * (ops_validate.c) and issues the op (ops_dispatch.c). Nothing else happens here but a flag a
+ * later split reads (group.h, host_colls): what the group's diagnostics learn of the call,
+ * the executor tells them (core/group/observer.h). */
 #include <stdlib.h>
 
 #include "core/door/ops_impl.h"
+#include "core/group/group.h"
+#include "core/lines/backend.h"
 #include "base/status.h"
 
 /* Validate into a heap op and issue it. The op record is large (every local device's
@@ -16,6 +19,13 @@ static dlpg_status_t dlpg__op_run(const dlpg__op_args_t *a, dlpg_work_t **work) 
   if (st != DLPG_OK) {
     free(op);
     return dlpg__op_refused(a->g, a->kind, a->peer, st);
+  }
+  /* Said once per group (one relaxed load after): a later dlpg_group_split may exchange
+   * through the group's host-memory collectives, whose backend state this op makes. */
+  if (!atomic_load_explicit(&a->g->host_colls, memory_order_relaxed) &&
+      a->kind != DLPG__OP_SEND && a->kind != DLPG__OP_RECV) {
+    const dlpg__backend_vtbl_t *be = dlpg__backend_loaded(op->backend);
+    if (be && be->on_worker) atomic_store_explicit(&a->g->host_colls, 1, memory_order_relaxed);
   }
   return dlpg__op_issue(op, work);
 }

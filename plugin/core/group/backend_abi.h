@@ -291,6 +291,19 @@ typedef struct dlpg__backend_vtbl {
    * while issue runs, and never issues another op of the state before the started one
    * finished. abort wakes a progress call that waits. */
   dlpg_status_t (*progress)(dlpg__be_op_t *op, double wait_s, int *done);
+  /* Caller-thread backends, optional (appended; NULL or beyond struct_size: a child of
+   * dlpg_group_split makes its state lazily, as a created group). The eager half of
+   * dlpg_group_split: called on the caller's thread of every rank of the parent, once per
+   * split and in the parent's order, when the parent has a state of this backend (parent:
+   * that state). child: the child's view, NULL on a rank whose color is negative, which
+   * still takes part (the backend's own split is collective over the parent). color >= 0
+   * and key order the child's ranks as dlpg.h says; the child's view already has its rank,
+   * size, timeout and scope. *child_state: the child's state, holding what was split from
+   * the parent's (NCCL: ncclCommSplit of each of its communicators), or NULL (nothing to
+   * split: the child makes its state at its first operation). The parent's state outlives
+   * the call only: the child's must not need it later. */
+  dlpg_status_t (*state_split)(void *parent, const dlpg__be_group_t *child, int color, int key,
+                               void **child_state);
 } dlpg__backend_vtbl_t;
 
 /* Size of a table that ends at kinds (the fields every table of this version has). */

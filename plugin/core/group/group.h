@@ -86,6 +86,21 @@ struct dlpg_group {
 
   /* What a backend is handed instead of the group (filled by dlpg__group_view_init). */
   dlpg__be_group_t view;
+
+  /* Subgroups (core/group/split.h). splits: how many times this rank split the group (the
+   * next split's number, the same on every rank that split alike). kids: the list of its
+   * live children, made at its first split (under be_mu), shared with them so that either
+   * may go first. up: for a child, the list it is registered in (NULL otherwise), and
+   * parent_ranks[r] the parent rank of its rank r (NULL for a created group). */
+  atomic_int splits;
+  /* Nonzero once a collective on host memory (or a barrier) was issued on the group (the
+   * door sets it, door/ops_api.c): every rank issues the same collectives, so every rank of a
+   * well-formed program sees the same value at a split, which then exchanges through the
+   * group's host-memory backend instead of the store. */
+  atomic_int host_colls;
+  struct dlpg__family *kids;
+  struct dlpg__family *up;
+  int *parent_ranks;
 };
 
 #ifndef __cplusplus
@@ -118,6 +133,14 @@ static inline void dlpg__op_set_group(dlpg__op_t *op, struct dlpg_group *g) {
 
 void dlpg__group_retain(struct dlpg_group *g);
 void dlpg__group_release(struct dlpg_group *g);
+
+/* "rank 1" or, in a child whose rank 1 is another rank of its parent, "rank 1 (parent rank
+ * 5)": how messages name rank r of g (rank_label.c). Returns buf. dlpg__rank_num: the same
+ * without "rank " ("1 (parent rank 5)"), for lists ("ranks 1, 3"). */
+const char *dlpg__rank_label(const struct dlpg_group *g, int r, char *buf, size_t cap);
+const char *dlpg__rank_num(const struct dlpg_group *g, int r, char *buf, size_t cap);
+/* The buffer a label fits in. */
+#define DLPG__RANK_LABEL_MAX 48
 
 #ifdef __cplusplus
 }

@@ -195,6 +195,24 @@ void dlpg__job_start(struct dlpg_group *g) {
   pthread_mutex_unlock(&j->mu);
 }
 
+dlpg_status_t dlpg__job_inherit(struct dlpg_group *g, const struct dlpg__job *parent,
+                                const char *suffix) {
+  struct dlpg__job *j = g->job;
+  const char *ps = dlpg__job_scope(parent);
+  if (!j || !ps) return dlpg__error(DLPG_ERR_SYSTEM, "group \"%s\": out of memory", g->name);
+  int n = snprintf(j->scope, sizeof j->scope, "%s%s", ps, suffix);
+  if (n < 0 || (size_t)n >= sizeof j->scope)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "group \"%s\": its store keys would start "
+                       "with %d bytes (at most %d): the parent's name is too long for this "
+                       "depth of splits", g->name, n, DLPG__JOB_SCOPE_MAX - 1);
+  j->id = parent->id;
+  g->view.scope = j->scope;
+  /* The parent's ranks agreed the job: this group admits nobody and asks nobody. */
+  atomic_store_explicit(&j->admitting, 1, memory_order_release);
+  atomic_store_explicit(&j->known, 1, memory_order_release);
+  return DLPG_OK;
+}
+
 /* Rank 0, j->mu held, at its first operation: start admitting the others. Not at creation:
  * a group that rank 0 makes and destroys unused (a retry, a probe) would otherwise admit a
  * rank whose group is meant to meet rank 0's next one. */

@@ -74,6 +74,11 @@ static inline int64_t dlpg__job_id(const struct dlpg__job *j) {
 static inline const char *dlpg__job_scope(const struct dlpg__job *j) {
   return j && atomic_load_explicit(&j->known, memory_order_acquire) ? j->scope : NULL;
 }
+/* A child of dlpg_group_split (g, not yet handed out): in parent's job, already agreed,
+ * with the scope "<parent's scope><suffix>"; nobody is admitted. DLPG_ERR_INVALID_ARGUMENT
+ * when the scope would not fit DLPG__JOB_SCOPE_MAX (a long name split many levels deep). */
+dlpg_status_t dlpg__job_inherit(struct dlpg_group *g, const struct dlpg__job *parent,
+                                const char *suffix);
 /* At destroy: end a join in progress and rank 0's thread (bounded; a thread stuck in the
  * store is detached and ends on its own, holding its reference to the group). */
 void dlpg__job_stop(struct dlpg_group *g);

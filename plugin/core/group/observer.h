@@ -51,6 +51,10 @@ typedef struct dlpg__observer {
    * the job's ranks are told, so they fail at once with msg (called on rank 0's thread that
    * admits the others; may block on the store, bounded). */
   void (*refused)(struct dlpg_group *g, int rank, const char *msg);
+  /* Abort the group because how (the words its peers read after "group "x" failed on rank
+   * N: "): what the abort of a parent does to each of its live children of
+   * dlpg_group_split, so that the child's peers learn it as from any aborted rank. */
+  void (*abort_because)(struct dlpg_group *g, const char *how);
 } dlpg__observer_t;
 
 static inline uint64_t dlpg__observe_issued(struct dlpg_group *g, const dlpg__op_t *op,
@@ -87,6 +91,9 @@ static inline void dlpg__observe_abort(struct dlpg_group *g) {
 }
 static inline void dlpg__observe_refused(struct dlpg_group *g, int rank, const char *msg) {
   if (g && g->observer && g->observer->refused) g->observer->refused(g, rank, msg);
+}
+static inline void dlpg__observe_abort_because(struct dlpg_group *g, const char *how) {
+  if (g && g->observer && g->observer->abort_because) g->observer->abort_because(g, how);
 }
 
 #ifdef __cplusplus

@@ -7,11 +7,14 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "core/lines/backend.h"
 #include "core/health/failure_impl.h"
 #include "core/health/flight.h"
 #include "core/group/group.h"
+#include "core/group/observer.h"
+#include "core/group/split.h"
 #include "base/log.h"
 #include "core/exec/worker.h"
 
@@ -35,14 +38,29 @@ void dlpg__group_cut(struct dlpg_group *g) {
     if (be && dlpg__vtbl_has(be, p2p_abort)) be->p2p_abort(g->p2p_state[i]);
   }
   pthread_mutex_unlock(&g->be_mu);
+  /* The group's live children of dlpg_group_split go with it (dlpg.h), and theirs with
+   * them; never the other way round. */
+  struct dlpg_group **kids = NULL;
+  int n = dlpg__family_children(g, &kids);
+  char how[DLPG__ERROR_MAX / 2];
+  if (n) snprintf(how, sizeof how, "its parent, group \"%.400s\", was aborted", g->name);
+  for (int i = 0; i < n; i++) {
+    /* The whole abort (the failure layer's, through the child's observer: it sits above
+     * this file): the child's peers, whose parent may not be aborted yet, learn it. */
+    if (!atomic_load(&kids[i]->aborted)) dlpg__observe_abort_because(kids[i], how);
+    dlpg__group_release(kids[i]);
+  }
+  free(kids);
 }
 
 void dlpg__fail_cause(struct dlpg_group *g, int rank, const char *msg) {
   struct dlpg__watch *w = g->watch;
   pthread_mutex_lock(&w->mu);
   if (!atomic_load(&w->remote)) {
-    snprintf(w->cause, sizeof w->cause, "group \"%s\" failed on rank %d%s: %s", g->name, rank,
-             rank == g->rank ? " (this rank)" : "", msg);
+    char who[DLPG__RANK_LABEL_MAX];
+    snprintf(w->cause, sizeof w->cause, "group \"%s\" failed on %s%s: %s", g->name,
+             dlpg__rank_label(g, rank, who, sizeof who), rank == g->rank ? " (this rank)" : "",
+             msg);
     atomic_store(&w->remote, 1);
   }
   pthread_mutex_unlock(&w->mu);

@@ -89,8 +89,10 @@ static void dlpg__progress_note(struct dlpg_group *g, const dlpg__flight_entry_t
     return;
   }
   if (e->p2p) {
+    char who[DLPG__RANK_LABEL_MAX];
     if (e->peer < 0) snprintf(note, cap, "p2p_seq %" PRIu64 " with any rank", e->seq);
-    else snprintf(note, cap, "p2p_seq %" PRIu64 " with rank %d", e->seq, e->peer);
+    else snprintf(note, cap, "p2p_seq %" PRIu64 " with %s", e->seq,
+                  dlpg__rank_label(g, e->peer, who, sizeof who));
     return;
   }
   char clauses[DLPG__ERROR_MAX / 2];
@@ -149,10 +151,10 @@ static dlpg_status_t dlpg__op_failed(struct dlpg_group *g, uint64_t flight_id,
     snprintf(msg, cap, "%s; %s", orig, note);
   } else if (e.id && e.p2p) {
     /* The transfer in the user's terms: which peer, which tag. */
-    char who[24];
+    char who[DLPG__RANK_LABEL_MAX];
     if (e.peer < 0) snprintf(who, sizeof who, "any rank");
-    else snprintf(who, sizeof who, "rank %d", e.peer);
-    snprintf(what, sizeof what, "%s %s %s (tag %d, p2p_seq %" PRIu64 "): %s",
+    else dlpg__rank_label(g, e.peer, who, sizeof who);
+    snprintf(what, sizeof what, "%s %s %s (tag %d, p2p_seq %" PRIu64 "): %.960s",
              dlpg__op_name(e.kind), e.kind == DLPG__OP_SEND ? "to" : "from", who, e.tag,
              e.seq, orig);
   } else if (e.id) {
@@ -222,13 +224,13 @@ void dlpg__failure_timed_out(struct dlpg_group *g, uint64_t flight_id, const cha
  * already recorded or came from a peer, and dump the flight recorder. */
 static void dlpg__failure_on_abort(struct dlpg_group *g, const char *how) {
   if (!g || !g->watch) return;
-  char why[DLPG__ERROR_MAX], what[DLPG__ERROR_MAX / 2];
+  char why[DLPG__ERROR_MAX], what[DLPG__ERROR_MAX / 2], me[DLPG__RANK_LABEL_MAX];
   if (!dlpg__failure_remote(g, why, sizeof why)) {
     if (how)
       snprintf(what, sizeof what, "%s", how);
     else
-      snprintf(what, sizeof what, "rank %d aborted the group after an operation of its failed",
-               g->rank);
+      snprintf(what, sizeof what, "%s aborted the group after an operation of its failed",
+               dlpg__rank_label(g, g->rank, me, sizeof me));
     snprintf(why, sizeof why, "group \"%.400s\" aborted: %.500s", g->name, what);
     /* Written by the watcher, so an abort never waits on the store. */
     if (dlpg__fail_enabled(g)) dlpg__record(g, DLPG_ERR_ABORTED, what, 1);

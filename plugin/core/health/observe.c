@@ -65,6 +65,7 @@ static const dlpg__observer_t dlpg__health = {
     .cause = dlpg__failure_remote,
     .abort = dlpg__group_abort,
     .refused = dlpg__on_refused,
+    .abort_because = dlpg__group_abort_because,
 };
 
 void dlpg__health_attach(struct dlpg_group *g) {

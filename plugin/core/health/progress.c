@@ -37,15 +37,16 @@ void dlpg__progress_format(const dlpg__flight_progress_t *p, char *v, size_t cap
 }
 
 typedef struct dlpg__rank_text {
-  char text[200];
+  char text[400];
   size_t len;
   int n;
 } dlpg__rank_text_t;
 
-static void dlpg__rank_text_add(dlpg__rank_text_t *l, int r) {
+static void dlpg__rank_text_add(struct dlpg_group *g, dlpg__rank_text_t *l, int r) {
+  char num[DLPG__RANK_LABEL_MAX];
   if (l->n < DLPG__PROGRESS_LIST_MAX && l->len < sizeof l->text)
-    l->len += (size_t)snprintf(l->text + l->len, sizeof l->text - l->len, "%s%d",
-                               l->n ? ", " : "", r);
+    l->len += (size_t)snprintf(l->text + l->len, sizeof l->text - l->len, "%s%s",
+                               l->n ? ", " : "", dlpg__rank_num(g, r, num, sizeof num));
   else if (l->n == DLPG__PROGRESS_LIST_MAX && l->len < sizeof l->text)
     l->len += (size_t)snprintf(l->text + l->len, sizeof l->text - l->len, " and more");
   l->n++;
@@ -67,7 +68,7 @@ void dlpg__progress_coll_note(struct dlpg_group *g, const dlpg__flight_entry_t *
                               char *buf, size_t cap, int *read, int *named) {
   const char *op = dlpg__op_name(e->kind);
   dlpg__rank_text_t more = {0}, behind = {0}, unknown = {0};
-  char behind_detail[256] = "";
+  char behind_detail[400] = "";
   size_t n = 0, nd = 0;
   int quoted = 0;
   *read = 0;
@@ -84,26 +85,30 @@ void dlpg__progress_coll_note(struct dlpg_group *g, const dlpg__flight_entry_t *
                 ? sscanf(v, "%llu %llu %llu %llu %lf", &cs, &cd, &ps, &pd, &at) : 0;
     if (f >= 1 && cs >= e->seq) continue;
     if (f < 1) {
-      dlpg__rank_text_add(&unknown, r);
+      dlpg__rank_text_add(g, &unknown, r);
     } else if (f == 5 && settled) { /* the record says when it last called a collective */
       if (quoted == DLPG__PROGRESS_QUOTE_MAX) {
-        dlpg__rank_text_add(&more, r);
+        dlpg__rank_text_add(g, &more, r);
         continue;
       }
       quoted++;
+      char who[DLPG__RANK_LABEL_MAX];
+      dlpg__rank_label(g, r, who, sizeof who);
       if (cs == 0)
-        n = dlpg__put(buf, cap, n, "; rank %d has not called %s (coll_seq %" PRIu64 "): it has "
-                      "called no collective on the group", r, op, e->seq);
+        n = dlpg__put(buf, cap, n, "; %s has not called %s (coll_seq %" PRIu64 "): it has "
+                      "called no collective on the group", who, op, e->seq);
       else
-        n = dlpg__put(buf, cap, n, "; rank %d has not called %s (coll_seq %" PRIu64 "): its "
-                      "last call was coll_seq %llu, %.1f s ago", r, op, e->seq, cs,
+        n = dlpg__put(buf, cap, n, "; %s has not called %s (coll_seq %" PRIu64 "): its "
+                      "last call was coll_seq %llu, %.1f s ago", who, op, e->seq, cs,
                       unix_now > at ? unix_now - at : 0.0);
     } else { /* a record that may predate a call (this rank blocked only briefly), or one
               * without the time (a peer of an earlier version) */
+      char who[DLPG__RANK_LABEL_MAX];
       if (behind.n < 4 && nd < sizeof behind_detail)
-        nd = dlpg__put(behind_detail, sizeof behind_detail, nd, "%srank %d last started "
-                       "coll_seq %llu", behind.n ? ", " : "", r, cs);
-      dlpg__rank_text_add(&behind, r);
+        nd = dlpg__put(behind_detail, sizeof behind_detail, nd, "%s%s last started "
+                       "coll_seq %llu", behind.n ? ", " : "",
+                       dlpg__rank_label(g, r, who, sizeof who), cs);
+      dlpg__rank_text_add(g, &behind, r);
     }
   }
   if (more.n)

@@ -63,21 +63,22 @@ static void dlpg__stall_coll_note(struct dlpg_group *g, const dlpg__flight_entry
 /* The point-to-point case: the peer's record as it is (its p2p numbers are its own). */
 static void dlpg__stall_p2p_note(struct dlpg_group *g, const dlpg__flight_entry_t *e,
                                  char *buf, size_t cap) {
-  char v[128];
+  char v[128], who[DLPG__RANK_LABEL_MAX];
   unsigned long long cs = 0, cd = 0, ps = 0, pd = 0;
+  dlpg__rank_label(g, e->peer, who, sizeof who);
   const char *other = e->kind == DLPG__OP_SEND ? "receive" : "send";
   if (e->peer >= 0 && e->peer < g->size &&
       dlpg__fail_read(g, "progress", e->peer, 0, v, sizeof v) &&
       sscanf(v, "%llu %llu %llu %llu", &cs, &cd, &ps, &pd) == 4) {
     snprintf(buf, cap,
-             "; rank %d's last progress record: coll_seq %llu started, %llu completed; %llu "
+             "; %s's last progress record: coll_seq %llu started, %llu completed; %llu "
              "point-to-point operations started, %llu completed (whether it posted the "
              "matching %s is not known from these counts)",
-             e->peer, cs, cd, ps, pd, other);
+             who, cs, cd, ps, pd, other);
   } else {
     snprintf(buf, cap,
-             "; rank %d published no progress, so whether it posted the matching %s is unknown",
-             e->peer, other);
+             "; %s published no progress, so whether it posted the matching %s is unknown",
+             who, other);
   }
 }
 
@@ -96,14 +97,15 @@ void dlpg__stall_check(struct dlpg_group *g, const dlpg__flight_progress_t *p, d
   if (!dlpg__log_enabled(DLPG__LOG_WARN, e->p2p ? DLPG__SUB_P2P : DLPG__SUB_COLL)) return;
   dlpg__saved_error_t se;
   dlpg__error_save(&se);
-  char what[160], note[640];
+  char what[200], note[640], peer[DLPG__RANK_LABEL_MAX];
+  dlpg__rank_label(g, e->peer, peer, sizeof peer);
   const char *dt = e->dtype >= 0 ? dlpg__dtype_name((dlpg__dtype_t)e->dtype) : NULL;
   if (e->p2p && e->peer < 0) /* a receive from any source */
     snprintf(what, sizeof what, "%s from any rank (p2p_seq %" PRIu64 " on this rank, %s x%" PRId64 ")",
              dlpg__op_name(e->kind), e->seq, dt ? dt : "-", e->count);
   else if (e->p2p)
-    snprintf(what, sizeof what, "%s %s rank %d (p2p_seq %" PRIu64 " on this rank, %s x%" PRId64 ")",
-             dlpg__op_name(e->kind), e->kind == DLPG__OP_SEND ? "to" : "from", e->peer, e->seq,
+    snprintf(what, sizeof what, "%s %s %s (p2p_seq %" PRIu64 " on this rank, %s x%" PRId64 ")",
+             dlpg__op_name(e->kind), e->kind == DLPG__OP_SEND ? "to" : "from", peer, e->seq,
              dt ? dt : "-", e->count);
   else if (dt)
     snprintf(what, sizeof what, "%s (coll_seq %" PRIu64 ", %s x%" PRId64 ")",

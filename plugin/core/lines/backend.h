@@ -67,6 +67,18 @@ const dlpg__backend_vtbl_t *dlpg__backend_loaded(int slot);
  * calls read it without a lock. */
 dlpg_status_t dlpg__backend_state(struct dlpg_group *g, int slot, void **state);
 
+/* A child of dlpg_group_split takes parent's choices that its own ranks would make alike
+ * (forced, or a line with a locality that all the parent's ranks shared), so its first
+ * collective reads no locality from the store. Call only where every rank's parent has its
+ * choices made (a collective of the parent completed on every rank). 1 if it took one. */
+int dlpg__backend_choice_inherit(struct dlpg_group *child, const struct dlpg_group *parent);
+
+/* dlpg_group_split on every rank of parent (line_split.c): each caller-thread line whose
+ * parent state exists and whose table has state_split splits it into child's state (child
+ * NULL on a rank whose color is negative). A failure names the backend, prefixed with fn. */
+dlpg_status_t dlpg__line_states_split(const char *fn, struct dlpg_group *parent,
+                                      struct dlpg_group *child, int color, int key);
+
 /* ------------------------------------------------------------------ the per-group choice
  * (backend_choice.c). Two lines may serve one device (host memory: a shared-memory backend
  * for groups on one host, then a network one for any group). Validation gives an operation

@@ -150,9 +150,11 @@ static dlpg_status_t dlpg__where_read(struct dlpg_group *g, const dlpg__backend_
       return dlpg__error(DLPG_ERR_ABORTED, "group \"%s\" was aborted while rank %d chose its "
                          "backend", g->name, g->rank);
     double left = deadline - dlpg__now();
+    char who[DLPG__RANK_LABEL_MAX];
     if (left <= 0)
-      return dlpg__error(DLPG_ERR_TIMEOUT, "group \"%s\": rank %d did not publish where it runs "
-                         "within %g s (has it made the group?)", g->name, q, g->timeout_s);
+      return dlpg__error(DLPG_ERR_TIMEOUT, "group \"%s\": %s did not publish where it runs "
+                         "within %g s (has it made the group?)", g->name,
+                         dlpg__rank_label(g, q, who, sizeof who), g->timeout_s);
     int r = dlpg__rdv_try_get(g->store, key, buf, cap);
     if (r > 0) return DLPG_OK;
     if (r < 0)
@@ -275,6 +277,25 @@ dlpg_status_t dlpg__backend_choose(struct dlpg_group *g, int slot, int *chosen) 
   }
   return dlpg__error(DLPG_ERR_UNSUPPORTED, "group \"%s\": no backend can serve it (%s)", g->name,
                      why);
+}
+
+int dlpg__backend_choice_inherit(struct dlpg_group *child, const struct dlpg_group *parent) {
+  int any = 0;
+  for (int slot = 0; slot < DLPG__GROUP_BACKEND_SLOTS; slot++) {
+    int c = atomic_load_explicit(&parent->be_choice[slot], memory_order_acquire);
+    if (!c) continue;
+    const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(c - 1);
+    /* Forced, or every parent rank's locality equal (a line with one was chosen by the
+     * rule): the child's ranks, a subset, would choose the same. A line chosen because the
+     * ranks are apart is not inherited: the child's may be together. */
+    if (!vt || (parent->be_choice_auto[slot] && !vt->locality)) continue;
+    child->be_choice_auto[slot] = parent->be_choice_auto[slot];
+    atomic_store_explicit(&child->be_choice[slot], c, memory_order_release);
+    DLPG_INFO(INIT, child->rank, "group \"%s\": collectives on host memory run on %s, as on its "
+              "parent \"%s\"", child->name, vt->name, parent->name);
+    any = 1;
+  }
+  return any;
 }
 
 int dlpg__backend_give_way(struct dlpg_group *g, int slot, int failed, const char *why) {
