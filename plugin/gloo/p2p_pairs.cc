@@ -27,10 +27,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void complete(dlpg__op_t *op, dlpg_status_t st, const std::string &msg) {
-  dlpg__work_complete(op->work, st, st == DLPG_OK ? nullptr : msg.c_str());
-}
-
 // Whoever moves t out of kConnecting first completes its work: the pool thread, the abort or
 // a ConnectWatch.
 bool claim(Transfer &t, int to) {
@@ -127,16 +123,6 @@ class ConnectWatch {
   std::thread thread_;
 };
 
-// The mesh's socket to peer, when the group's mesh exists (empty otherwise). Its sockets
-// are fixed before the mesh is published.
-std::vector<PeerSocket> mesh_socket(dlpg__gloo_group_t *gg, int peer) {
-  std::vector<PeerSocket> out;
-  if (dlpg__gloo_ctx_t *mesh = gg->mesh.load())
-    for (const PeerSocket &s : mesh->sockets)
-      if (s.rank == peer) out.push_back(s);
-  return out;
-}
-
 // Announce this rank under prefix and poll (dlpg_store_add(0), which never blocks, and
 // notices an abort) until peer has announced itself too: Gloo's rendezvous then finds the
 // peer at once instead of waiting, deaf to an abort, until the deadline. (No timed store
@@ -168,10 +154,31 @@ dlpg_status_t await_peer(PairSet &ps, const std::string &prefix, int peer,
   }
 }
 
-// The pair context with peer, connecting it when this is its first transfer (only the two
-// ranks take part: keys "<name>/gloo/p2p/<lo>-<hi>/<0|1>"). Waits for a concurrent creation
-// until deadline. OK with *ctx set, or a status with the message recorded. mesh: the group
-// mesh's socket to peer, watched during the connection (ConnectWatch).
+}  // namespace
+
+void complete(dlpg__op_t *op, dlpg_status_t st, const std::string &msg) {
+  dlpg__work_complete(op->work, st, st == DLPG_OK ? nullptr : msg.c_str());
+}
+
+std::vector<PeerSocket> mesh_socket(dlpg__gloo_group_t *gg, int peer) {
+  std::vector<PeerSocket> out;
+  if (dlpg__gloo_ctx_t *mesh = gg->mesh.load())
+    for (const PeerSocket &s : mesh->sockets)
+      if (s.rank == peer) out.push_back(s);
+  return out;
+}
+
+std::string pair_prefix(const PairSet &ps, int peer) {
+  const int lo = ps.rank < peer ? ps.rank : peer, hi = ps.rank < peer ? peer : ps.rank;
+  return ps.name + "/gloo/p2p/" + std::to_string(lo) + "-" + std::to_string(hi);
+}
+
+std::shared_ptr<Pair> pair_of(PairSet &ps, int peer) {
+  std::shared_ptr<Pair> &p = ps.pairs[peer];
+  if (!p) p = std::make_shared<Pair>();
+  return p;
+}
+
 dlpg_status_t pair_ready(PairSet &ps, Pair &pair, int peer, Clock::time_point deadline,
                          std::vector<PeerSocket> mesh, dlpg__gloo_ctx_t **ctx, const char *fn) {
   std::unique_lock<std::mutex> lk(pair.mu);
@@ -194,8 +201,7 @@ dlpg_status_t pair_ready(PairSet &ps, Pair &pair, int peer, Clock::time_point de
   lk.unlock();
 
   const int lo = ps.rank < peer ? ps.rank : peer, hi = ps.rank < peer ? peer : ps.rank;
-  const std::string prefix =
-      ps.name + "/gloo/p2p/" + std::to_string(lo) + "-" + std::to_string(hi);
+  const std::string prefix = pair_prefix(ps, peer);
   DLPG_INFO(GLOO, ps.rank, "connecting to rank %d (keys under %s)", peer, prefix.c_str());
   dlpg__gloo_ctx_t *c = nullptr;
   std::string msg;
@@ -241,6 +247,8 @@ dlpg_status_t pair_ready(PairSet &ps, Pair &pair, int peer, Clock::time_point de
   *ctx = c;
   return DLPG_OK;
 }
+
+namespace {
 
 // A pool thread's job: connect the pair if needed, run the transfer, complete the work.
 void run_transfer(const std::shared_ptr<PairSet> &ps, const std::shared_ptr<Pair> &pair,
@@ -323,6 +331,12 @@ void issue_one(const dlpg__op_t *src) {
   }
   memcpy(op, src, sizeof *op);
   std::shared_ptr<PairSet> ps = gg->p2p;
+  if (op->peer == DLPG_ANY_SOURCE) {
+    // Each pair has a 2-rank context of its own, so Gloo's recvFromAny (the ranks of one
+    // context) cannot serve it: the matcher receives ahead from every peer (p2p_any.cc).
+    match_issue(gg, op);
+    return;
+  }
   if (op->peer == ps->rank) {
     issue_self(*ps, op);
     return;
@@ -333,14 +347,23 @@ void issue_one(const dlpg__op_t *src) {
   std::shared_ptr<Pair> pair;
   auto t = std::make_shared<Transfer>();
   t->op = op;
+  bool matcher = false;
   {
     std::lock_guard<std::mutex> lk(ps->mu);
-    std::shared_ptr<Pair> &p = ps->pairs[op->peer];
-    if (!p) p = std::make_shared<Pair>();
-    pair = p;
-    auto &seqs = op->kind == DLPG__OP_SEND ? ps->send_seq : ps->recv_seq;
-    t->seq = seqs[std::make_pair(op->peer, op->tag)]++;
-    if (!ps->aborted.load()) ps->in_flight.insert(t.get());
+    // A receive from a peer whose next messages are awaited already by probes of a receive
+    // from any source takes them in turn (p2p_any.cc): decided with the seq taken, so no
+    // receive issued after it gets an earlier message of that peer.
+    matcher = op->kind == DLPG__OP_RECV && match_wanted(*ps, op->peer, op->tag);
+    if (!matcher) {
+      pair = pair_of(*ps, op->peer);
+      auto &seqs = op->kind == DLPG__OP_SEND ? ps->send_seq : ps->recv_seq;
+      t->seq = seqs[std::make_pair(op->peer, op->tag)]++;
+      if (!ps->aborted.load()) ps->in_flight.insert(t.get());
+    }
+  }
+  if (matcher) {
+    match_issue(gg, op);
+    return;
   }
   if (ps->aborted.load()) {
     {
@@ -373,6 +396,9 @@ PairSet::~PairSet() {
   for (auto *m : {&self_sends, &self_recvs})
     for (auto &kv : *m)
       for (dlpg__op_t *op : kv.second) free(op);
+  // Probes' buffers before the contexts they were created on.
+  probes.clear();
+  posted.clear();
   pairs.clear();  // the contexts first: they were connected through the store
   if (store) dlpg__store_release(store);
 }
@@ -381,15 +407,6 @@ PairSet::~PairSet() {
 
 extern "C" dlpg_status_t dlpg__gloo_p2p_issue(dlpg__op_t *const *ops, int n) {
   for (int i = 0; i < n; i++) {
-    if (ops[i]->peer == DLPG_ANY_SOURCE) {
-      // Each pair has a 2-rank context of its own, so Gloo's recvFromAny (one context's ranks)
-      // cannot wait on all of them at once; not served here yet.
-      dlpg__work_complete(ops[i]->work, DLPG_ERR_UNSUPPORTED,
-                          "dlpg_recv: peer is DLPG_ANY_SOURCE, which the Gloo line does not "
-                          "serve yet (its pairs are separate 2-rank contexts); run every rank "
-                          "of the group on one host (shm)");
-      continue;
-    }
     try {
       dlpg_gloo::issue_one(ops[i]);
     } catch (...) {
@@ -429,6 +446,7 @@ extern "C" void dlpg__gloo_group_abort(dlpg__gloo_group_t *gg) {
     // Outside ps.mu, as every completion of this file: a failed work goes to the group's
     // observer, and an abort's own could take this lock again (ConnectWatch says why).
     for (auto &c : claimed) dlpg__work_complete(c.first, DLPG_ERR_ABORTED, c.second.c_str());
+    dlpg_gloo::match_wake(ps);
     for (auto &kv : pairs) {
       dlpg_gloo::Pair &p = *kv.second;
       std::lock_guard<std::mutex> lk(p.mu);
