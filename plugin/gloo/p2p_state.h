@@ -97,7 +97,10 @@ struct PairSet {
   ~PairSet();
 };
 
-// Shared by p2p_pairs.cc and p2p_any.cc.
+// p2p_connect.cc, shared by p2p_pairs.cc and p2p_any.cc.
+// Whoever moves t out of kConnecting first (to `to`) completes its work: the pool thread, the
+// abort or the watch of a connection.
+bool claim(Transfer &t, int to);
 void complete(dlpg__op_t *op, dlpg_status_t st, const std::string &msg);
 // The mesh's socket to peer, when the group's mesh exists (empty otherwise). Its sockets
 // are fixed before the mesh is published.
