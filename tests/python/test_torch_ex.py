@@ -39,5 +39,6 @@ def test_recv_any_source(forced, monkeypatch):
     for r in range(world):
         assert "error" not in res[r], res[r]["error"]
         assert res[r]["results"] == "ok"
+        # Each other rank sent twice; which receive took which is the matcher's choice.
         others = [q for q in range(world) if q != r]
-        assert res[r]["recv_ranks"] == others and res[r]["irecv_ranks"] == others, res[r]
+        assert sorted(res[r]["recv_ranks"] + res[r]["irecv_ranks"]) == sorted(others * 2), res[r]
