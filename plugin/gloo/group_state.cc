@@ -62,6 +62,9 @@ extern "C" void dlpg__gloo_group_destroy(dlpg__gloo_group_t *gg) {
   if (!gg) return;
   try {
     dlpg__gloo_ctx_destroy(gg->mesh.exchange(nullptr));
+    // Probes a receive from any source left waiting for messages nobody sent stop now.
+    gg->p2p->closing.store(true);
+    dlpg_gloo::match_wake(*gg->p2p);
     delete gg;  // drops the group's share of the pair set
   } catch (...) {
   }

@@ -94,6 +94,16 @@ struct P2pLink {
 void run_p2p_one(const P2pLink &link, const dlpg__op_t &op,
                  std::chrono::steady_clock::time_point deadline);
 
+// The slot of the first message of the seq-th send with tag between a pair (its header,
+// which a receive posts kBlockBytes for).
+uint64_t p2p_header_slot(int tag, uint32_t seq);
+
+// The rest of a receive whose first message (kBlockBytes at first) arrived already: check
+// it, take an inline payload or answer a large sender and receive its payload; as
+// run_p2p_one otherwise (op.peer is the sender).
+void finish_recv(const P2pLink &link, const dlpg__op_t &op, const std::vector<char> &first,
+                 std::chrono::steady_clock::time_point deadline);
+
 // Registers unbound buffers with the context while they are waited on, so that
 // dlpg__gloo_ctx_abort can wake them; unregisters them all on every exit path.
 class LiveGuard {

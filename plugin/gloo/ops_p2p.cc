@@ -196,4 +196,20 @@ void run_p2p_one(const P2pLink &link, const dlpg__op_t &op,
   run_messages(p, live, deadline);
 }
 
+uint64_t p2p_header_slot(int tag, uint32_t seq) { return slot_of(kP2pHeaderSlotPrefix, tag, seq); }
+
+void finish_recv(const P2pLink &link, const dlpg__op_t &op, const std::vector<char> &first,
+                 std::chrono::steady_clock::time_point deadline) {
+  P2p p;
+  p.op = &op;
+  p.link = link;
+  p.first = first;
+  LiveGuard live(link.ctx);
+  answer_first(p, live);
+  if (p.ack_buf) wait_send(p, p.ack_buf.get(), deadline);
+  if (p.data_buf) wait_recv(p, p.data_buf.get(), deadline);
+  if (!p.error.empty())
+    throw StatusError(DLPG_ERR_INVALID_ARGUMENT, std::string(dlpg__op_name(op.kind)) + ": " + p.error);
+}
+
 }  // namespace dlpg_gloo

@@ -11,7 +11,8 @@ through DLPG_LIBRARY, then beside this package, then the repository's build*/ fo
 
 from ._abi import (ABI_MAJOR, DlpgError, LibraryNotFoundError, build_info, library_path,
                    reduce_supported, status_name, version)
-from ._abi import (AVG, BAND, BOR, BXOR, MAX, MIN, PROD, SUM)  # noqa: F401
+from ._abi import (AVG, BAND, BOR, BXOR, MAX, MIN, PREMUL_SUM, PROD, SUM,  # noqa: F401
+                   ANY_SOURCE)
 from ._abi import (OK, ERR_INVALID_ARGUMENT, ERR_UNSUPPORTED, ERR_TIMEOUT, ERR_REMOTE,  # noqa: F401
                    ERR_ABORTED, ERR_SYSTEM, ERR_INTERNAL, STATUS_NAMES)
 from .group import Group, Work, reduce_op

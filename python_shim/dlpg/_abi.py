@@ -35,7 +35,9 @@ STATUS_NAMES = {
 }
 
 # dlpg_reduce_op_t.
-SUM, PROD, MIN, MAX, AVG, BAND, BOR, BXOR = range(8)
+SUM, PROD, MIN, MAX, AVG, BAND, BOR, BXOR, PREMUL_SUM = range(9)
+# dlpg_recv's peer meaning "any rank".
+ANY_SOURCE = -1
 
 ABI_MAJOR = 0
 

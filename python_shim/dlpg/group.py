@@ -12,7 +12,7 @@ from ._abi import DlpgError, check, lib
 
 _REDUCE_OPS = {"sum": _abi.SUM, "prod": _abi.PROD, "product": _abi.PROD, "min": _abi.MIN,
                "max": _abi.MAX, "avg": _abi.AVG, "mean": _abi.AVG, "band": _abi.BAND,
-               "bor": _abi.BOR, "bxor": _abi.BXOR}
+               "bor": _abi.BOR, "bxor": _abi.BXOR, "premul_sum": _abi.PREMUL_SUM}
 
 # The operations Group._issuer binds (dlpg_<name>): what the torch backend may issue.
 _OPERATIONS = ("allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall",
@@ -28,6 +28,26 @@ def reduce_op(op):
     except KeyError:
         raise DlpgError(_abi.ERR_INVALID_ARGUMENT,
                         "dlpg: unknown reduce op %r (one of %s)" % (op, ", ".join(sorted(_REDUCE_OPS))))
+
+
+def _reduce_call(name, plain, ex, op, scalar):
+    """(function, reduce argument) of a reducing collective: the plain one with the op, or,
+    for premul_sum, its _ex form with a dlpg_reduce_desc_t carrying scalar."""
+    rop = reduce_op(op)
+    if rop != _abi.PREMUL_SUM:
+        if scalar is not None:
+            raise ValueError("dlpg.Group.%s: scalar=%r is only for op=dlpg.PREMUL_SUM, not op=%r"
+                             % (name, scalar, op))
+        return plain, rop
+    if scalar is None:
+        raise ValueError("dlpg.Group.%s: op=dlpg.PREMUL_SUM needs scalar= (the factor this "
+                         "rank's input is multiplied by before the sum)" % name)
+    try:
+        factor = float(scalar)
+    except (TypeError, ValueError):
+        raise ValueError("dlpg.Group.%s: scalar=%r is not a real number" % (name, scalar))
+    # byref keeps the descriptor alive for the call, which only reads it.
+    return ex, ctypes.byref(_abi.ReduceDesc(ctypes.sizeof(_abi.ReduceDesc), rop, factor))
 
 
 class Work(object):
@@ -73,6 +93,16 @@ class Work(object):
         if not self._done:
             return None
         return self._error.status if self._error is not None else _abi.OK
+
+    @property
+    def source(self):
+        """A completed receive's sender (dlpg_work_source): the peer it named, or the rank
+        whose message a receive from any source matched. DlpgError while it runs."""
+        if self._h is None:
+            raise DlpgError(_abi.ERR_INVALID_ARGUMENT, "dlpg.Work.source: the work is released")
+        r = ctypes.c_int()
+        check(lib.dlpg_work_source(self._h, ctypes.byref(r)))
+        return r.value
 
     def __del__(self):
         h, self._h = self._h, None
@@ -212,6 +242,8 @@ class Group(object):
         are on its root only, an in-place broadcast's on the other ranks only)."""
         alive = []
         op = "dlpg.Group." + fn.__name__[len("dlpg_"):]
+        if op.endswith("_ex"):
+            op = op[:-len("_ex")]
         ins = self._listify(inputs)
         in_place = outputs is None and writes
         ip, st, cuda = self._borrow(ins, stream, alive, op + ": tensor" if in_place else None)
@@ -229,9 +261,11 @@ class Group(object):
 
     # -- operations -------------------------------------------------------------------
 
-    def allreduce(self, tensor, output=None, op="sum", async_op=False, stream=None):
-        return self._collective(lib.dlpg_allreduce, tensor, output, (reduce_op(op),),
-                                stream, async_op)
+    def allreduce(self, tensor, output=None, op="sum", async_op=False, stream=None, scalar=None):
+        """op "premul_sum" (dlpg.PREMUL_SUM) multiplies each rank's input by its scalar
+        before the sum (floating and complex dtypes)."""
+        fn, rop = _reduce_call("allreduce", lib.dlpg_allreduce, lib.dlpg_allreduce_ex, op, scalar)
+        return self._collective(fn, tensor, output, (rop,), stream, async_op)
 
     def broadcast(self, tensor, root=0, output=None, async_op=False, stream=None):
         # In place, the root's tensor is only read.
@@ -239,17 +273,21 @@ class Group(object):
         return self._collective(lib.dlpg_broadcast, tensor, output, (int(root),), stream, async_op,
                                 writes)
 
-    def reduce(self, tensor, root=0, output=None, op="sum", async_op=False, stream=None):
+    def reduce(self, tensor, root=0, output=None, op="sum", async_op=False, stream=None,
+               scalar=None):
         # Only the root's output (its tensor, in place) is written.
-        return self._collective(lib.dlpg_reduce, tensor, output, (reduce_op(op), int(root)),
-                                stream, async_op, self.rank == int(root))
+        fn, rop = _reduce_call("reduce", lib.dlpg_reduce, lib.dlpg_reduce_ex, op, scalar)
+        return self._collective(fn, tensor, output, (rop, int(root)), stream, async_op,
+                                self.rank == int(root))
 
     def allgather(self, tensor, output, async_op=False, stream=None):
         return self._collective(lib.dlpg_allgather, tensor, output, (), stream, async_op)
 
-    def reduce_scatter(self, tensor, output, op="sum", async_op=False, stream=None):
-        return self._collective(lib.dlpg_reduce_scatter, tensor, output, (reduce_op(op),),
-                                stream, async_op)
+    def reduce_scatter(self, tensor, output, op="sum", async_op=False, stream=None,
+                       scalar=None):
+        fn, rop = _reduce_call("reduce_scatter", lib.dlpg_reduce_scatter,
+                               lib.dlpg_reduce_scatter_ex, op, scalar)
+        return self._collective(fn, tensor, output, (rop,), stream, async_op)
 
     def alltoall(self, tensor, output, async_op=False, stream=None):
         alive = []
@@ -264,11 +302,27 @@ class Group(object):
         return self._run(lib.dlpg_send, (p, int(peer), int(tag), s or None), alive, async_op,
                          cuda, [tensor], stream)
 
-    def recv(self, tensor, peer, tag=0, async_op=False, stream=None):
+    def recv(self, tensor, peer=None, tag=0, async_op=False, stream=None, src=None):
+        """Receive from peer (src is another name for it, as torch spells it); None (or
+        dlpg.ANY_SOURCE) receives the next message with tag from any rank (host memory).
+        Returns the sender's rank, or with async_op=True a Work whose .source tells it."""
+        if src is not None:
+            if peer is not None and int(peer) != int(src):
+                raise ValueError("dlpg.Group.recv: peer=%r and src=%r disagree; pass one" %
+                                 (peer, src))
+            peer = src
+        peer = _abi.ANY_SOURCE if peer is None else int(peer)
         alive = []
         (p,), (s,), cuda = self._borrow([tensor], stream, alive, "dlpg.Group.recv: tensor")
-        return self._run(lib.dlpg_recv, (p, int(peer), int(tag), s or None), alive, async_op,
-                         cuda, [tensor], stream)
+        if peer == _abi.ANY_SOURCE and not async_op:
+            # Blocking: dlpg_recv_any tells the sender (a batch refuses it: use async_op).
+            _work.reap()
+            r = ctypes.c_int()
+            check(lib.dlpg_recv_any(self.handle, p, int(tag), ctypes.byref(r), s or None))
+            return r.value
+        w = self._run(lib.dlpg_recv, (p, peer, int(tag), s or None), alive, async_op, cuda,
+                      [tensor], stream)
+        return w if async_op else peer
 
     def barrier(self, async_op=False):
         return self._run(lib.dlpg_barrier, (), None, async_op, False, None)

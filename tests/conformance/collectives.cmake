@@ -28,7 +28,7 @@ foreach(t test_collectives test_errors test_p2p)
 endforeach()
 # Sends and receives on shared memory again with pair slots of 4 KiB, so every message
 # above a few KiB is pipelined through hundreds of chunks.
-dlpg_gtest_run(test_p2p_smallslot TARGET test_p2p FILTER *P2PTags*:*P2PAsync*
+dlpg_gtest_run(test_p2p_smallslot TARGET test_p2p FILTER *P2PTags*:*P2PAsync*:*P2PAnySource*
   ENVIRONMENT DLPG_SHM_P2P_SLOT_BYTES=4096)
 
 # The rooted and uneven collectives on shared memory with slots of 4 KiB, so that every

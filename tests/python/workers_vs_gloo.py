@@ -202,20 +202,27 @@ def apis_vs_gloo(rank, world, init, seed, queue):
     api("all_reduce_coalesced", all_reduce_coalesced)
     api("all_gather_coalesced", all_gather_coalesced)
 
-    # Drop-in errors: recv without a source says it is unsupported at once; unknown
-    # pg_options are an error naming the known ones.
+    # recv without a source, on both backends: every other rank sends its rank to rank 0,
+    # which gets each once and is told who sent it (dlpg's sender against gloo's).
     try:
+        got = {}
+        for name, grp in (("dlpg", dg), ("gloo", gg)):
+            if rank == 0:
+                senders = []
+                for _ in range(world - 1):
+                    t = torch.full((3,), -1.0)
+                    src = dist.recv(t, group=grp)
+                    assert torch.equal(t, torch.full((3,), float(src))), (name, src, t)
+                    senders.append(src)
+                got[name] = sorted(senders)
+            else:
+                dist.send(torch.full((3,), float(rank)), 0, group=grp)
         if rank == 0:
-            try:
-                dist.recv(torch.empty(3), group=dg)
-                res["recv_anysource"] = "no error"
-            except RuntimeError as e:
-                res["recv_anysource"] = "ok" if "not supported" in str(e) and "src" in str(e) \
-                    else str(e)
-        else:
-            res["recv_anysource"] = "ok"
+            assert got["dlpg"] == got["gloo"] == list(range(1, world)), got
+        res["recv_anysource"] = "ok"
     except Exception:  # noqa: BLE001
         res["recv_anysource"] = traceback.format_exc()
+    # Drop-in errors: unknown pg_options are an error naming the known ones.
     try:
         try:
             dist.new_group(backend="dlpg", pg_options={"nme": "x"})

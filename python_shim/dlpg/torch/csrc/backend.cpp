@@ -68,7 +68,7 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allreduce(Tensors& tensors,
                                                       const c10d::AllreduceOptions& opts) {
   one_tensor(tensors, "all_reduce");
   const at::Tensor& t = tensors[0];
-  dlpg_reduce_op_t op = reduce_op(opts.reduceOp, "all_reduce");
+  dlpg_reduce_desc_t op = reduce_desc(opts.reduceOp, "all_reduce");
   auto w = begin(c10d::OpType::ALLREDUCE, t, tensors);
   DLTensor* in = &use(*w, t, true)->dl;
   void* s = stream(t);
@@ -77,7 +77,7 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allreduce(Tensors& tensors,
   bool sync_cpu = !t.is_cuda() && !coalescing_;
   auto hp = sync_cpu ? nullptr : slot(*w, t.is_cuda());
   h_ = nullptr;
-  issued(*w, api().allreduce(core_->g(), &in, nullptr, 1, op, &s, hp), "dlpg_allreduce");
+  issued(*w, allreduce_desc(core_->g(), &in, nullptr, op, &s, hp), "dlpg_allreduce");
   auto r = done(w);
   if (sync_cpu) w->wait(std::chrono::milliseconds(0));  // runs the copy back, if any
   return r;
@@ -86,14 +86,14 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allreduce(Tensors& tensors,
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allreduce_coalesced(
     Tensors& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   TORCH_CHECK(!tensors.empty(), "dlpg: allreduce_coalesced: no tensors");
-  dlpg_reduce_op_t op = reduce_op(opts.reduceOp, "allreduce_coalesced");
+  dlpg_reduce_desc_t op = reduce_desc(opts.reduceOp, "allreduce_coalesced");
   auto w = begin(c10d::OpType::ALLREDUCE_COALESCED, tensors[0], tensors);
   batch([&] {
     for (auto& t : tensors) {
       DLTensor* in = &use(*w, t, true)->dl;
       void* s = stream(t);
       auto hp = slot(*w, t.is_cuda());
-      issued(*w, api().allreduce(core_->g(), &in, nullptr, 1, op, &s, hp), "dlpg_allreduce");
+      issued(*w, allreduce_desc(core_->g(), &in, nullptr, op, &s, hp), "dlpg_allreduce");
     }
   });
   return done(w);
@@ -102,12 +102,12 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allreduce_coalesced(
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::reduce(Tensors& tensors,
                                                    const c10d::ReduceOptions& opts) {
   one_tensor(tensors, "reduce");
-  dlpg_reduce_op_t op = reduce_op(opts.reduceOp, "reduce");
+  dlpg_reduce_desc_t op = reduce_desc(opts.reduceOp, "reduce");
   auto w = begin(c10d::OpType::REDUCE, tensors[0], tensors);
   DLTensor* in = &use(*w, tensors[0], true)->dl;
   void* s = stream(tensors[0]);
   auto hp = slot(*w, tensors[0].is_cuda());
-  issued(*w, api().reduce(core_->g(), &in, nullptr, 1, op, static_cast<int>(opts.rootRank),
+  issued(*w, reduce_desc_call(core_->g(), &in, nullptr, op, static_cast<int>(opts.rootRank),
                               &s, hp), "dlpg_reduce");
   return done(w);
 }
@@ -191,10 +191,10 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allgather_into_tensor_coalesced(
 
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::reduce_scatter_tensor_coalesced(
     Tensors& outputs, Tensors& inputs, const c10d::ReduceScatterOptions& opts) {
-  dlpg_reduce_op_t op = reduce_op(opts.reduceOp, "reduce_scatter_tensor_coalesced");
+  dlpg_reduce_desc_t op = reduce_desc(opts.reduceOp, "reduce_scatter_tensor_coalesced");
   return pairwise(outputs, inputs, "reduce_scatter_tensor_coalesced",
                   [&](DLTensor** in, DLTensor** out, void** s, dlpg_work_t** hp) {
-                    return api().reduce_scatter(core_->g(), in, out, 1, op, s, hp);
+                    return reduce_scatter_desc(core_->g(), in, out, op, s, hp);
                   });
 }
 
@@ -216,14 +216,13 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::reduce_scatter(Tensors& outputs,
 
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  dlpg_reduce_op_t op = reduce_op(opts.reduceOp, "reduce_scatter");
+  dlpg_reduce_desc_t op = reduce_desc(opts.reduceOp, "reduce_scatter");
   auto w = begin(c10d::OpType::_REDUCE_SCATTER_BASE, input, {output});
   DLTensor* din = &use(*w, input, false)->dl;
   DLTensor* dout = &use(*w, output, true)->dl;
   void* s = stream(input);
   auto hp = slot(*w, input.is_cuda());
-  issued(*w, api().reduce_scatter(core_->g(), &din, &dout, 1, op, &s, hp),
-         "dlpg_reduce_scatter");
+  issued(*w, reduce_scatter_desc(core_->g(), &din, &dout, op, &s, hp), "dlpg_reduce_scatter");
   return done(w);
 }
 

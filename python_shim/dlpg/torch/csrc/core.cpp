@@ -47,21 +47,77 @@ std::shared_ptr<Borrowed> borrow(const at::Tensor& t) {
   return b;
 }
 
-dlpg_reduce_op_t reduce_op(const c10d::ReduceOp& op, const char* what) {
+namespace {
+
+// Whether the loaded library's table has the reduce descriptor calls (appended after the
+// first table: an older libdlpg lacks them).
+bool has_reduce_ex() {
+  const dlpg_api_t& a = api();
+  return a.struct_size >= offsetof(dlpg_api_t, reduce_scatter_ex) + sizeof(a.reduce_scatter_ex);
+}
+
+// PREMUL_SUM's factor: a double, or a one-element tensor (read here: dlpg takes a host
+// scalar, so a CUDA factor is copied to the host, which waits for its stream).
+double premul_factor(const c10d::ReduceOp& op, const char* what) {
+  // torch stores only this supplement for PREMUL_SUM (ProcessGroupNCCL casts it the same way).
+  auto* sup = static_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK(sup, "dlpg: ", what, ": reduce op PREMUL_SUM has no factor (make it with "
+              "torch.distributed._make_nccl_premul_sum(factor))");
+  if (!sup->tensor_factor.defined()) return sup->double_factor;
+  const at::Tensor& f = sup->tensor_factor;
+  TORCH_CHECK(f.numel() == 1 && !f.is_complex(), "dlpg: ", what, ": PREMUL_SUM's factor must "
+              "be one real element, got a ", f.scalar_type(), " tensor of ", f.numel(),
+              " elements");
+  return f.item<double>();
+}
+
+}  // namespace
+
+dlpg_reduce_desc_t reduce_desc(const c10d::ReduceOp& op, const char* what) {
+  dlpg_reduce_desc_t d{};
+  d.struct_size = sizeof d;
+  d.scalar = 0.0;
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: return DLPG_SUM;
-    case c10d::ReduceOp::AVG: return DLPG_AVG;
-    case c10d::ReduceOp::PRODUCT: return DLPG_PROD;
-    case c10d::ReduceOp::MIN: return DLPG_MIN;
-    case c10d::ReduceOp::MAX: return DLPG_MAX;
-    case c10d::ReduceOp::BAND: return DLPG_BAND;
-    case c10d::ReduceOp::BOR: return DLPG_BOR;
-    case c10d::ReduceOp::BXOR: return DLPG_BXOR;
+    case c10d::ReduceOp::SUM: d.op = DLPG_SUM; break;
+    case c10d::ReduceOp::AVG: d.op = DLPG_AVG; break;
+    case c10d::ReduceOp::PRODUCT: d.op = DLPG_PROD; break;
+    case c10d::ReduceOp::MIN: d.op = DLPG_MIN; break;
+    case c10d::ReduceOp::MAX: d.op = DLPG_MAX; break;
+    case c10d::ReduceOp::BAND: d.op = DLPG_BAND; break;
+    case c10d::ReduceOp::BOR: d.op = DLPG_BOR; break;
+    case c10d::ReduceOp::BXOR: d.op = DLPG_BXOR; break;
+    case c10d::ReduceOp::PREMUL_SUM:
+      TORCH_CHECK(has_reduce_ex(), "dlpg: ", what, ": reduce op PREMUL_SUM needs a libdlpg "
+                  "with dlpg_allreduce_ex (the loaded one's table is ", api().struct_size,
+                  " bytes)");
+      d.op = DLPG_PREMUL_SUM;
+      d.scalar = premul_factor(op, what);
+      break;
     default:
       TORCH_CHECK(false, "dlpg: ", what, ": reduce op ", static_cast<int>(op.op_),
-                  " (PREMUL_SUM) is not supported; use SUM, AVG, PRODUCT, MIN, MAX, BAND, "
-                  "BOR or BXOR");
+                  " is not supported; use SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR or "
+                  "PREMUL_SUM");
   }
+  return d;
+}
+
+dlpg_status_t allreduce_desc(dlpg_group_t* g, DLTensor* const* in, DLTensor* const* out,
+                             const dlpg_reduce_desc_t& op, void* const* s, dlpg_work_t** w) {
+  if (!has_reduce_ex()) return api().allreduce(g, in, out, 1, op.op, s, w);
+  return api().allreduce_ex(g, in, out, 1, &op, s, w);
+}
+
+dlpg_status_t reduce_desc_call(dlpg_group_t* g, DLTensor* const* in, DLTensor* const* out,
+                               const dlpg_reduce_desc_t& op, int root, void* const* s,
+                               dlpg_work_t** w) {
+  if (!has_reduce_ex()) return api().reduce(g, in, out, 1, op.op, root, s, w);
+  return api().reduce_ex(g, in, out, 1, &op, root, s, w);
+}
+
+dlpg_status_t reduce_scatter_desc(dlpg_group_t* g, DLTensor* const* in, DLTensor* const* out,
+                                  const dlpg_reduce_desc_t& op, void* const* s, dlpg_work_t** w) {
+  if (!has_reduce_ex()) return api().reduce_scatter(g, in, out, 1, op.op, s, w);
+  return api().reduce_scatter_ex(g, in, out, 1, &op, s, w);
 }
 
 Core::~Core() { destroy(); }

@@ -113,8 +113,21 @@ class Core {
 // counts, and torch's shapes are the caller's business.
 std::shared_ptr<Borrowed> borrow(const at::Tensor& t);
 
-// The dlpg_reduce_op_t of a c10d reduce op; throws for ops dlpg has no equivalent of.
-dlpg_reduce_op_t reduce_op(const c10d::ReduceOp& op, const char* what);
+// The dlpg reduce descriptor of a c10d reduce op: PREMUL_SUM carries its factor (the
+// double or one-element tensor of its PreMulSumSupplement, as ProcessGroupNCCL reads it);
+// throws for ops dlpg has no equivalent of.
+dlpg_reduce_desc_t reduce_desc(const c10d::ReduceOp& op, const char* what);
+
+// The reducing collectives with a descriptor: the _ex calls where the loaded library has
+// them, else the plain ones (which take every op but PREMUL_SUM; reduce_desc refuses that
+// one with such a library).
+dlpg_status_t allreduce_desc(dlpg_group_t* g, DLTensor* const* in, DLTensor* const* out,
+                             const dlpg_reduce_desc_t& op, void* const* s, dlpg_work_t** w);
+dlpg_status_t reduce_desc_call(dlpg_group_t* g, DLTensor* const* in, DLTensor* const* out,
+                               const dlpg_reduce_desc_t& op, int root, void* const* s,
+                               dlpg_work_t** w);
+dlpg_status_t reduce_scatter_desc(dlpg_group_t* g, DLTensor* const* in, DLTensor* const* out,
+                                  const dlpg_reduce_desc_t& op, void* const* s, dlpg_work_t** w);
 
 class WorkDlpg : public c10d::Work {
  public:
@@ -128,12 +141,16 @@ class WorkDlpg : public c10d::Work {
   std::vector<std::function<void()>> post;      // copies after completion
   std::vector<c10::intrusive_ptr<WorkDlpg>> children;
   bool deferred = false;  // a send/recv waiting in Core's queue
+  // A receive's peer (DLPG_ANY_SOURCE for recvAnysource, whose sender its handle tells);
+  // -2 for every other operation.
+  int peer = -2;
   void issued();          // CUDA: runs the post steps now (they are stream-ordered)
   void fail(std::exception_ptr e);
 
   bool isCompleted() override;
   bool isSuccess() const override;
   std::exception_ptr exception() const override;
+  int sourceRank() const override;
   bool wait(std::chrono::milliseconds timeout) override;
   void synchronize() override;
   std::vector<at::Tensor> result() override;

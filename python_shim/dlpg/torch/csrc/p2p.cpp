@@ -119,12 +119,14 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::point_to_point(bool is_send, Tensors
   auto type = is_send ? c10d::OpType::SEND : c10d::OpType::RECV;
   if (coalescing_) {
     auto w = begin(type, tensors[0], tensors);
+    if (!is_send) w->peer = peer;
     p2p(*w, is_send, tensors[0], peer, tag);
     return done(w);
   }
   core_->reap();
   auto w = c10::make_intrusive<WorkDlpg>(core_, type, tensors[0].is_cuda(), tensors[0].device(),
                                          tensors);
+  if (!is_send) w->peer = peer;
   use(*w, tensors[0], !is_send);  // a received non-contiguous tensor is copied back
   core_->defer_p2p(is_send, w->keep.back(), peer, tag, w);
   return w;
@@ -138,9 +140,14 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::recv(Tensors& tensors, int src, int 
   return point_to_point(false, tensors, src, tag);
 }
 
-ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::recvAnysource(Tensors&, int) {
-  TORCH_CHECK(false, "dlpg: recv without a source rank (src=None, recv_anysource) is not "
-              "supported by the dlpg backend; pass src=");
+// dlpg_recv from DLPG_ANY_SOURCE (host memory): the work's sourceRank() asks the completed
+// handle which rank's message it matched (dlpg_work_source).
+ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::recvAnysource(Tensors& tensors, int tag) {
+  const dlpg_api_t& a = api();
+  TORCH_CHECK(a.struct_size >= offsetof(dlpg_api_t, work_source) + sizeof(a.work_source),
+              "dlpg: recv without a source rank needs a libdlpg with dlpg_work_source (the "
+              "loaded one's table is ", a.struct_size, " bytes)");
+  return point_to_point(false, tensors, DLPG_ANY_SOURCE, tag);
 }
 
 // ------------------------------------------------------------------ coalescing

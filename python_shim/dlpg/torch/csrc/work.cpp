@@ -90,6 +90,16 @@ bool WorkDlpg::isSuccess() const { return done_ && !error_; }
 
 std::exception_ptr WorkDlpg::exception() const { return error_; }
 
+int WorkDlpg::sourceRank() const {
+  if (peer == -2) return c10d::Work::sourceRank();  // not a receive: torch's own error
+  if (peer != DLPG_ANY_SOURCE) return peer;
+  TORCH_CHECK(!deferred && handles.size() == 1, "dlpg: the sender of a receive from any "
+              "source is known once the receive has completed (wait() first)");
+  int src = -1;
+  check(api().work_source(handles[0], &src), "dlpg_work_source");
+  return src;
+}
+
 bool WorkDlpg::wait(std::chrono::milliseconds timeout) {
   if (deferred) core_->flush_p2p();
   if (cuda_ && !error_) {
