@@ -16,10 +16,14 @@
 #include "dlpg/dlpg.h"
 
 #define BENCH_MAX_GPUS 16
+/* Most ranks of allgatherv and alltoallv (their per-rank arrays live on the stack). */
+#define BENCH_MAX_RANKS 4096
 
 typedef enum bench_op {
   BENCH_ALLREDUCE, BENCH_BROADCAST, BENCH_REDUCE, BENCH_ALLGATHER,
-  BENCH_REDUCE_SCATTER, BENCH_ALLTOALL, BENCH_SENDRECV, BENCH_OP_COUNT
+  BENCH_REDUCE_SCATTER, BENCH_ALLTOALL, BENCH_SENDRECV,
+  /* The rooted and uneven collectives (one tensor per rank). */
+  BENCH_GATHER, BENCH_SCATTER, BENCH_ALLGATHERV, BENCH_ALLTOALLV, BENCH_OP_COUNT
 } bench_op_t;
 
 typedef enum bench_dtype {
@@ -58,6 +62,8 @@ typedef struct bench_opts {
   int no_dlpg;            /* --no-dlpg */
   double timeout_s;       /* -T */
   int root;               /* -r */
+  int skew;               /* --skew K: allgatherv/alltoallv blocks of the first half of the
+                             ranks K times the others' (1: uniform; bench_weight) */
   const char *launched_by; /* "--nranks", "torchrun", "mpirun": printed in the header */
 } bench_opts_t;
 
@@ -117,6 +123,19 @@ void bench_fill(bench_dtype_t t, dlpg_reduce_op_t r, int c, void *p, size_t coun
  * operation; returns the number of wrong elements. per = elements per block/tensor. */
 long long bench_check(const bench_ctx_t *x, bench_op_t op, int me, const void *p, size_t per);
 
+/* The uneven collectives' layout (--skew K): rank r's weight, K for the first half of the
+ * ranks (rank 0 at least) and 1 for the rest, and their sum. allgatherv: rank r contributes
+ * unit * weight(r) elements; alltoallv: every rank sends rank j unit * weight(j) elements
+ * (the skew is on the receivers, as with popular experts), so every input holds unit *
+ * weight_sum and rank j's output unit * weight(j) * world. A size counts unit *
+ * weight_sum elements: allgatherv's output and each alltoallv input (the mean output),
+ * nccl-tests' allgather and alltoall convention. */
+int bench_weight(const bench_opts_t *o, int world, int r);
+size_t bench_weight_sum(const bench_opts_t *o, int world);
+/* Whether op takes one tensor per rank (-g 1): alltoall, sendrecv and the rooted and uneven
+ * collectives. */
+int bench_op_single(bench_op_t op);
+
 /* dlpg_bench_mem.c */
 int bench_mem_setup(bench_ctx_t *x);
 void bench_mem_teardown(bench_ctx_t *x);
@@ -131,7 +150,8 @@ int bench_sync(bench_ctx_t *x);
 double bench_now(void);
 
 /* dlpg_bench_ops.c: issue one dlpg operation on count elements (per-block count for
- * allgather/reduce_scatter/alltoall). Returns 0 on success, else prints the error. */
+ * allgather/reduce_scatter/alltoall/gather/scatter, the unit of bench_weight for
+ * allgatherv/alltoallv). Returns 0 on success, else prints the error. */
 int bench_dlpg_issue(bench_ctx_t *x, size_t count);
 
 /* dlpg_bench_nccl.c: the baseline. Each returns 0 on success. */

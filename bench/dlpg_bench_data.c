@@ -7,7 +7,8 @@
 #include "dlpg_bench.h"
 
 static const char *const op_names[BENCH_OP_COUNT] = {
-    "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall", "sendrecv"};
+    "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall", "sendrecv",
+    "gather", "scatter", "allgatherv", "alltoallv"};
 
 static const struct {
   const char *name;
@@ -38,7 +39,24 @@ const char *bench_op_name(bench_op_t op) { return op_names[op]; }
 int bench_op_has_redop(bench_op_t op) {
   return op == BENCH_ALLREDUCE || op == BENCH_REDUCE || op == BENCH_REDUCE_SCATTER;
 }
-int bench_op_has_root(bench_op_t op) { return op == BENCH_BROADCAST || op == BENCH_REDUCE; }
+int bench_op_has_root(bench_op_t op) {
+  return op == BENCH_BROADCAST || op == BENCH_REDUCE || op == BENCH_GATHER || op == BENCH_SCATTER;
+}
+int bench_op_single(bench_op_t op) {
+  return op == BENCH_ALLTOALL || op == BENCH_SENDRECV || op == BENCH_GATHER ||
+         op == BENCH_SCATTER || op == BENCH_ALLGATHERV || op == BENCH_ALLTOALLV;
+}
+
+int bench_weight(const bench_opts_t *o, int world, int r) {
+  int heavy = world / 2 > 0 ? world / 2 : 1;
+  return r < heavy ? o->skew : 1;
+}
+
+size_t bench_weight_sum(const bench_opts_t *o, int world) {
+  size_t w = 0;
+  for (int r = 0; r < world; r++) w += (size_t)bench_weight(o, world, r);
+  return w;
+}
 int bench_op_has_inplace(bench_op_t op) {
   return op == BENCH_ALLREDUCE || op == BENCH_BROADCAST || op == BENCH_REDUCE;
 }
@@ -75,7 +93,9 @@ int bench_op_parse(const char *s, bench_op_t *op) {
   if (!strcmp(s, "all_reduce")) { *op = BENCH_ALLREDUCE; return 0; }
   if (!strcmp(s, "all_gather")) { *op = BENCH_ALLGATHER; return 0; }
   if (!strcmp(s, "reducescatter")) { *op = BENCH_REDUCE_SCATTER; return 0; }
-  if (!strcmp(s, "alltoallv") || !strcmp(s, "all_to_all")) { *op = BENCH_ALLTOALL; return 0; }
+  if (!strcmp(s, "all_to_all")) { *op = BENCH_ALLTOALL; return 0; }
+  if (!strcmp(s, "all_gatherv")) { *op = BENCH_ALLGATHERV; return 0; }
+  if (!strcmp(s, "all_to_allv")) { *op = BENCH_ALLTOALLV; return 0; }
   return -1;
 }
 
@@ -215,9 +235,33 @@ long long bench_check(const bench_ctx_t *x, bench_op_t op, int me, const void *p
   int n = x->nparts;
   long long wrong = 0;
   size_t total = (op == BENCH_ALLGATHER || op == BENCH_ALLTOALL) ? per * (size_t)n : per;
+  /* The rooted and uneven ones: one tensor per rank (me is the rank), blocks by weight. */
+  int W = x->world, wme = bench_weight(o, W, me);
+  if (op == BENCH_GATHER) total = me == o->root ? per * (size_t)W : 0;
+  if (op == BENCH_ALLGATHERV) total = per * bench_weight_sum(o, W);
+  if (op == BENCH_ALLTOALLV) total = per * (size_t)wme * (size_t)W;
+  /* allgatherv: the block being walked (rank blk, from element start). */
+  int blk = 0;
+  size_t start = 0;
+  /* alltoallv: where each sender's block for me starts in its input (blocks for the ranks
+   * before me come first, packed). */
+  size_t before = 0;
+  for (int j = 0; op == BENCH_ALLTOALLV && j < me; j++) before += per * (size_t)bench_weight(o, W, j);
   for (size_t k = 0; k < total; k++) {
     double want;
     switch (op) {
+      case BENCH_GATHER: want = value(r, (int)(k / per), k % per); break;
+      case BENCH_SCATTER: want = value(r, o->root, (size_t)me * per + k); break;
+      case BENCH_ALLGATHERV:
+        while (k >= start + per * (size_t)bench_weight(o, W, blk))
+          start += per * (size_t)bench_weight(o, W, blk++);
+        want = value(r, blk, k - start);
+        break;
+      case BENCH_ALLTOALLV: {
+        size_t b = per * (size_t)wme; /* from rank k / b */
+        want = value(r, (int)(k / b), before + k % b);
+        break;
+      }
       case BENCH_ALLREDUCE:
       case BENCH_REDUCE: want = reduced(r, n, k); break;
       case BENCH_BROADCAST: want = value(r, o->root * o->gpus, k); break;

@@ -30,7 +30,8 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: dlpg-bench COLLECTIVE [options]   or   dlpg_<collective>_perf [options]\n"
-          "  COLLECTIVE: allreduce|all_gather|broadcast|reduce_scatter|reduce|alltoall|sendrecv\n"
+          "  COLLECTIVE: allreduce|all_gather|broadcast|reduce_scatter|reduce|alltoall|sendrecv|\n"
+          "              gather|scatter|allgatherv|alltoallv\n"
           "nccl-tests' options (same letters, same meaning):\n"
           "  -b, --minbytes N       smallest size (K/M/G suffixes; default 8)\n"
           "  -e, --maxbytes N       largest size (default 32M)\n"
@@ -71,6 +72,14 @@ static void usage(FILE *f) {
           "      --outofplace       out-of-place columns only\n"
           "      --baseline nccl    also run the loop on NCCL directly (CUDA only)\n"
           "      --no-dlpg          run the baseline only\n"
+          "      --skew K           allgatherv, alltoallv: the first half of the ranks (rank 0\n"
+          "                         at least) K times the others' blocks (default 1: uniform);\n"
+          "                         allgatherv: what they contribute, alltoallv: what every\n"
+          "                         rank sends them (the receivers are skewed)\n"
+          "sizes and busbw follow nccl-tests: a size counts allgather(v)'s and gather's\n"
+          "output, scatter's input, alltoall(v)'s per-rank input (skewed: the mean buffer);\n"
+          "busbw = algbw x (n-1)/n for all of these (nccl-tests' factor; OSU's 'size' is\n"
+          "instead one block, the size here / n)\n"
           "  -h, --help\n");
 }
 
@@ -159,7 +168,7 @@ static int op_from_program(const char *argv0, bench_op_t *op) {
 
 enum {
   OPT_NRANKS = 256, OPT_REPS, OPT_DEVICE, OPT_ASYNC, OPT_INPLACE, OPT_OUTOFPLACE, OPT_BASELINE,
-  OPT_NO_DLPG, OPT_ITERS_BYTES, OPT_MEMCPY
+  OPT_NO_DLPG, OPT_ITERS_BYTES, OPT_MEMCPY, OPT_SKEW
 };
 
 static int parse_opts(int argc, char **argv, bench_opts_t *o) {
@@ -179,7 +188,7 @@ static int parse_opts(int argc, char **argv, bench_opts_t *o) {
       {"async", 0, 0, OPT_ASYNC}, {"inplace", 0, 0, OPT_INPLACE},
       {"outofplace", 0, 0, OPT_OUTOFPLACE}, {"baseline", 1, 0, OPT_BASELINE},
       {"no-dlpg", 0, 0, OPT_NO_DLPG}, {"iters-bytes", 1, 0, OPT_ITERS_BYTES},
-      {"memcpy", 0, 0, OPT_MEMCPY}, {0, 0, 0, 0}};
+      {"memcpy", 0, 0, OPT_MEMCPY}, {"skew", 1, 0, OPT_SKEW}, {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   o->min_bytes = 8;
   o->max_bytes = 32u << 20;
@@ -197,6 +206,7 @@ static int parse_opts(int argc, char **argv, bench_opts_t *o) {
   o->average = 1;
   o->run_oop = o->run_ip = 1;
   o->timeout_s = 120;
+  o->skew = 1;
   int have_op = op_from_program(argv[0], &o->op) == 0, step_given = 0;
   /* The subcommand: a first argument that is not an option. */
   int first = 1;
@@ -204,7 +214,8 @@ static int parse_opts(int argc, char **argv, bench_opts_t *o) {
     bench_op_t op;
     if (bench_op_parse(argv[1], &op) != 0) {
       fprintf(stderr, "dlpg-bench: unknown collective '%s' (allreduce, all_gather, broadcast, "
-                      "reduce_scatter, reduce, alltoall, sendrecv)\n", argv[1]);
+                      "reduce_scatter, reduce, alltoall, sendrecv, gather, scatter, "
+                      "allgatherv, alltoallv)\n", argv[1]);
       return -1;
     }
     if (have_op && op != o->op) {
@@ -306,6 +317,7 @@ static int parse_opts(int argc, char **argv, bench_opts_t *o) {
           return bad("--iters-bytes", optarg, "a size > 0");
         break;
       case OPT_MEMCPY: o->memcpy_ref = 1; break;
+      case OPT_SKEW: if (parse_int(optarg, 1, 1024, &o->skew)) return bad("--skew", optarg, "1..1024"); break;
       case 'h': usage(stdout); exit(0);
       default:
         fprintf(stderr, "dlpg-bench: see --help\n");
@@ -349,6 +361,17 @@ static int parse_opts(int argc, char **argv, bench_opts_t *o) {
   if (o->memcpy_ref && (o->cuda || o->baseline || o->nlocal > 0)) {
     fprintf(stderr, "dlpg-bench: --memcpy runs in this process on the CPU: no --device cuda, "
                     "--baseline or --nranks\n");
+    return -1;
+  }
+  if (o->skew != 1 && o->op != BENCH_ALLGATHERV && o->op != BENCH_ALLTOALLV) {
+    fprintf(stderr, "dlpg-bench: --skew %d: only allgatherv and alltoallv have uneven blocks, "
+                    "not %s\n", o->skew, bench_op_name(o->op));
+    return -1;
+  }
+  if (o->baseline && o->op >= BENCH_GATHER) {
+    fprintf(stderr, "dlpg-bench: --baseline nccl: no NCCL loop for %s yet (allreduce, "
+                    "broadcast, reduce, all_gather, reduce_scatter, alltoall, sendrecv)\n",
+            bench_op_name(o->op));
     return -1;
   }
   if (o->no_dlpg && o->async) {

@@ -33,9 +33,11 @@ double bench_now(void) {
 #endif
 
 /* The largest buffer any size needs: every op's counted bytes are at most one buffer
- * (allgather counts its output, reduce_scatter its input), rounded up to whole blocks. */
+ * (allgather counts its output, reduce_scatter its input), rounded up to whole blocks; but
+ * a skewed alltoallv's heavy receiver gets up to --skew times the counted (mean) bytes. */
 static size_t buffer_bytes(const bench_ctx_t *x) {
   size_t es = bench_dtype_size(x->o->dtype), b = x->o->max_bytes;
+  if (x->o->op == BENCH_ALLTOALLV) b *= (size_t)x->o->skew;
   size_t align = es * (size_t)x->nparts;
   b = (b + align - 1) / align * align;
   return b ? b : align;

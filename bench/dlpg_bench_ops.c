@@ -29,12 +29,29 @@ static void describe(const bench_ctx_t *x, DLTensor *t, int64_t *shape, void *da
 /* Input and output element counts of one tensor for count (per-block for allgather,
  * reduce_scatter and alltoall). */
 static void counts(const bench_ctx_t *x, size_t count, int64_t *nin, int64_t *nout) {
-  int64_t c = (int64_t)count, n = x->nparts;
+  int64_t c = (int64_t)count, n = x->nparts, W = x->world;
+  int64_t wsum = (int64_t)bench_weight_sum(x->o, x->world);
+  int64_t wme = bench_weight(x->o, x->world, x->rank);
   switch (x->o->op) {
     case BENCH_ALLGATHER: *nin = c; *nout = c * n; break;
     case BENCH_REDUCE_SCATTER: *nin = c * n; *nout = c; break;
-    case BENCH_ALLTOALL: *nin = c * x->world; *nout = c * x->world; break;
+    case BENCH_ALLTOALL: *nin = c * W; *nout = c * W; break;
+    case BENCH_GATHER: *nin = c; *nout = c * W; break;
+    case BENCH_SCATTER: *nin = c * W; *nout = c; break;
+    case BENCH_ALLGATHERV: *nin = c * wme; *nout = c * wsum; break;
+    case BENCH_ALLTOALLV: *nin = c * wsum; *nout = c * wme * W; break;
     default: *nin = c; *nout = c; break;
+  }
+}
+
+/* The per-rank arrays of allgatherv and alltoallv (packed: displacements NULL). counts[r]:
+ * allgatherv, rank r's block; alltoallv, what every rank sends rank r. recv: alltoallv's
+ * receive counts (this rank's block from every sender). */
+static void vcounts(const bench_ctx_t *x, size_t count, int64_t *cnt, int64_t *recv) {
+  int64_t wme = bench_weight(x->o, x->world, x->rank);
+  for (int r = 0; r < x->world; r++) {
+    cnt[r] = (int64_t)count * bench_weight(x->o, x->world, r);
+    recv[r] = (int64_t)count * wme;
   }
 }
 
@@ -79,6 +96,26 @@ int bench_dlpg_issue(bench_ctx_t *x, size_t count) {
     case BENCH_ALLTOALL:
       st = dlpg_alltoall(gr, t.pin[0], t.pout[0], o->cuda ? x->stream[0] : NULL, pw);
       break;
+    case BENCH_GATHER:
+    case BENCH_SCATTER: {
+      /* Only the root's gather output / scatter input is used: NULL elsewhere. */
+      int root = x->rank == o->root;
+      void *s = o->cuda ? x->stream[0] : NULL;
+      st = o->op == BENCH_GATHER
+               ? dlpg_gather(gr, t.pin[0], root ? t.pout[0] : NULL, o->root, s, pw)
+               : dlpg_scatter(gr, root ? t.pin[0] : NULL, t.pout[0], o->root, s, pw);
+      break;
+    }
+    case BENCH_ALLGATHERV:
+    case BENCH_ALLTOALLV: {
+      int64_t cnt[BENCH_MAX_RANKS], recv[BENCH_MAX_RANKS];
+      vcounts(x, count, cnt, recv);
+      void *s = o->cuda ? x->stream[0] : NULL;
+      st = o->op == BENCH_ALLGATHERV
+               ? dlpg_allgatherv(gr, t.pin[0], t.pout[0], cnt, NULL, s, pw)
+               : dlpg_alltoallv(gr, t.pin[0], cnt, NULL, t.pout[0], recv, NULL, s, pw);
+      break;
+    }
     case BENCH_SENDRECV: {
       /* A ring: send to the next rank, receive from the previous one, posted together so
        * neither side waits for the other. work == NULL as everywhere here: dlpg_group_end

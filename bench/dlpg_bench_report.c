@@ -12,7 +12,13 @@ double bench_busbw_factor(bench_op_t op, int n) {
     case BENCH_ALLREDUCE: return 2.0 * (n - 1) / n;
     case BENCH_ALLGATHER:
     case BENCH_REDUCE_SCATTER:
-    case BENCH_ALLTOALL: return (double)(n - 1) / n;
+    case BENCH_ALLTOALL:
+    /* nccl-tests' gather and scatter factor; the uneven forms as their even ones (a size
+     * counts allgatherv's output and the mean alltoallv buffer, bench_weight). */
+    case BENCH_GATHER:
+    case BENCH_SCATTER:
+    case BENCH_ALLGATHERV:
+    case BENCH_ALLTOALLV: return (double)(n - 1) / n;
     default: return 1.0;
   }
 }
@@ -46,6 +52,13 @@ void bench_report_header(FILE *f, const bench_opts_t *o, const bench_ctx_t *x) {
   if (o->iters_bytes)
     fprintf(f, "# --iters-bytes %zu: per size, iters and warmup at most %zu / size, at least 1\n",
             o->iters_bytes, o->iters_bytes);
+  if (o->op == BENCH_ALLGATHERV || o->op == BENCH_ALLTOALLV)
+    fprintf(f, "# --skew %d: the first %d rank(s) %s %d x the others' blocks; size = %s (the "
+               "mean buffer), busbw factor (n-1)/n as nccl-tests' %s\n",
+            o->skew, x->world / 2 > 0 ? x->world / 2 : 1,
+            o->op == BENCH_ALLGATHERV ? "contribute" : "receive", o->skew,
+            o->op == BENCH_ALLGATHERV ? "the output" : "each rank's input",
+            o->op == BENCH_ALLGATHERV ? "allgather" : "alltoall");
   if (o->baseline)
     fprintf(f, "# --baseline nccl: NCCL's columns after '|', then time and busbw dlpg/nccl "
                "(out of place)\n");
@@ -169,8 +182,9 @@ int bench_report_json(const char *path, const bench_opts_t *o, const bench_ctx_t
           o->cuda ? "cuda" : "cpu");
   fprintf(f, " \"ranks\": %d, \"gpus_per_rank\": %d, \"participants\": %d, \"busbw_factor\": %.6f,\n",
           x->world, o->gpus, x->nparts, bench_busbw_factor(o->op, x->nparts));
-  fprintf(f, " \"launcher\": \"%s\", \"root\": %d, \"average\": %d, \"async\": %s,",
-          o->launched_by ? o->launched_by : "?", o->root, o->average, o->async ? "true" : "false");
+  fprintf(f, " \"launcher\": \"%s\", \"root\": %d, \"average\": %d, \"async\": %s, \"skew\": %d,",
+          o->launched_by ? o->launched_by : "?", o->root, o->average, o->async ? "true" : "false",
+          o->skew);
   fprintf(f, " \"warmup\": %d, \"iters\": %d, \"reps\": %d, \"check\": %s, \"baseline\": %s,\n",
           o->warmup, o->iters, o->reps, o->check ? "true" : "false",
           o->baseline ? "\"nccl\"" : "null");

@@ -36,8 +36,11 @@ static int issue(bench_ctx_t *x, int mode, size_t per) {
  * and the count printed (elements of the counted buffer). */
 static size_t shape_of(const bench_ctx_t *x, size_t size, size_t *bytes, size_t *count) {
   size_t es = bench_dtype_size(x->o->dtype), blocks = 1;
-  if (x->o->op == BENCH_ALLGATHER || x->o->op == BENCH_REDUCE_SCATTER) blocks = (size_t)x->nparts;
-  if (x->o->op == BENCH_ALLTOALL) blocks = (size_t)x->world;
+  bench_op_t op = x->o->op;
+  if (op == BENCH_ALLGATHER || op == BENCH_REDUCE_SCATTER) blocks = (size_t)x->nparts;
+  if (op == BENCH_ALLTOALL || op == BENCH_GATHER || op == BENCH_SCATTER) blocks = (size_t)x->world;
+  /* Units of bench_weight: the counted buffer holds weight_sum of them. */
+  if (op == BENCH_ALLGATHERV || op == BENCH_ALLTOALLV) blocks = bench_weight_sum(x->o, x->world);
   size_t per = size / (es * blocks);
   *count = per * blocks;
   *bytes = *count * es;
@@ -46,8 +49,13 @@ static size_t shape_of(const bench_ctx_t *x, size_t size, size_t *bytes, size_t 
 
 /* Elements of one output tensor. */
 static size_t out_elems(const bench_ctx_t *x, size_t per) {
-  if (x->o->op == BENCH_ALLGATHER) return per * (size_t)x->nparts;
-  if (x->o->op == BENCH_ALLTOALL) return per * (size_t)x->world;
+  const bench_opts_t *o = x->o;
+  if (o->op == BENCH_ALLGATHER) return per * (size_t)x->nparts;
+  if (o->op == BENCH_ALLTOALL) return per * (size_t)x->world;
+  if (o->op == BENCH_GATHER) return x->rank == o->root ? per * (size_t)x->world : 0;
+  if (o->op == BENCH_ALLGATHERV) return per * bench_weight_sum(o, x->world);
+  if (o->op == BENCH_ALLTOALLV)
+    return per * (size_t)bench_weight(o, x->world, x->rank) * (size_t)x->world;
   return per;
 }
 
@@ -58,8 +66,9 @@ static long long check_outputs(bench_ctx_t *x, size_t per) {
   size_t es = bench_dtype_size(o->dtype);
   size_t nout = out_elems(x, per);
   for (int g = 0; g < o->gpus; g++) {
-    /* Only the root's first output receives a reduce. */
-    if (o->op == BENCH_REDUCE && (x->rank != o->root || g != 0)) continue;
+    /* Only the root's first output receives a reduce or a gather. */
+    if ((o->op == BENCH_REDUCE || o->op == BENCH_GATHER) && (x->rank != o->root || g != 0))
+      continue;
     if (bench_mem_fetch_out(x, g, nout * es) != 0) return -1;
     wrong += bench_check(x, o->op, x->rank * o->gpus + g, x->host, per);
   }
@@ -150,9 +159,14 @@ static int exchange(bench_ctx_t *x, int row, int mode, int ok, double time_us, l
 
 static int validate(const bench_ctx_t *x) {
   const bench_opts_t *o = x->o;
-  if ((o->op == BENCH_ALLTOALL || o->op == BENCH_SENDRECV) && o->gpus != 1) {
+  if (bench_op_single(o->op) && o->gpus != 1) {
     fprintf(stderr, "dlpg-bench: %s takes one tensor per rank: use -g 1, not %d\n",
             bench_op_name(o->op), o->gpus);
+    return -1;
+  }
+  if ((o->op == BENCH_ALLGATHERV || o->op == BENCH_ALLTOALLV) && x->world > BENCH_MAX_RANKS) {
+    fprintf(stderr, "dlpg-bench: %s takes at most %d ranks, not %d\n", bench_op_name(o->op),
+            BENCH_MAX_RANKS, x->world);
     return -1;
   }
   if (o->op == BENCH_SENDRECV && x->world < 2) {

@@ -10,7 +10,7 @@
 #                 dlpg-info, dlpg-bench when the bench is built, mpi_bench when MPI is found
 #                 (it uses the GPU machine's own libmpi: none of its libraries is shipped)
 #   .gpu/python_shim/, .gpu/tests_python/   copies, when present
-#   .gpu/bench/   bench/cpu-compare.py and bench_util.py (run: python3 .gpu/bench/cpu-compare.py
+#   .gpu/bench/   bench/cpu-compare.py, vcoll-compare.py and bench_util.py (run: python3 .gpu/bench/cpu-compare.py
 #                 --bin .gpu/bin --lib .gpu/lib ...)
 #   .gpu/wheel/   the wheel of ci/wheel.sh with the NCCL module in it (ci/gpu-wheel.sh installs
 #                 it there)
@@ -88,7 +88,7 @@ mkdir -p .gpu/include/dlpg; cp "$build/include/dlpg/dlpg_version.h" .gpu/include
 
 [ -d python_shim ] && { mkdir -p .gpu/python_shim; cp -a python_shim/. .gpu/python_shim/; rm -rf .gpu/python_shim/build .gpu/python_shim/dlpg/torch/_C_dlpg*; }
 # The side-by-side CPU benchmark (also in the carried tree; here so .gpu alone can run it).
-mkdir -p .gpu/bench && cp bench/cpu-compare.py bench/bench_util.py .gpu/bench/
+mkdir -p .gpu/bench && cp bench/cpu-compare.py bench/vcoll-compare.py bench/bench_util.py .gpu/bench/
 [ -d tests/python ] && { mkdir -p .gpu/tests_python; cp -a tests/python/. .gpu/tests_python/; }
 find .gpu -name __pycache__ -type d -prune -exec rm -rf {} +
 # The wheel: auditwheel bundles the CUDA runtime; NCCL stays the machine's.

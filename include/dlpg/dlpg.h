@@ -422,7 +422,10 @@ dlpg_status_t dlpg_alltoall(dlpg_group_t *g, DLTensor *input, DLTensor *output, 
  * displacements are in elements of the tensors' dtype, world_size entries each, and must
  * agree across ranks as each function says: a disagreement is DLPG_ERR_INVALID_ARGUMENT on
  * the ranks that see it, naming both ranks and both counts ("rank 0 sends 4 elements to
- * rank 2 but rank 2 expects 3 from rank 0"). Blocks of zero elements are allowed. A
+ * rank 2 but rank 2 expects 3 from rank 0") -- on host memory; on CUDA tensors (NCCL), which
+ * compares no sizes across ranks, arrays that disagree are the caller's bug: the transfers
+ * may never complete (dlpg_work_wait then ends in DLPG_ERR_TIMEOUT) or the blocks may be
+ * short. Blocks of zero elements are allowed. A
  * negative count or displacement, or a block that overruns its tensor, is
  * DLPG_ERR_INVALID_ARGUMENT naming the array and index ("recv_displs[3]"). Every dtype the
  * library moves; tensors must be contiguous (as every tensor here). */

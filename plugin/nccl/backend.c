@@ -17,7 +17,7 @@ static int dlpg__nccl_version;
 static dlpg_status_t dlpg__nccl_check(const char *fn, const dlpg__be_op_t *op) {
   DLPG_CHECK(dlpg__nccl_p2p_rule(fn, op->kind, op->peer));
   if (op->kind != DLPG__OP_ALLREDUCE && op->kind != DLPG__OP_REDUCE &&
-      op->kind != DLPG__OP_REDUCE_SCATTER)
+      op->kind != DLPG__OP_REDUCE_SCATTER && op->kind != DLPG__OP_REDUCE_SCATTER_V)
     return DLPG_OK;
   dlpg__dtype_t dt = op->in[0].dtype;
   int fp8 = dlpg__nccl_is_fp8(dt);
@@ -56,11 +56,16 @@ static const dlpg__backend_vtbl_t dlpg__nccl_backend = {
     .params = dlpg__nccl_params,
     .nparams = DLPG__NCCL_NPARAMS,
     .log_subsys = "NCCL",
-    /* What dlpg__enqueue (issue.c) maps to NCCL calls; barriers run on host memory. */
+    /* What dlpg__enqueue (issue.c, issue_v.c) maps to NCCL calls; barriers run on host
+     * memory. A module built before the rooted and uneven kinds lists none of them, and
+     * core refuses those on CUDA tensors at validation. */
     .kinds = DLPG__KIND_BIT(DLPG__OP_ALLREDUCE) | DLPG__KIND_BIT(DLPG__OP_BROADCAST) |
              DLPG__KIND_BIT(DLPG__OP_REDUCE) | DLPG__KIND_BIT(DLPG__OP_ALLGATHER) |
              DLPG__KIND_BIT(DLPG__OP_REDUCE_SCATTER) | DLPG__KIND_BIT(DLPG__OP_ALLTOALL) |
-             DLPG__KIND_BIT(DLPG__OP_SEND) | DLPG__KIND_BIT(DLPG__OP_RECV),
+             DLPG__KIND_BIT(DLPG__OP_SEND) | DLPG__KIND_BIT(DLPG__OP_RECV) |
+             DLPG__KIND_BIT(DLPG__OP_GATHER) | DLPG__KIND_BIT(DLPG__OP_SCATTER) |
+             DLPG__KIND_BIT(DLPG__OP_ALLGATHERV) | DLPG__KIND_BIT(DLPG__OP_ALLTOALLV) |
+             DLPG__KIND_BIT(DLPG__OP_REDUCE_SCATTER_V),
     .state_split = dlpg__nccl_state_split,
 };
 

@@ -24,81 +24,6 @@
 
 #include "nccl/nccl_internal.h"
 
-/* float to IEEE half / bfloat16, to nearest even (the factor of a 16-bit premul_sum, which
- * NCCL reads in the reduction's type). */
-static uint16_t dlpg__nccl_f2bf(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* NaN */
-  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-static uint16_t dlpg__nccl_f2h(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-  uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return sign | 0x7e00u;            /* NaN */
-  if (a >= 0x477ff000u) return sign | 0x7c00u;           /* rounds past 65504: infinity */
-  if (a < 0x38800000u) {                                 /* half subnormal (or zero) */
-    float m;
-    memcpy(&m, &a, 4);
-    float x = m * 16777216.0f; /* units of 2^-24, below 1024: exact */
-    uint32_t q = (uint32_t)x;
-    float fr = x - (float)q;
-    if (fr > 0.5f || (fr == 0.5f && (q & 1u))) q++;
-    return sign | (uint16_t)q;
-  }
-  uint32_t r = a - 0x38000000u;                          /* rebias 127 -> 15 */
-  r = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;
-  return sign | (uint16_t)r;
-}
-
-/* The premul_sum op for factor s on comm (device slot i of c), made once per (comm, type,
- * factor) and kept (dlpg__nccl_comm_t.premul); issue_mu held. */
-static dlpg_status_t dlpg__nccl_premul_op(const char *fn, dlpg__nccl_comm_t *c, int i,
-                                          ncclComm_t comm, ncclDataType_t type, double s,
-                                          ncclRedOp_t *out) {
-  for (int k = 0; k < c->npremul[i]; k++) {
-    struct dlpg__nccl_premul *e = &c->premul[i][k];
-    if (e->comm == comm && e->type == type && e->scalar == s) {
-      *out = e->op;
-      return DLPG_OK;
-    }
-  }
-  union { float f; double d; uint16_t h; } v;
-  switch (type) {
-    case ncclFloat64: v.d = s; break;
-    case ncclFloat16: v.h = dlpg__nccl_f2h((float)s); break;
-    case ncclBfloat16: v.h = dlpg__nccl_f2bf((float)s); break;
-    default: v.f = (float)s; break; /* ncclFloat32 (and complex64's parts) */
-  }
-  ncclRedOp_t op;
-  ncclResult_t r = ncclRedOpCreatePreMulSum(&op, &v, type, ncclScalarHostImmediate, comm);
-  if (r != ncclSuccess) return dlpg__nccl_result(r, comm, fn, "ncclRedOpCreatePreMulSum");
-  int k = c->npremul[i];
-  if (k == DLPG__NCCL_PREMUL_CACHE) { /* full: replace the oldest */
-    k = c->premul_next[i];
-    c->premul_next[i] = (k + 1) % DLPG__NCCL_PREMUL_CACHE;
-    ncclRedOpDestroy(c->premul[i][k].op, c->premul[i][k].comm);
-  } else {
-    c->npremul[i]++;
-  }
-  c->premul[i][k] = (struct dlpg__nccl_premul){comm, type, s, op};
-  *out = op;
-  return DLPG_OK;
-}
-
-/* The NCCL type, op and count multiplier of a reducing op on device slot i. */
-static dlpg_status_t dlpg__nccl_reduce_args(const char *fn, const dlpg__be_op_t *op,
-                                            dlpg__nccl_comm_t *c, int i, ncclComm_t comm,
-                                            ncclDataType_t *type, ncclRedOp_t *rop,
-                                            size_t *mult) {
-  *mult = dlpg__nccl_reduce_type(op->in[i].dtype, op->rop, type, rop);
-  if (op->rop == DLPG_PREMUL_SUM)
-    return dlpg__nccl_premul_op(fn, c, i, comm, *type, dlpg__be_op_scalar(op), rop);
-  return DLPG_OK;
-}
-
 /* Enqueue one op on its communicator (inside the caller's ncclGroupStart/End, read lock
  * held). */
 static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__be_op_t *op, dlpg__nccl_comm_t *c,
@@ -160,6 +85,13 @@ static dlpg_status_t dlpg__enqueue(const char *fn, const dlpg__be_op_t *op, dlpg
         }
         break;
       }
+      case DLPG__OP_GATHER:
+      case DLPG__OP_SCATTER:
+      case DLPG__OP_ALLGATHERV:
+      case DLPG__OP_ALLTOALLV:
+      case DLPG__OP_REDUCE_SCATTER_V:
+        DLPG_CHECK(dlpg__nccl_enqueue_v(fn, op, c, i, comm, s));
+        continue;
       case DLPG__OP_SEND:
         what = "ncclSend";
         r = ncclSend(in->ptr, in->nbytes, ncclUint8, dlpg__nccl_peer_rank(c, op, i), comm, s);
@@ -226,15 +158,22 @@ static unsigned dlpg__size_bucket(const dlpg__be_op_t *op) {
   return b;
 }
 
+/* The kind op runs as on NCCL: its own, or for a rooted or uneven collective the verb
+ * issue_v.c picks (ALLTOALL for its sends and receives with any peer). */
+static dlpg__op_kind_t dlpg__runs_as(const dlpg__be_op_t *op) {
+  return dlpg__nccl_is_v(op->kind) ? dlpg__nccl_v_runs_as(op, op->gview->size) : op->kind;
+}
+
 static int dlpg__is_p2p(const dlpg__be_op_t *op) {
-  return op->kind == DLPG__OP_SEND || op->kind == DLPG__OP_RECV || op->kind == DLPG__OP_ALLTOALL;
+  dlpg__op_kind_t k = dlpg__runs_as(op);
+  return k == DLPG__OP_SEND || k == DLPG__OP_RECV || k == DLPG__OP_ALLTOALL;
 }
 
 /* Split mode: whether the point-to-point connections op needs exist (alltoall: with every
  * NCCL rank, both ways). Caller holds c->issue_mu. */
 static int dlpg__p2p_warm(const dlpg__be_op_t *op, const dlpg__nccl_comm_t *c) {
   if (!c->parents[0]) return 1;
-  if (op->kind == DLPG__OP_ALLTOALL) {
+  if (dlpg__runs_as(op) == DLPG__OP_ALLTOALL) {
     for (int p = 0; p < c->nranks; p++)
       if (c->p2p_warm[p] != 3) return 0;
     return 1;
@@ -253,11 +192,11 @@ static int dlpg__p2p_warm(const dlpg__be_op_t *op, const dlpg__nccl_comm_t *c) {
  * on the parents. */
 static int dlpg__coll_warm(const dlpg__be_op_t *op, const dlpg__nccl_comm_t *c) {
   if (!c->parents[0] || !c->lazy_colls || dlpg__is_p2p(op)) return 1;
-  return (c->coll_warm[op->kind] >> dlpg__size_bucket(op)) & 1u;
+  return (c->coll_warm[dlpg__runs_as(op)] >> dlpg__size_bucket(op)) & 1u;
 }
 
 static void dlpg__mark_p2p_warm(const dlpg__be_op_t *op, dlpg__nccl_comm_t *c) {
-  if (op->kind == DLPG__OP_ALLTOALL) {
+  if (dlpg__runs_as(op) == DLPG__OP_ALLTOALL) {
     memset(c->p2p_warm, 3, (size_t)c->nranks);
     return;
   }
@@ -325,8 +264,9 @@ static dlpg_status_t dlpg__warm_p2p(const char *fn, dlpg__be_op_t *const *ops, i
         if (s != DLPG_OK) break;
         *curdev = c->devs[i];
       }
-      int lo = op->kind == DLPG__OP_ALLTOALL ? 0 : dlpg__nccl_peer_rank(c, op, i);
-      int hi = op->kind == DLPG__OP_ALLTOALL ? c->nranks : lo + 1;
+      int all = dlpg__runs_as(op) == DLPG__OP_ALLTOALL;
+      int lo = all ? 0 : dlpg__nccl_peer_rank(c, op, i);
+      int hi = all ? c->nranks : lo + 1;
       for (int p = lo; p < hi && s == DLPG_OK; p++) {
         if (op->kind != DLPG__OP_RECV) {
           r = ncclSend(buf, 1, ncclUint8, p, comm, st);
@@ -446,8 +386,10 @@ dlpg_status_t dlpg__nccl_issue(dlpg__be_op_t *const *ops, int n) {
     s = dlpg__warm_p2p(fn, ops, n, comms, uniq, nu, streams, &dev);
   int nonblocking = parents || comms[0]->mode == DLPG__MODE_NONBLOCKING;
   /* One op on one device on a blocking communicator is its own NCCL group already, except
-   * alltoall, which is many sends and receives (one of them to self) that must be one group. */
-  int grouped = nonblocking || n > 1 || ops[0]->ntensors > 1 || ops[0]->kind == DLPG__OP_ALLTOALL;
+   * alltoall and the rooted and uneven collectives, which are many NCCL calls (sends and
+   * receives, or one reduce per block) that must be one group. */
+  int grouped = nonblocking || n > 1 || ops[0]->ntensors > 1 ||
+                ops[0]->kind == DLPG__OP_ALLTOALL || dlpg__nccl_is_v(ops[0]->kind);
   ncclResult_t r = ncclSuccess;
   if (s == DLPG_OK) {
     dlpg__nccl_rdlock();
@@ -471,7 +413,7 @@ dlpg_status_t dlpg__nccl_issue(dlpg__be_op_t *const *ops, int n) {
   if (s == DLPG_OK && parents)
     for (int k = 0; k < n; k++) {
       if (dlpg__is_p2p(ops[k])) dlpg__mark_p2p_warm(ops[k], comms[k]);
-      else comms[k]->coll_warm[ops[k]->kind] |= (uint64_t)1 << dlpg__size_bucket(ops[k]);
+      else comms[k]->coll_warm[dlpg__runs_as(ops[k])] |= (uint64_t)1 << dlpg__size_bucket(ops[k]);
     }
   /* Completion: only ops whose caller asked for a work get events (work == NULL: nobody
    * can wait, and the caller's stream orders its later work). */

@@ -1,10 +1,12 @@
 /* Private state of the NCCL path, shared by its files: the communicator cache (comm.c), the
  * rendezvous and creation (comm_create.c), the dtype/op tables (types.c), the enqueueing of
- * operations (issue.c), the CUDA-event pollers behind work (events.c) and their event pool
- * (event_pool.c), error translation (errors.c). Core is reached only through the host table
- * (host.h) and seen only through the views of core/group/backend_abi.h; the module's settings are
- * settings.h's. Calls go one way: backend.c -> issue.c -> comm_create.c, events.c -> comm.c
- * -> event_pool.c -> errors.c -> host.c. */
+ * operations (issue.c; the rooted and uneven collectives in issue_v.c; reduce ops and the
+ * premul_sum cache in premul.c), the CUDA-event pollers behind work (events.c) and their
+ * event pool (event_pool.c), error translation (errors.c). Core is reached only through the
+ * host table (host.h) and seen only through the views of core/group/backend_abi.h; the
+ * module's settings are settings.h's. Calls go one way: backend.c -> issue.c -> issue_v.c
+ * -> premul.c, and issue.c -> comm_create.c, events.c -> comm.c -> event_pool.c -> errors.c
+ * -> host.c. */
 #ifndef DLPG_NCCL_NCCL_INTERNAL_H_
 #define DLPG_NCCL_NCCL_INTERNAL_H_
 
@@ -203,8 +205,36 @@ dlpg_status_t dlpg__nccl_devices_rule(const char *fn, const dlpg__be_op_t *op);
  * as its real parts). premul_sum's op is a placeholder: issue.c makes the real one. */
 size_t dlpg__nccl_reduce_type(dlpg__dtype_t dt, dlpg_reduce_op_t op, ncclDataType_t *type,
                               ncclRedOp_t *rop);
+/* Bytes of one element of dt (every dtype of backend_abi.h; 0 for one past its table). */
+size_t dlpg__nccl_elem_size(dlpg__dtype_t dt);
 /* Compute capability major of device dev (cached; 0 when unknown). */
 int dlpg__nccl_device_cc_major(int dev);
+
+/* Reducing ops (premul.c): the NCCL type, op and count multiplier of op's reduction on
+ * device slot i of c, whose handle comm is (comms[i] or parents[i]); a premul_sum op is
+ * made once per (comm, type, factor) and kept in c->premul. Caller holds c->issue_mu. */
+dlpg_status_t dlpg__nccl_reduce_args(const char *fn, const dlpg__be_op_t *op,
+                                     dlpg__nccl_comm_t *c, int i, ncclComm_t comm,
+                                     ncclDataType_t *type, ncclRedOp_t *rop, size_t *mult);
+
+/* The rooted and uneven collectives (issue_v.c): GATHER, SCATTER, ALLGATHERV, ALLTOALLV,
+ * REDUCE_SCATTER_V. */
+static inline int dlpg__nccl_is_v(dlpg__op_kind_t kind) {
+  return kind == DLPG__OP_GATHER || kind == DLPG__OP_SCATTER || kind == DLPG__OP_ALLGATHERV ||
+         kind == DLPG__OP_ALLTOALLV || kind == DLPG__OP_REDUCE_SCATTER_V;
+}
+/* The NCCL operation a rooted or uneven op is issued as, in the same words for every rank
+ * (from what all ranks agree on): DLPG__OP_ALLGATHER or DLPG__OP_REDUCE_SCATTER for an
+ * ALLGATHERV or REDUCE_SCATTER_V whose counts are all equal and packed (one NCCL
+ * collective), DLPG__OP_ALLTOALL for the send/recv forms (gather, scatter, alltoallv, the
+ * other allgatherv: every peer both ways at most), and the op's own kind otherwise (the
+ * grouped ncclReduce of an uneven reduce_scatter_v). size: the group's world size. */
+dlpg__op_kind_t dlpg__nccl_v_runs_as(const dlpg__be_op_t *op, int size);
+/* Enqueue op (one of dlpg__nccl_is_v's kinds) on device slot i of c through handle comm on
+ * stream s, inside the caller's ncclGroupStart/End, the slot's device current. */
+dlpg_status_t dlpg__nccl_enqueue_v(const char *fn, const dlpg__be_op_t *op,
+                                   dlpg__nccl_comm_t *c, int i, ncclComm_t comm,
+                                   cudaStream_t s);
 
 /* Work pollers (events.c). Attach a poller to w covering the ndev events recorded on
  * streams after the op, or complete w as enqueued when capturing. */

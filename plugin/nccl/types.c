@@ -1,5 +1,7 @@
 /* The NCCL type and op of each reduction, read from the table of rules.h (whose support
- * column the backend's check applied at the call), and the devices' compute capability. */
+ * column the backend's check applied at the call), the devices' compute capability, and the
+ * element sizes by which the uneven collectives turn counts into bytes (the module cannot
+ * link core's dtype table). */
 #include "nccl/nccl_internal.h"
 #include "nccl/rules.h"
 
@@ -47,4 +49,23 @@ int dlpg__nccl_device_cc_major(int dev) {
   if (cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return 0;
   atomic_store(&dlpg__cc_major[dev], cc);
   return cc;
+}
+
+size_t dlpg__nccl_elem_size(dlpg__dtype_t dt) {
+  switch (dt) {
+    case DLPG__DT_INT8: case DLPG__DT_UINT8: case DLPG__DT_BOOL:
+    case DLPG__DT_FLOAT8_E4M3FN: case DLPG__DT_FLOAT8_E5M2:
+      return 1;
+    case DLPG__DT_INT16: case DLPG__DT_UINT16: case DLPG__DT_FLOAT16: case DLPG__DT_BFLOAT16:
+      return 2;
+    case DLPG__DT_INT32: case DLPG__DT_UINT32: case DLPG__DT_FLOAT32:
+      return 4;
+    case DLPG__DT_INT64: case DLPG__DT_UINT64: case DLPG__DT_FLOAT64: case DLPG__DT_COMPLEX64:
+      return 8;
+    case DLPG__DT_COMPLEX128:
+      return 16;
+    case DLPG__DT_COUNT:
+      break;
+  }
+  return 0;
 }

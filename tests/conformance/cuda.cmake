@@ -7,6 +7,6 @@ if(DLPG_HAVE_NCCL)
   # 120 s a case: NCCL communicators take seconds to create, and a case makes several.
   dlpg_add_gtest(test_cuda TIMEOUT 120
     SOURCES ${D}/test_cuda_ops.cc ${D}/test_cuda_faults.cc ${D}/test_cuda_p2p.cc
-    ${D}/test_cuda_split.cc ${D}/cuda_util.cc
+    ${D}/test_cuda_split.cc ${D}/test_cuda_vcoll.cc ${D}/cuda_util.cc
     LIBS CUDA::cudart)
 endif()
