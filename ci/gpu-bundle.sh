@@ -57,7 +57,7 @@ if ldd "$build/libdlpg.so" | grep -qE "libcudart|libnccl"; then
   echo "gpu-bundle: $build/libdlpg.so links CUDA or NCCL; it must not" >&2
   exit 1
 fi
-for f in "$build"/tests/test_* "$build"/tools/dlpg-store "$build"/tools/dlpg-info "$build"/bench/dlpg-bench "$build"/bench/cross-core-read "$build"/bench/fresh-pages \
+for f in "$build"/tests/test_* "$build"/tools/dlpg-store "$build"/tools/dlpg-info "$build"/bench/dlpg-bench "$build"/bench/cross-core-read "$build"/bench/fresh-pages "$build"/bench/split-create \
          "$build"/bench/mpi_bench; do
   [ -f "$f" ] && [ -x "$f" ] && cp "$f" .gpu/bin/
 done
