@@ -17,6 +17,7 @@ ProcessGroupDlpg::WorkDlpgPtr ProcessGroupDlpg::begin(c10d::OpType type, const a
                                                       Tensors result) {
   if (core_->has_pending_p2p()) core_->flush_p2p();
   core_->reap();
+  now_ = false;
   return c10::make_intrusive<WorkDlpg>(core_, type, like.is_cuda(), like.device(),
                                        std::move(result));
 }
@@ -37,6 +38,13 @@ dlpg_work_t** ProcessGroupDlpg::slot(WorkDlpg& w, bool cuda) {
   return cuda ? nullptr : &h_;
 }
 
+dlpg_work_t** ProcessGroupDlpg::slot_now(WorkDlpg& w, bool cuda) {
+  if (cuda || coalescing_) return slot(w, cuda);
+  h_ = nullptr;
+  now_ = true;
+  return nullptr;
+}
+
 void ProcessGroupDlpg::issued(WorkDlpg& w, dlpg_status_t st, const char* what) {
   dlpg_work_t* h = h_;
   h_ = nullptr;
@@ -47,6 +55,10 @@ void ProcessGroupDlpg::issued(WorkDlpg& w, dlpg_status_t st, const char* what) {
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::done(WorkDlpgPtr w) {
   w->issued();
   if (coalescing_) coalesced_.push_back(w);
+  if (now_) {
+    now_ = false;
+    w->wait(std::chrono::milliseconds(0));  // complete: runs the copies out, if any
+  }
   return w;
 }
 
@@ -72,15 +84,9 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allreduce(Tensors& tensors,
   auto w = begin(c10d::OpType::ALLREDUCE, t, tensors);
   DLTensor* in = &use(*w, t, true)->dl;
   void* s = stream(t);
-  // CPU outside a coalescing block: no handle, so libdlpg runs it on this thread when the
-  // group is idle (saving two thread hand-offs); the Work is complete on return.
-  bool sync_cpu = !t.is_cuda() && !coalescing_;
-  auto hp = sync_cpu ? nullptr : slot(*w, t.is_cuda());
-  h_ = nullptr;
+  auto hp = slot_now(*w, t.is_cuda());
   issued(*w, allreduce_desc(core_->g(), &in, nullptr, op, &s, hp), "dlpg_allreduce");
-  auto r = done(w);
-  if (sync_cpu) w->wait(std::chrono::milliseconds(0));  // runs the copy back, if any
-  return r;
+  return done(w);
 }
 
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allreduce_coalesced(
@@ -130,22 +136,22 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allgather(std::vector<Tensors>& outp
   if (!even) require_vcoll("all_gather with outputs of different sizes", "dlpg_allgatherv");
   auto w = begin(c10d::OpType::ALLGATHER, in, outs);
   if (even) {
-    gather_flat(*w, in, outs);
+    gather_flat(*w, in, outs, true);
     return done(w);
   }
   DLTensor* din = &use(*w, in, false)->dl;
   DLTensor* dout = &use(*w, landing(*w, outs), true)->dl;
-  auto hp = slot(*w, in.is_cuda());
+  auto hp = slot_now(*w, in.is_cuda());
   issued(*w, api().allgatherv(core_->g(), din, dout, counts.data(), nullptr, stream(in), hp),
          "dlpg_allgatherv");
   return done(w);
 }
 
-void ProcessGroupDlpg::gather_flat(WorkDlpg& w, const at::Tensor& in, Tensors outs) {
+void ProcessGroupDlpg::gather_flat(WorkDlpg& w, const at::Tensor& in, Tensors outs, bool now) {
   DLTensor* din = &use(w, in, false)->dl;
   DLTensor* dout = &use(w, landing(w, outs), true)->dl;
   void* s = stream(in);
-  auto hp = slot(w, in.is_cuda());
+  auto hp = now ? slot_now(w, in.is_cuda()) : slot(w, in.is_cuda());
   issued(w, api().allgather(core_->g(), &din, &dout, 1, &s, hp), "dlpg_allgather");
 }
 
@@ -175,7 +181,7 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allgather_coalesced(std::vector<Tens
     for (size_t i = 0; i < inputs.size(); i++) {
       Tensors o;
       for (auto& per_rank : outputs) o.push_back(per_rank[i]);
-      gather_flat(*w, inputs[i], o);
+      gather_flat(*w, inputs[i], o, false);
     }
   });
   return done(w);
@@ -220,7 +226,7 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::reduce_scatter(Tensors& outputs,
   auto w = begin(c10d::OpType::REDUCE_SCATTER, flat, outputs);
   DLTensor* din = &use(*w, flat, false)->dl;
   DLTensor* dout = &use(*w, out, true)->dl;
-  auto hp = slot(*w, out.is_cuda());
+  auto hp = slot_now(*w, out.is_cuda());
   issued(*w, api().reduce_scatter_v(core_->g(), din, dout, counts.data(), nullptr, &op,
                                     stream(out), hp), "dlpg_reduce_scatter_v");
   return done(w);

@@ -68,6 +68,10 @@ class ProcessGroupDlpg : public c10d::Backend {
   // stream-ordered and gets none (so nothing ever records or queries an event for it,
   // which keeps every operation capturable into a CUDA graph).
   dlpg_work_t** slot(WorkDlpg& w, bool cuda);
+  // slot(), except for CPU work outside a coalescing block: no handle, so libdlpg runs the
+  // operation on this thread when the group is idle (two thread hand-offs fewer, which is
+  // most of a small operation's time on a loaded machine), and done() completes the Work.
+  dlpg_work_t** slot_now(WorkDlpg& w, bool cuda);
   // Check a call's status and keep the handle slot() handed out, if it was filled.
   void issued(WorkDlpg& w, dlpg_status_t st, const char* what);
   WorkPtr done(WorkDlpgPtr w);
@@ -111,8 +115,9 @@ class ProcessGroupDlpg : public c10d::Backend {
     });
     return done(w);
   }
-  // all_gather of `in` into outs (rank r's part to outs[r]) through landing().
-  void gather_flat(WorkDlpg& w, const at::Tensor& in, Tensors outs);
+  // all_gather of `in` into outs (rank r's part to outs[r]) through landing(); `now`: with
+  // slot_now() (a single call, not part of a batch).
+  void gather_flat(WorkDlpg& w, const at::Tensor& in, Tensors outs, bool now);
   // send (is_send) or recv: deferred outside a coalescing block (see Core::defer_p2p).
   WorkPtr point_to_point(bool is_send, Tensors& tensors, int peer, int tag);
 
@@ -120,6 +125,7 @@ class ProcessGroupDlpg : public c10d::Backend {
   bool coalescing_ = false;
   std::vector<WorkDlpgPtr> coalesced_;
   dlpg_work_t* h_ = nullptr;  // the out-parameter slot() hands out
+  bool now_ = false;          // slot_now() handed out no handle: done() completes the Work
 };
 
 }  // namespace dlpg_torch

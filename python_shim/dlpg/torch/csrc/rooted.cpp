@@ -55,7 +55,7 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::alltoall_base(at::Tensor& output, at
   auto w = begin(c10d::OpType::ALLTOALL_BASE, input, {output});
   DLTensor* din = &use(*w, input, false)->dl;
   DLTensor* dout = &use(*w, output, true)->dl;
-  auto hp = slot(*w, input.is_cuda());
+  auto hp = slot_now(*w, input.is_cuda());
   if (even)
     issued(*w, api().alltoall(core_->g(), din, dout, stream(input), hp), "dlpg_alltoall");
   else
@@ -81,7 +81,7 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::alltoall(Tensors& outputs, Tensors& 
   DLTensor* din = &use(*w, packed(inputs), false)->dl;
   DLTensor* dout = &use(*w, landing(*w, outputs), true)->dl;
   void* s = stream(inputs[0]);
-  auto hp = slot(*w, inputs[0].is_cuda());
+  auto hp = slot_now(*w, inputs[0].is_cuda());
   if (even)
     issued(*w, api().alltoall(core_->g(), din, dout, s, hp), "dlpg_alltoall");
   else
@@ -111,7 +111,7 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::gather(std::vector<Tensors>& outputs
   auto w = begin(c10d::OpType::GATHER, in, is_root ? outputs[0] : Tensors{});
   DLTensor* din = &use(*w, in, false)->dl;
   DLTensor* dout = is_root ? &use(*w, landing(*w, outputs[0]), true)->dl : nullptr;
-  auto hp = slot(*w, in.is_cuda());
+  auto hp = slot_now(*w, in.is_cuda());
   issued(*w, api().gather(core_->g(), din, dout, root, stream(in), hp), "dlpg_gather");
   return done(w);
 }
@@ -137,7 +137,7 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::scatter(Tensors& outputs, std::vecto
   auto w = begin(c10d::OpType::SCATTER, out, outputs);
   DLTensor* din = is_root ? &use(*w, packed(inputs[0]), false)->dl : nullptr;
   DLTensor* dout = &use(*w, out, true)->dl;
-  auto hp = slot(*w, out.is_cuda());
+  auto hp = slot_now(*w, out.is_cuda());
   issued(*w, api().scatter(core_->g(), din, dout, root, stream(out), hp), "dlpg_scatter");
   return done(w);
 }
