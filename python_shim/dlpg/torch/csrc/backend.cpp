@@ -17,6 +17,7 @@ ProcessGroupDlpg::WorkDlpgPtr ProcessGroupDlpg::begin(c10d::OpType type, const a
                                                       Tensors result) {
   if (core_->has_pending_p2p()) core_->flush_p2p();
   core_->reap();
+  now_ = false;
   return c10::make_intrusive<WorkDlpg>(core_, type, like.is_cuda(), like.device(),
                                        std::move(result));
 }
@@ -37,6 +38,13 @@ dlpg_work_t** ProcessGroupDlpg::slot(WorkDlpg& w, bool cuda) {
   return cuda ? nullptr : &h_;
 }
 
+dlpg_work_t** ProcessGroupDlpg::slot_now(WorkDlpg& w, bool cuda) {
+  if (cuda || coalescing_) return slot(w, cuda);
+  h_ = nullptr;
+  now_ = true;
+  return nullptr;
+}
+
 void ProcessGroupDlpg::issued(WorkDlpg& w, dlpg_status_t st, const char* what) {
   dlpg_work_t* h = h_;
   h_ = nullptr;
@@ -47,6 +55,10 @@ void ProcessGroupDlpg::issued(WorkDlpg& w, dlpg_status_t st, const char* what) {
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::done(WorkDlpgPtr w) {
   w->issued();
   if (coalescing_) coalesced_.push_back(w);
+  if (now_) {
+    now_ = false;
+    w->wait(std::chrono::milliseconds(0));  // complete: runs the copies out, if any
+  }
   return w;
 }
 
@@ -72,15 +84,9 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allreduce(Tensors& tensors,
   auto w = begin(c10d::OpType::ALLREDUCE, t, tensors);
   DLTensor* in = &use(*w, t, true)->dl;
   void* s = stream(t);
-  // CPU outside a coalescing block: no handle, so libdlpg runs it on this thread when the
-  // group is idle (saving two thread hand-offs); the Work is complete on return.
-  bool sync_cpu = !t.is_cuda() && !coalescing_;
-  auto hp = sync_cpu ? nullptr : slot(*w, t.is_cuda());
-  h_ = nullptr;
+  auto hp = slot_now(*w, t.is_cuda());
   issued(*w, allreduce_desc(core_->g(), &in, nullptr, op, &s, hp), "dlpg_allreduce");
-  auto r = done(w);
-  if (sync_cpu) w->wait(std::chrono::milliseconds(0));  // runs the copy back, if any
-  return r;
+  return done(w);
 }
 
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allreduce_coalesced(
@@ -122,31 +128,31 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allgather(std::vector<Tensors>& outp
               "dlpg: all_gather needs one output list of ", size_, " tensors");
   const at::Tensor& in = inputs[0];
   Tensors& outs = outputs[0];
-  auto w = begin(c10d::OpType::ALLGATHER, in, outs);
+  same_kind(outs, in, "all_gather", "output", "the input");
+  std::vector<int64_t> counts = numels(outs);
   bool even = true;
-  for (auto& o : outs) even = even && o.numel() == in.numel() && o.scalar_type() == in.scalar_type();
-  if (!even) {
-    // Different sizes per rank (as torch's NCCL backend allows): every rank sends its
-    // input to every other rank in one batch of send/recv.
-    exchange(*w, outs, Tensors(size_, in));
+  for (int64_t c : counts) even = even && c == in.numel();
+  // Different sizes per rank, as torch's NCCL backend allows (Gloo's refuses them).
+  if (!even) require_vcoll("all_gather with outputs of different sizes", "dlpg_allgatherv");
+  auto w = begin(c10d::OpType::ALLGATHER, in, outs);
+  if (even) {
+    gather_flat(*w, in, outs, true);
     return done(w);
   }
-  gather_flat(*w, in, outs);
+  DLTensor* din = &use(*w, in, false)->dl;
+  DLTensor* dout = &use(*w, landing(*w, outs), true)->dl;
+  auto hp = slot_now(*w, in.is_cuda());
+  issued(*w, api().allgatherv(core_->g(), din, dout, counts.data(), nullptr, stream(in), hp),
+         "dlpg_allgatherv");
   return done(w);
 }
 
-void ProcessGroupDlpg::gather_flat(WorkDlpg& w, const at::Tensor& in, Tensors outs) {
-  at::Tensor flat = at::empty({size_ * in.numel()}, in.options());
+void ProcessGroupDlpg::gather_flat(WorkDlpg& w, const at::Tensor& in, Tensors outs, bool now) {
   DLTensor* din = &use(w, in, false)->dl;
-  DLTensor* dout = &use(w, flat, false)->dl;
+  DLTensor* dout = &use(w, landing(w, outs), true)->dl;
   void* s = stream(in);
-  auto hp = slot(w, in.is_cuda());
+  auto hp = now ? slot_now(w, in.is_cuda()) : slot(w, in.is_cuda());
   issued(w, api().allgather(core_->g(), &din, &dout, 1, &s, hp), "dlpg_allgather");
-  int64_t n = in.numel();
-  w.post.push_back([outs, flat, n]() mutable {
-    for (size_t r = 0; r < outs.size(); r++)
-      outs[r].copy_(flat.narrow(0, r * n, n).view(outs[r].sizes()));
-  });
 }
 
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -175,7 +181,7 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allgather_coalesced(std::vector<Tens
     for (size_t i = 0; i < inputs.size(); i++) {
       Tensors o;
       for (auto& per_rank : outputs) o.push_back(per_rank[i]);
-      gather_flat(*w, inputs[i], o);
+      gather_flat(*w, inputs[i], o, false);
     }
   });
   return done(w);
@@ -204,14 +210,26 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::reduce_scatter(Tensors& outputs,
   one_tensor(outputs, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
               "dlpg: reduce_scatter needs one input list of ", size_, " tensors");
-  for (auto& x : inputs[0])
-    TORCH_CHECK(x.numel() == outputs[0].numel(), "dlpg: reduce_scatter: input of ", x.numel(),
-                " elements for an output of ", outputs[0].numel(),
-                " (every input must match the output)");
-  std::vector<at::Tensor> flat_parts;
-  for (auto& x : inputs[0]) flat_parts.push_back(x.reshape({-1}));
-  at::Tensor flat = at::cat(flat_parts);
-  return _reduce_scatter_base(outputs[0], flat, opts);
+  at::Tensor& out = outputs[0];
+  same_kind(inputs[0], out, "reduce_scatter", "input", "the output");
+  // Input j reduces into rank j's output: the sizes may differ per rank (as Gloo's and
+  // NCCL's backends allow), this rank's input must match its output.
+  std::vector<int64_t> counts = numels(inputs[0]);
+  TORCH_CHECK(counts[rank_] == out.numel(), "dlpg: reduce_scatter: input ", rank_, " (this "
+              "rank's) has ", counts[rank_], " elements but the output has ", out.numel());
+  bool even = true;
+  for (int64_t c : counts) even = even && c == out.numel();
+  at::Tensor flat = packed(inputs[0]);
+  if (even) return _reduce_scatter_base(out, flat, opts);
+  require_vcoll("reduce_scatter with inputs of different sizes", "dlpg_reduce_scatter_v");
+  dlpg_reduce_desc_t op = reduce_desc(opts.reduceOp, "reduce_scatter");
+  auto w = begin(c10d::OpType::REDUCE_SCATTER, flat, outputs);
+  DLTensor* din = &use(*w, flat, false)->dl;
+  DLTensor* dout = &use(*w, out, true)->dl;
+  auto hp = slot_now(*w, out.is_cuda());
+  issued(*w, api().reduce_scatter_v(core_->g(), din, dout, counts.data(), nullptr, &op,
+                                    stream(out), hp), "dlpg_reduce_scatter_v");
+  return done(w);
 }
 
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::_reduce_scatter_base(

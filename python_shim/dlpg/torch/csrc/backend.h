@@ -1,6 +1,6 @@
-// ProcessGroupDlpg: the "dlpg" backend. One torch operation becomes one dlpg call, or one
-// dlpg_group_start/end batch of them for the forms dlpg has no single call for (list
-// all_gather with uneven sizes, gather, scatter, all_to_all, *_coalesced).
+// ProcessGroupDlpg: the "dlpg" backend. One torch operation becomes one dlpg call (lists of
+// per-rank tensors become one flat tensor and counts: blocks.cpp), or one
+// dlpg_group_start/end batch of them for the *_coalesced forms.
 #pragma once
 
 #include "dlpg_c10d.h"
@@ -68,12 +68,21 @@ class ProcessGroupDlpg : public c10d::Backend {
   // stream-ordered and gets none (so nothing ever records or queries an event for it,
   // which keeps every operation capturable into a CUDA graph).
   dlpg_work_t** slot(WorkDlpg& w, bool cuda);
+  // slot(), except for CPU work outside a coalescing block: no handle, so libdlpg runs the
+  // operation on this thread when the group is idle (two thread hand-offs fewer, which is
+  // most of a small operation's time on a loaded machine), and done() completes the Work.
+  dlpg_work_t** slot_now(WorkDlpg& w, bool cuda);
   // Check a call's status and keep the handle slot() handed out, if it was filled.
   void issued(WorkDlpg& w, dlpg_status_t st, const char* what);
   WorkPtr done(WorkDlpgPtr w);
   void* stream(const at::Tensor& t);
-  // Block j of ins to rank j, block i of outs from rank i: one batch of send/recv.
-  void exchange(WorkDlpg& w, const Tensors& outs, const Tensors& ins);
+  // ts (one per rank) as one flat tensor in rank order, for libdlpg to read: a view when
+  // they lie back to back in one storage, else a packed copy.
+  at::Tensor packed(const Tensors& ts);
+  // A flat tensor for libdlpg to write outs (one per rank) into, in rank order: a view when
+  // they lie back to back in one storage, else a scratch copied out to them by a post step
+  // of w.
+  at::Tensor landing(WorkDlpg& w, const Tensors& outs);
   void p2p(WorkDlpg& w, bool send, const at::Tensor& t, int peer, int tag);
   // Run f() between dlpg_group_start and dlpg_group_end.
   template <typename F>
@@ -106,8 +115,9 @@ class ProcessGroupDlpg : public c10d::Backend {
     });
     return done(w);
   }
-  // all_gather of `in` into a flat buffer, copied out to outs[r] (rank r's part) afterwards.
-  void gather_flat(WorkDlpg& w, const at::Tensor& in, Tensors outs);
+  // all_gather of `in` into outs (rank r's part to outs[r]) through landing(); `now`: with
+  // slot_now() (a single call, not part of a batch).
+  void gather_flat(WorkDlpg& w, const at::Tensor& in, Tensors outs, bool now);
   // send (is_send) or recv: deferred outside a coalescing block (see Core::defer_p2p).
   WorkPtr point_to_point(bool is_send, Tensors& tensors, int peer, int tag);
 
@@ -115,6 +125,7 @@ class ProcessGroupDlpg : public c10d::Backend {
   bool coalescing_ = false;
   std::vector<WorkDlpgPtr> coalesced_;
   dlpg_work_t* h_ = nullptr;  // the out-parameter slot() hands out
+  bool now_ = false;          // slot_now() handed out no handle: done() completes the Work
 };
 
 }  // namespace dlpg_torch

@@ -4,8 +4,11 @@
 //   core.cpp     one group's state shared by the backend and its Works: deferred send/recv,
 //                parked work handles, tensor borrowing (DLTensor views, contiguous copies)
 //   work.cpp     WorkDlpg, the c10d::Work over dlpg work handles
-//   backend.cpp  ProcessGroupDlpg: every collective, point to point and barrier (a
-//                c10d::Backend, which torch wraps in a ProcessGroup for cpu and cuda)
+//   backend.cpp  ProcessGroupDlpg (a c10d::Backend, which torch wraps in a ProcessGroup for
+//                cpu and cuda): the reducing and gathering collectives, and barrier
+//   rooted.cpp   gather, scatter, all_to_all_single and all_to_all
+//   blocks.cpp   lists of per-rank tensors as one flat tensor and counts
+//   p2p.cpp      send, recv and coalescing
 //   module.cpp   the Python module (pybind11): create(store, rank, size, timeout_s, library)
 //
 // Exceptions never cross into libdlpg: every dlpg call returns a status that check() turns
@@ -126,6 +129,15 @@ dlpg_status_t allreduce_desc(dlpg_group_t* g, DLTensor* const* in, DLTensor* con
 dlpg_status_t reduce_desc_call(dlpg_group_t* g, DLTensor* const* in, DLTensor* const* out,
                                const dlpg_reduce_desc_t& op, int root, void* const* s,
                                dlpg_work_t** w);
+// Whether the loaded library's table has the rooted and uneven collectives (dlpg_gather ..
+// dlpg_reduce_scatter_v, appended together); require_vcoll throws, naming what needs fn.
+bool has_vcoll();
+void require_vcoll(const char* what, const char* fn);
+// Throws unless every tensor of ts has like's dtype and device, naming ts[i] as "<name> i".
+void same_kind(const std::vector<at::Tensor>& ts, const at::Tensor& like, const char* what,
+               const char* name, const char* like_name);
+std::vector<int64_t> numels(const std::vector<at::Tensor>& ts);
+
 dlpg_status_t reduce_scatter_desc(dlpg_group_t* g, DLTensor* const* in, DLTensor* const* out,
                                   const dlpg_reduce_desc_t& op, void* const* s, dlpg_work_t** w);
 
