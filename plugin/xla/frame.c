@@ -9,7 +9,7 @@
 #include "xla_ffi.h"
 
 /* DLPack type codes of dlpack.h; bool and float8 codes are DLPack 1.1's (dlpg.h). */
-enum { DL_INT = 0, DL_UINT = 1, DL_FLOAT = 2, DL_BFLOAT = 4 };
+enum { DL_INT = 0, DL_UINT = 1, DL_FLOAT = 2, DL_BFLOAT = 4, DL_COMPLEX = 5 };
 
 static const char *platform_name(dlpg_xla_platform_t p) { return p == DLPG_XLA_CUDA ? "cuda" : "cpu"; }
 
@@ -134,6 +134,8 @@ static int dl_dtype(XLA_FFI_DataType t, DLDataType *d) {
     case XLA_FFI_DataType_F32: d->code = DL_FLOAT; d->bits = 32; return 1;
     case XLA_FFI_DataType_F64: d->code = DL_FLOAT; d->bits = 64; return 1;
     case XLA_FFI_DataType_BF16: d->code = DL_BFLOAT; d->bits = 16; return 1;
+    case XLA_FFI_DataType_C64: d->code = DL_COMPLEX; d->bits = 64; return 1;
+    case XLA_FFI_DataType_C128: d->code = DL_COMPLEX; d->bits = 128; return 1;
     case XLA_FFI_DataType_F8E4M3FN: d->code = DLPG_DL_FLOAT8_E4M3FN; d->bits = 8; return 1;
     case XLA_FFI_DataType_F8E5M2: d->code = DLPG_DL_FLOAT8_E5M2; d->bits = 8; return 1;
     default: return 0;
@@ -170,7 +172,7 @@ static XLA_FFI_Error *to_tensor(const dlpg_xla_call_t *c, const XLA_FFI_Buffer *
   if (!dl_dtype(b->dtype, &t->dtype))
     return dlpg_xla__error(c->xla, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                            "dlpg.jax.%s (%s): the %s has XLA element type %d, which dlpg does "
-                           "not carry (complex and exotic float types are not supported)",
+                           "not carry (exotic float types are not supported)",
                            c->op, platform_name(c->platform), what, (int)b->dtype);
   t->data = b->data;
   t->ndim = (int32_t)b->rank;

@@ -411,18 +411,29 @@ def _world_params(jg):
 # split). Sizes, ranks and roots are checked against that group; the call carries its id.
 
 def _arr(x, what):
-    x = jnp.asarray(x)
-    if x.dtype == jnp.complex64 or x.dtype == jnp.complex128:
-        raise TypeError("dlpg.jax.%s: complex arrays are not supported (got %s)" % (what, x.dtype))
-    return x
+    return jnp.asarray(x)
 
 
-def allreduce(x, op="sum", group=None):
-    """Element-wise reduction over every rank ("sum", "prod", "min", "max", "avg"; bitwise
-    on CPU). Differentiable for "sum" (the transpose is itself)."""
-    jg = _resolve(group, "allreduce")
-    x = _arr(x, "allreduce")
+def _reduction(x, op, scalar, what):
+    """(array, op code) for a reducing call. premul_sum is x * scalar in x's dtype, then a
+    sum: written in JAX, the multiply fuses with what produced x under jit."""
     code = int(reduce_op(op))
+    if code == _abi.PREMUL_SUM:
+        if scalar is None:
+            raise ValueError("dlpg.jax.%s: op premul_sum needs scalar= (the factor each rank's "
+                             "x is multiplied by before the sum)" % what)
+        return x * jnp.asarray(scalar, dtype=x.dtype), int(_abi.SUM)
+    if scalar is not None:
+        raise ValueError("dlpg.jax.%s: scalar= is only for op premul_sum (got op %r)" % (what, op))
+    return x, code
+
+
+def allreduce(x, op="sum", group=None, scalar=None):
+    """Element-wise reduction over every rank ("sum", "prod", "min", "max", "avg",
+    "premul_sum" with scalar=; bitwise on CPU; complex arrays with sum, avg and premul_sum).
+    Differentiable for "sum" (the transpose is itself)."""
+    jg = _resolve(group, "allreduce")
+    x, code = _reduction(_arr(x, "allreduce"), op, scalar, "allreduce")
     params = _common(jg)
     if code == _abi.SUM and params["mode"] == "ordered":
         return _prims.allreduce_sum_ordered(x, params["group"])
@@ -441,12 +452,13 @@ def _blocks(x, what, jg):
                          "of world_size %d" % (what, tuple(x.shape), jg.size))
 
 
-def reduce_scatter(x, op="sum", group=None):
-    """x holds world_size blocks along axis 0; rank r gets the reduction of block r."""
+def reduce_scatter(x, op="sum", group=None, scalar=None):
+    """x holds world_size blocks along axis 0; rank r gets the reduction of block r (ops as
+    for allreduce)."""
     jg = _resolve(group, "reduce_scatter")
-    x = _arr(x, "reduce_scatter")
+    x, code = _reduction(_arr(x, "reduce_scatter"), op, scalar, "reduce_scatter")
     _blocks(x, "reduce_scatter", jg)
-    return _prims.reduce_scatter_p.bind(x, op=int(reduce_op(op)), **_world_params(jg))[0]
+    return _prims.reduce_scatter_p.bind(x, op=code, **_world_params(jg))[0]
 
 
 def broadcast(x, root=0, group=None):
@@ -491,13 +503,14 @@ def recv(like, source, tag=0, group=None):
                               tag=int(tag), **_common(jg))[0]
 
 
-def reduce(x, op="sum", root=0, group=None):
-    """The reduction of every rank's x on rank root; every other rank gets its x back
-    unchanged (as mpi4jax's reduce)."""
+def reduce(x, op="sum", root=0, group=None, scalar=None):
+    """The reduction of every rank's x on rank root (ops as for allreduce); every other rank
+    gets its x back unchanged (as mpi4jax's reduce)."""
     jg = _resolve(group, "reduce")
     x = _arr(x, "reduce")
+    xr, code = _reduction(x, op, scalar, "reduce")
     _peer(root, "reduce", "root", jg)
-    y = _prims.reduce_p.bind(x, op=int(reduce_op(op)), root=int(root), **_common(jg))[0]
+    y = _prims.reduce_p.bind(xr, op=code, root=int(root), **_common(jg))[0]
     # The call runs on every rank (it is kept even where its result is unused); only root's
     # output is written.
     return y if jg.rank == int(root) else x
