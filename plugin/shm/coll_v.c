@@ -7,9 +7,10 @@
  * copied once into the segment and once out, with no per-pair exchange, and a skewed rank's
  * long stream only adds steps. Every rank knows every stream's layout: gather's and
  * scatter's from the block size (compared in the first step's descriptor), the v-forms'
- * from a first step in which each rank publishes its counts in its slot and every rank
- * judges all of them alike (core/group/vcounts.h), so a disagreement fails every rank with
- * the same words after the same step and leaves the handle usable. reduce_scatter_v: the
+ * from the counts each rank publishes at the head of its slot in the first step, ahead of
+ * its first window, which every rank judges alike (core/group/vcounts.h), so a
+ * disagreement fails every rank with the same words after the same step and leaves the
+ * handle usable. reduce_scatter_v: the
  * streams share one layout, so rank r reduces its block at the same slot offset of every
  * slot, in rank order (every rank's result from one reduction order, as the other reducing
  * collectives). */
@@ -118,67 +119,96 @@ static void dlpg__shm_vcopy(dlpg__shm_t *sh, size_t *n, uint8_t *dst, const uint
   }
 }
 
-/* The data steps: window [w0, w0 + W) of every stream per step. */
-static dlpg_status_t dlpg__shm_vsteps(dlpg__shm_t *sh, const dlpg__shm_vcall_t *c,
-                                      const dlpg__shm_layout_t *L, int first_done) {
+/* Copy this rank's part of stream window [w0, w1) into its slot at base. */
+static void dlpg__shm_vin(dlpg__shm_t *sh, const dlpg__shm_layout_t *L, size_t base, size_t w0,
+                          size_t w1) {
   dlpg__shm_steps_t *st = dlpg__shm_steps(sh);
-  size_t W = st->slot_bytes;
-  int reducing = c->kind == DLPG__OP_REDUCE_SCATTER_V;
-  dlpg__shm_reducer_t rd;
-  if (reducing) dlpg__shm_reducer(c->dtype, c->rop, &rd);
-  int stream = !reducing && dlpg__shm_stream_out(sh, c->out_bytes);
-  if (!reducing && c->out_bytes && L->nins) dlpg__shm_prefault_out(sh, c->out, c->out_bytes);
-  /* A v-form whose streams are all empty is done once its counts step agreed. */
-  if (first_done && L->longest == 0) return DLPG_OK;
-  size_t w0 = 0;
-  do {
-    size_t w1 = w0 + dlpg__shm_vmin(L->longest - w0, W);
-    DLPG_CHECK(dlpg__shm_step_begin(sh));
-    uint8_t *mine = dlpg__shm_step_slot(st, st->rank);
-    size_t n = 0;
-    for (size_t i = 0; i < L->nouts; i++) {
-      const dlpg__shm_run_t *r = &L->outs[i];
-      size_t lo = r->off > w0 ? r->off : w0, hi = dlpg__shm_vmin(r->off + r->len, w1);
-      if (lo < hi) dlpg__shm_vcopy(sh, &n, mine + (lo - w0), r->p + (lo - r->off), hi - lo, 0);
+  uint8_t *mine = dlpg__shm_step_slot(st, st->rank) + base;
+  size_t n = 0;
+  for (size_t i = 0; i < L->nouts; i++) {
+    const dlpg__shm_run_t *r = &L->outs[i];
+    size_t lo = r->off > w0 ? r->off : w0, hi = dlpg__shm_vmin(r->off + r->len, w1);
+    if (lo < hi) dlpg__shm_vcopy(sh, &n, mine + (lo - w0), r->p + (lo - r->off), hi - lo, 0);
+  }
+  if (n) dlpg__shm_copy_many(sh, st->copies, n, 0);
+}
+
+/* Copy (reduce_scatter_v: reduce) what this rank takes of window [w0, w1) out of the posted
+ * slots, whose window starts at base. */
+static dlpg_status_t dlpg__shm_vout(dlpg__shm_t *sh, const dlpg__shm_layout_t *L, size_t base,
+                                    size_t w0, size_t w1, const dlpg__shm_reducer_t *rd,
+                                    int stream) {
+  dlpg__shm_steps_t *st = dlpg__shm_steps(sh);
+  size_t n = 0;
+  for (size_t i = 0; i < L->nins; i++) {
+    const dlpg__shm_run_t *r = &L->ins[i];
+    size_t lo = r->off > w0 ? r->off : w0, hi = dlpg__shm_vmin(r->off + r->len, w1);
+    if (lo >= hi) continue;
+    if (r->rank < 0) { /* reduce_scatter_v: every rank's slot at the same offset */
+      DLPG_CHECK(dlpg__shm_step_wait_all(sh));
+      dlpg__shm_reduce_many(sh, rd, r->p + (lo - r->off), base + (lo - w0), (hi - lo) / rd->elem,
+                            NULL);
+      continue;
     }
-    if (n) dlpg__shm_copy_many(sh, st->copies, n, 0);
-    DLPG_CHECK(dlpg__shm_step_post(sh));
-    n = 0;
-    for (size_t i = 0; i < L->nins; i++) {
-      const dlpg__shm_run_t *r = &L->ins[i];
-      size_t lo = r->off > w0 ? r->off : w0, hi = dlpg__shm_vmin(r->off + r->len, w1);
-      if (lo >= hi) continue;
-      if (r->rank < 0) { /* reduce_scatter_v: every rank's slot at the same offset */
-        DLPG_CHECK(dlpg__shm_step_wait_all(sh));
-        dlpg__shm_reduce_many(sh, &rd, r->p + (lo - r->off), lo - w0, (hi - lo) / rd.elem, NULL);
-        continue;
-      }
-      DLPG_CHECK(dlpg__shm_step_wait(sh, r->rank));
-      dlpg__shm_vcopy(sh, &n, r->p + (lo - r->off), dlpg__shm_step_slot(st, r->rank) + (lo - w0),
-                      hi - lo, stream);
-    }
-    if (n) dlpg__shm_copy_many(sh, st->copies, n, stream);
-    w0 = w1;
-  } while (w0 < L->longest);
+    DLPG_CHECK(dlpg__shm_step_wait(sh, r->rank));
+    dlpg__shm_vcopy(sh, &n, r->p + (lo - r->off),
+                    dlpg__shm_step_slot(st, r->rank) + base + (lo - w0), hi - lo, stream);
+  }
+  if (n) dlpg__shm_copy_many(sh, st->copies, n, stream);
   return DLPG_OK;
 }
 
-/* The v-forms' first step: every rank publishes its counts in its slot and reads everyone's
- * (pub[q] points into rank q's slot, valid until the step after next). */
-static dlpg_status_t dlpg__shm_vcounts_step(dlpg__shm_t *sh, const dlpg__shm_vcall_t *c,
-                                            const int64_t **pub) {
+/* The v-forms' counts, as every rank publishes them at the head of its first slot: its
+ * (send) counts, then alltoallv's receive counts. */
+static void dlpg__shm_vcounts_put(const dlpg__shm_vcall_t *c, int N, int64_t *slot) {
+  memcpy(slot, c->counts, (size_t)N * sizeof *slot);
+  if (c->kind == DLPG__OP_ALLTOALLV) memcpy(slot + N, c->recv_counts, (size_t)N * sizeof *slot);
+}
+
+/* The steps of one call. The v-forms' counts ride in the first step, ahead of the first
+ * window of data: a rank's outgoing runs need only its own counts, so it copies its first
+ * window in before it knows the others' counts; after that step (which waits for every
+ * rank) every rank reads everyone's counts, judges them alike (core/group/vcounts.h) and
+ * lays out what it takes. Small calls are then one step, as the even collectives. */
+static dlpg_status_t dlpg__shm_vsteps(dlpg__shm_t *sh, const dlpg__shm_vcall_t *c, size_t npub,
+                                      const int64_t **pub, dlpg__shm_layout_t *L) {
   dlpg__shm_steps_t *st = dlpg__shm_steps(sh);
+  int N = st->size, me = st->rank;
+  size_t W = st->slot_bytes;
+  size_t hdr = npub * sizeof(int64_t);
+  if (hdr) hdr = dlpg__shm_vmin((hdr + 63) & ~(size_t)63, W); /* cache-line aligned data */
+  int reducing = c->kind == DLPG__OP_REDUCE_SCATTER_V;
+  dlpg__shm_reducer_t rd = {0};
+  if (reducing) dlpg__shm_reducer(c->dtype, c->rop, &rd);
+  int stream = !reducing && dlpg__shm_stream_out(sh, c->out_bytes);
+  /* This rank's outgoing runs from its own counts (every pub[q] its own for now). */
+  for (int q = 0; npub && q < N; q++) pub[q] = c->counts;
+  DLPG_CHECK(dlpg__shm_vlayout(c, N, me, pub, L));
+  if (!reducing && c->out_bytes) dlpg__shm_prefault_out(sh, c->out, c->out_bytes);
+  size_t w1 = W - hdr;
   DLPG_CHECK(dlpg__shm_step_begin(sh));
-  int64_t *mine = (int64_t *)(void *)dlpg__shm_step_slot(st, st->rank);
-  memcpy(mine, c->counts, (size_t)st->size * sizeof *mine);
-  if (c->kind == DLPG__OP_ALLTOALLV)
-    memcpy(mine + st->size, c->recv_counts, (size_t)st->size * sizeof *mine);
+  if (npub) dlpg__shm_vcounts_put(c, N, (int64_t *)(void *)dlpg__shm_step_slot(st, me));
+  dlpg__shm_vin(sh, L, hdr, 0, w1);
   DLPG_CHECK(dlpg__shm_step_post(sh)); /* the first step: waits for all, compares the calls */
-  for (int q = 0; q < st->size; q++)
-    pub[q] = (const int64_t *)(const void *)dlpg__shm_step_slot(st, q);
-  char why[256];
-  if (dlpg__vcounts_disagree(c->kind, st->size, pub, why, sizeof why))
-    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "shm: in %s, %s", dlpg__shm_what(sh), why);
+  if (npub) {
+    for (int q = 0; q < N; q++)
+      pub[q] = (const int64_t *)(const void *)dlpg__shm_step_slot(st, q);
+    char why[256];
+    if (dlpg__vcounts_disagree(c->kind, N, pub, why, sizeof why))
+      return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "shm: in %s, %s", dlpg__shm_what(sh), why);
+    free(L->outs);
+    free(L->ins);
+    *L = (dlpg__shm_layout_t){0};
+    DLPG_CHECK(dlpg__shm_vlayout(c, N, me, pub, L));
+  }
+  DLPG_CHECK(dlpg__shm_vout(sh, L, hdr, 0, w1, &rd, stream));
+  for (size_t w0 = w1; w0 < L->longest; w0 = w1) {
+    w1 = w0 + dlpg__shm_vmin(L->longest - w0, W);
+    DLPG_CHECK(dlpg__shm_step_begin(sh));
+    dlpg__shm_vin(sh, L, 0, w0, w1);
+    DLPG_CHECK(dlpg__shm_step_post(sh));
+    DLPG_CHECK(dlpg__shm_vout(sh, L, 0, w0, w1, &rd, stream));
+  }
   return DLPG_OK;
 }
 
@@ -197,16 +227,11 @@ dlpg_status_t dlpg__shm_vcoll(dlpg__shm_t *sh, const dlpg__shm_vcall_t *c) {
   const int64_t **pub = NULL;
   dlpg__shm_layout_t L = {0};
   dlpg_status_t s = DLPG_OK;
-  if (npub) {
-    pub = calloc((size_t)N, sizeof *pub);
-    if (!pub) {
-      s = dlpg__error(DLPG_ERR_SYSTEM, "shm rank %d: out of memory", me);
-      goto done;
-    }
-    DLPG_CHECK_GOTO(dlpg__shm_vcounts_step(sh, c, pub), s, done);
+  if (npub && !(pub = calloc((size_t)N, sizeof *pub))) {
+    s = dlpg__error(DLPG_ERR_SYSTEM, "shm rank %d: out of memory", me);
+    goto done;
   }
-  DLPG_CHECK_GOTO(dlpg__shm_vlayout(c, N, me, pub, &L), s, done);
-  s = dlpg__shm_vsteps(sh, c, &L, npub != 0);
+  s = dlpg__shm_vsteps(sh, c, npub, pub, &L);
 done:
   free(pub);
   free(L.outs);
