@@ -154,6 +154,18 @@ static long long rdv_last_started(dlpg_store_t *s, const char *base, int *size) 
   return gen;
 }
 
+/* Whether generation gen started and its last rank already left (its go verdict, at
+ * go_key, is gone while base's last started generation is gen): a process admitted to it
+ * that claims its rank only then (a second process of a rank, slower than the first) finds
+ * its claim fresh, as the leaving ranks removed the claims, and would wait for a verdict
+ * that was given and removed. */
+static int rdv_group_went_ahead(dlpg_store_t *s, const char *base, const char *go_key,
+                                long long gen) {
+  int size = 0;
+  char buf[256];
+  return rdv_last_started(s, base, &size) == gen && dlpg__rdv_try_get(s, go_key, buf, sizeof buf) == 0;
+}
+
 /* Rank r != 0: ask this job's rank 0 for the generation. */
 static dlpg_status_t rdv_join(dlpg_store_t *s, const char *base, const char *what, int rank,
                               int size, double deadline, const atomic_int *aborted,
@@ -402,9 +414,17 @@ dlpg_status_t dlpg__rendezvous_begin(dlpg_store_t *store, const char *base, cons
   if (rank == 0)
     return rdv_lead(store, base, scope, what, size, gen, deadline, timeout_s, aborted);
   snprintf(key, sizeof key, "%s/go", scope);
-  int r = rdv_poll_get(store, key, deadline + RDV_VERDICT_GRACE_S, aborted, what, buf,
-                       sizeof buf, NULL, NULL, &st);
+  int r = rdv_group_went_ahead(store, base, key, gen)
+              ? 0
+              : rdv_poll_get(store, key, deadline + RDV_VERDICT_GRACE_S, aborted, what, buf,
+                             sizeof buf, NULL, NULL, &st);
   if (r < 0) return st;
+  if (r == 0 && rdv_group_went_ahead(store, base, key, gen))
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT,
+                       "%s: rank %d of %d: rank 0 started the group without this process: "
+                       "another process claims rank %d (rank 0 admitted both; the other "
+                       "joined first and the group went ahead with it)",
+                       what, rank, size, rank);
   if (r == 0)
     return dlpg__error(DLPG_ERR_TIMEOUT,
                        "%s: rank %d of %d timed out after %.3g s: rank 0 admitted this rank "
@@ -423,7 +443,11 @@ void dlpg__rendezvous_end(dlpg_store_t *store, const char *scope, int rank, int 
   (void)rank;
   snprintf(key, sizeof key, "%s/out", scope);
   if (dlpg_store_add(store, key, 1, &out) != DLPG_OK || out != size) return;
-  /* The last rank out: nobody reads the scope any more. */
+  /* The last rank out: nobody reads the scope any more. The verdict goes first: a second
+   * process of a rank, admitted too but slower to claim, then either finds the first one's
+   * claim (and fails naming the duplicate) or no verdict (rdv_group_went_ahead). */
+  snprintf(key, sizeof key, "%s/go", scope);
+  dlpg__rdv_unpost(store, key);
   for (int r = 0; r < size; r++) {
     snprintf(key, sizeof key, "%s/claim/%d", scope, r);
     dlpg_store_delete_key(store, key, NULL);
@@ -436,8 +460,6 @@ void dlpg__rendezvous_end(dlpg_store_t *store, const char *scope, int rank, int 
       dlpg_store_delete_key(store, key, NULL);
     }
   }
-  snprintf(key, sizeof key, "%s/go", scope);
-  dlpg__rdv_unpost(store, key);
   snprintf(key, sizeof key, "%s/out", scope);
   dlpg_store_delete_key(store, key, NULL);
 }
