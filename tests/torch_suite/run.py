@@ -20,7 +20,9 @@ gloo's list (tests/torch_suite/gloo-ws*.txt) so the two compare like for like.
 """
 
 import argparse
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -45,7 +47,11 @@ def _args(argv):
 def _setup_env(a):
     os.environ["BACKEND"] = "gloo"  # dlpg too (see the docstring)
     os.environ["WORLD_SIZE"] = str(a.world_size)
-    os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="dlpg-torch-suite-"))
+    if "TEMP_DIR" not in os.environ:  # the suite's lock and barrier files; removed at the end
+        os.environ["TEMP_DIR"] = tempfile.mkdtemp(prefix="dlpg-torch-suite-")
+        pid, path = os.getpid(), os.environ["TEMP_DIR"]
+        # Only here: a forked rank that ran atexit must not remove it under the others.
+        atexit.register(lambda: os.getpid() == pid and shutil.rmtree(path, True))
     # Read by common_distributed at import: the bound on one test, so a hang costs minutes,
     # not the whole CI job.
     os.environ["DISTRIBUTED_TESTS_DEFAULT_TIMEOUT"] = str(a.timeout)
