@@ -41,6 +41,10 @@ if [ -d tests/python ]; then
   DLPG_LIBRARY="$PWD/$BUILD_DIR/libdlpg.so" PYTHONPATH="$PWD/python_shim" JAX_PLATFORMS=cpu \
     "$PYTHON" -m pytest -q -rs tests/python
   bash ci/check-shm-left.sh "pytest"
+  # torch's own DistributedTest on "dlpg" at world sizes 2 and 3, test by test against gloo's
+  # recorded outcomes (tests/torch_suite/README.md): about 4 min on the 2-core machine.
+  bash ci/torch-suite.sh
+  bash ci/check-shm-left.sh "torch suite"
 fi
 # Four ranks in network namespaces with a link cut mid-operation (needs root, as in CI).
 bash ci/netns-test.sh

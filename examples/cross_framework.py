@@ -5,7 +5,9 @@
     python3 examples/cross_framework.py --frameworks torch,jax,numpy --jax-ordered true
 
 Every rank joins one group, named NAME, on one dlpg store, by a library call:
-    torch:  dist.init_process_group("dlpg", init_method="dlpg://HOST:PORT?name=NAME", rank=r, world_size=n)
+    torch:  dist.init_process_group("dlpg", init_method="dlpg://HOST:PORT?name=NAME&serve=0",
+                                    rank=r, world_size=n)
+            (serve=0: the store is served here, not by torch's rank 0 as dlpg:// otherwise does)
     NumPy:  dlpg.Group(dlpg.Store("tcp://HOST:PORT"), r, n, name=NAME)     (CuPy alike)
     JAX:    dlpg.jax.init("tcp://HOST:PORT", rank=r, world_size=n, name=NAME)
             (--jax-ordered: dlpg.jax.init's ordered, default None)
@@ -42,7 +44,9 @@ class TorchRank(object):
         import dlpg.torch  # noqa: F401 - registers the backend and dlpg://
         self.torch, self.dist = torch, dist
         self.device = torch.device("cuda", 0) if device == "cuda" else torch.device("cpu")
-        dist.init_process_group("dlpg", init_method=url.replace("tcp://", "dlpg://") + "?name=" + NAME,
+        # serve=0: this example's parent process serves the store, not rank 0.
+        dist.init_process_group("dlpg", init_method=url.replace("tcp://", "dlpg://")
+                                + "?name=" + NAME + "&serve=0",
                                 rank=rank, world_size=world)
 
     def tensor(self, x, bf16):

@@ -170,7 +170,9 @@ def _mixed_rank(rank, url, seed, queue):
         import torch
         import torch.distributed as dist
         importlib.import_module("dlpg.torch")  # registers "dlpg" and dlpg://
-        dist.init_process_group("dlpg", init_method=url.replace("tcp://", "dlpg://") + "?name=mixed",
+        # serve=0: the test's process serves the store, not rank 0.
+        dist.init_process_group("dlpg", init_method=url.replace("tcp://", "dlpg://")
+                                + "?name=mixed&serve=0",
                                 rank=rank, world_size=3, timeout=datetime.timedelta(seconds=60))
         t = torch.from_numpy(vals[rank].copy())
         dist.all_reduce(t)
