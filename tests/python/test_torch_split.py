@@ -27,3 +27,21 @@ def test_torch_split(check):
         assert "setup" not in r, "rank %d setup failed:\n%s" % (rank, r["setup"])
         assert r.get(check) == "ok", "rank %d %s:\n%s" % (rank, check, r.get(check))
         assert "teardown" not in r, r["teardown"]
+
+
+@pytest.mark.parametrize("check", ["split_group", "mesh"])
+def test_torch_split_cuda(check):
+    """dist.split_group and DeviceMesh with a bound CUDA device (one rank per GPU, up to 2)."""
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device: dist.split_group needs an accelerator")
+    require_torch_backend()
+    world = min(2, torch.cuda.device_count())
+    if "cuda" not in _cache:
+        with torch_store() as init:
+            _cache["cuda"] = run_ranks(workers_torch_split.torch_split_cuda, world,
+                                       lambda r: (world, init, 35), deadline_s=150)
+    for rank, r in sorted(_cache["cuda"].items()):
+        assert "setup" not in r, "rank %d setup failed:\n%s" % (rank, r["setup"])
+        assert r.get(check) == "ok", "rank %d %s:\n%s" % (rank, check, r.get(check))
+        assert "teardown" not in r, r["teardown"]

@@ -146,3 +146,51 @@ def torch_split(rank, world, init, seed, queue):
     except Exception:  # noqa: BLE001
         res["teardown"] = traceback.format_exc()
     queue.put((rank, res))
+
+
+def torch_split_cuda(rank, world, init, seed, queue):
+    """With a bound CUDA device_id, where torch itself takes the split path: dist.split_group
+    into single ranks and a 1-D DeviceMesh, each with an all_reduce on CUDA checked."""
+    res = {}
+    try:
+        import torch
+        import torch.distributed as dist
+        use_backend()
+        dev = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
+        host, port = init
+        store = dist.TCPStore(host, port, world, False, datetime.timedelta(seconds=60))
+        dist.init_process_group("dlpg", store=store, rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=60), device_id=dev)
+    except Exception:  # noqa: BLE001
+        queue.put((rank, {"setup": traceback.format_exc()}))
+        return
+
+    def t_split_group():
+        sub = dist.split_group(split_ranks=[[r] for r in range(world)])
+        assert sub is not None and sub.size() == 1
+        x = _data(torch, seed, rank, (6,), torch.float32, dev)
+        want = x.clone()
+        dist.all_reduce(x, group=sub)
+        torch.cuda.synchronize()
+        assert torch.equal(x, want), (x, want)
+
+    def t_mesh():
+        from torch.distributed.device_mesh import init_device_mesh
+        mesh = init_device_mesh("cuda", (world,))
+        x = torch.full((4,), float(rank + 1), device=dev)
+        dist.all_reduce(x, group=mesh.get_group())
+        torch.cuda.synchronize()
+        assert x[0].item() == world * (world + 1) / 2, x
+
+    for name, fn in (("split_group", t_split_group), ("mesh", t_mesh)):
+        try:
+            fn()
+            res[name] = "ok"
+        except Exception:  # noqa: BLE001
+            res[name] = traceback.format_exc()
+    try:
+        dist.destroy_process_group()
+    except Exception:  # noqa: BLE001
+        res["teardown"] = traceback.format_exc()
+    queue.put((rank, res))
