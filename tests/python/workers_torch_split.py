@@ -95,6 +95,17 @@ def torch_split(rank, world, init, seed, queue):
             assert "rank %d in" % (world + 3) in str(e) and "0..%d" % (world - 1) in str(e), e
         else:
             raise AssertionError("a rank outside the parent was accepted")
+        # Lists that overlap (torch leaves that to the caller): ranks 0 and 1 ask for [0, 1],
+        # rank 2 for [0, 2], so the ranks whose lowest is 0 form a group of 3, which every
+        # one of them refuses, naming the group it asked for; rank 3 gets its own.
+        mine = {0: [0, 1], 1: [0, 1], 2: [0, 2]}.get(rank, [rank])
+        try:
+            child = default.split_group(mine)
+        except RuntimeError as e:
+            assert rank < 3 and "asked for the group of ranks %s" % mine in str(e) \
+                and "formed a group of 3" in str(e), e
+        else:
+            assert rank >= 3 and child.size() == 1, (rank, child)
         # The group is still usable.
         x = data(rank, 30)
         dist.all_reduce(x)
