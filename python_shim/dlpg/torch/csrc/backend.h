@@ -58,6 +58,15 @@ class ProcessGroupDlpg : public c10d::Backend {
   void startCoalescing() override;
   WorkPtr endCoalescing() override;
 
+  // Subgroups (split.cpp): a child of this group by dlpg_group_split, no new rendezvous.
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  // The group's timeout, for getBackendOptions (what a split child inherits).
+  void set_timeout_s(double s) { timeout_s_ = s; }
+
  private:
   using WorkDlpgPtr = c10::intrusive_ptr<WorkDlpg>;
   // A new Work for an operation on tensors like `like`; flushes deferred send/recv first.
@@ -126,6 +135,12 @@ class ProcessGroupDlpg : public c10d::Backend {
   std::vector<WorkDlpgPtr> coalesced_;
   dlpg_work_t* h_ = nullptr;  // the out-parameter slot() hands out
   bool now_ = false;          // slot_now() handed out no handle: done() completes the Work
+  double timeout_s_ = 0;
+  // torch's splitGroup calls split once per device type (cpu, cuda) with the same store,
+  // and this one backend serves both: the second call returns the first's child.
+  c10::intrusive_ptr<c10d::Store> split_store_;
+  std::vector<int> split_ranks_;
+  c10::intrusive_ptr<c10d::Backend> split_child_;
 };
 
 }  // namespace dlpg_torch

@@ -9,6 +9,7 @@
 //   rooted.cpp   gather, scatter, all_to_all_single and all_to_all
 //   blocks.cpp   lists of per-rank tensors as one flat tensor and counts
 //   p2p.cpp      send, recv and coalescing
+//   split.cpp    split (torch's split_group): a dlpg_group_split child, no new rendezvous
 //   module.cpp   the Python module (pybind11): create(store, rank, size, timeout_s, library)
 //
 // Exceptions never cross into libdlpg: every dlpg call returns a status that check() turns

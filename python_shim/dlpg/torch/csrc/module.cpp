@@ -25,7 +25,9 @@ c10::intrusive_ptr<ProcessGroupDlpg> make(dlpg_store_t* s, int rank, int size, d
   }
   dlpg_torch::check(st, "dlpg_group_create");
   auto core = std::make_shared<dlpg_torch::Core>(g, rank, size);
-  return c10::make_intrusive<ProcessGroupDlpg>(std::move(core), rank, size);
+  auto pg = c10::make_intrusive<ProcessGroupDlpg>(std::move(core), rank, size);
+  pg->set_timeout_s(timeout_s);
+  return pg;
 }
 
 // On torch's (prefixed) store, through the store adapter.
@@ -69,6 +71,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("abort", &ProcessGroupDlpg::abort, py::call_guard<py::gil_scoped_release>())
       .def("shutdown", &ProcessGroupDlpg::shutdown, py::call_guard<py::gil_scoped_release>())
       .def("getBackendName", &ProcessGroupDlpg::getBackendName)
+      // new_group calls this on its non-members where the default group has a bound device
+      // (ProcessGroupNCCL's no-color split). Its members make their group through the
+      // creator, not by a split of this one, so there is nothing to take part in here.
+      .def("perform_nocolor_split", [](ProcessGroupDlpg&, py::object) {})
       .def("_get_backend_name", &ProcessGroupDlpg::getBackendName);
   m.def("load_library", &dlpg_torch::load_library, py::arg("path"));
   m.def("create", &create, py::arg("store"), py::arg("rank"), py::arg("size"),
