@@ -79,6 +79,7 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::broadcast(Tensors& tensors,
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allreduce(Tensors& tensors,
                                                       const c10d::AllreduceOptions& opts) {
   one_tensor(tensors, "all_reduce");
+  if (tensors[0].is_sparse()) return allreduce_sparse(tensors, opts);
   const at::Tensor& t = tensors[0];
   dlpg_reduce_desc_t op = reduce_desc(opts.reduceOp, "all_reduce");
   auto w = begin(c10d::OpType::ALLREDUCE, t, tensors);
@@ -252,10 +253,6 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::barrier(const c10d::BarrierOptions&)
   h_ = nullptr;
   issued(*w, api().barrier(core_->g(), &h_), "dlpg_barrier");
   return done(w);
-}
-
-void ProcessGroupDlpg::monitoredBarrier(const c10d::BarrierOptions& opts, bool) {
-  barrier(opts)->wait(opts.timeout.count() > 0 ? opts.timeout : std::chrono::milliseconds(0));
 }
 
 void ProcessGroupDlpg::abort() { api().group_abort(core_->g()); }

@@ -9,6 +9,8 @@
 //   rooted.cpp   gather, scatter, all_to_all_single and all_to_all
 //   blocks.cpp   lists of per-rank tensors as one flat tensor and counts
 //   p2p.cpp      send, recv and coalescing
+//   monitored.cpp  monitoredBarrier, on the group's rendezvous store
+//   surface.cpp  the sequence number, setTimeout, sparse all_reduce (refused)
 //   module.cpp   the Python module (pybind11): create(store, rank, size, timeout_s, library)
 //
 // Exceptions never cross into libdlpg: every dlpg call returns a status that check() turns
@@ -94,6 +96,10 @@ class Core {
   void park(std::vector<dlpg_work_t*> handles, std::vector<std::shared_ptr<Borrowed>> keep);
   void reap();
   void destroy();
+  // What wait() without a timeout waits for, in seconds (0: the group's timeout); set by
+  // the backend's setTimeout.
+  double wait_timeout() const { return wait_timeout_s_.load(); }
+  void set_wait_timeout(double s) { wait_timeout_s_.store(s); }
 
  private:
   struct PendingP2P {
@@ -106,6 +112,7 @@ class Core {
   int rank_, size_;
   // Counts of pending_ and parked_, read without the lock on every operation's fast path.
   std::atomic<int> npending_{0}, nparked_{0};
+  std::atomic<double> wait_timeout_s_{0.0};
   std::mutex mu_;
   std::vector<PendingP2P> pending_;
   std::vector<std::pair<dlpg_work_t*, std::vector<std::shared_ptr<Borrowed>>>> parked_;
