@@ -35,4 +35,4 @@ def test_c10d_surface():
         res = run_ranks(w.surface, 2, lambda r: (2, init), deadline_s=90)
     _all_ok(res, 2)
     assert set(res[0]) >= {"seq", "seq_agrees", "caps", "coalesced_p2p", "sparse", "set_timeout_0",
-                          "set_timeout", "after_abort"}
+                          "set_timeout", "after_abort", "after_shutdown"}

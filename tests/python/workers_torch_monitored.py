@@ -162,6 +162,11 @@ def surface(rank, world, init, queue):
             time.sleep(3)
         be.abort()
         res["after_abort"] = _raises(lambda: dist.all_reduce(torch.ones(2)), "DLPG_ERR_")
+        be.shutdown()
+        be.abort()  # nothing left to abort: no error
+        res["after_shutdown"] = _raises(lambda: dist.all_reduce(torch.ones(2)),
+                                        "this process group was shut down")
+        dist.destroy_process_group()  # shuts it down again: no error
     except Exception:  # noqa: BLE001
         res["error"] = traceback.format_exc()
     queue.put((rank, res))

@@ -255,6 +255,9 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::barrier(const c10d::BarrierOptions&)
   return done(w);
 }
 
-void ProcessGroupDlpg::abort() { api().group_abort(core_->g()); }
+// After shutdown there is nothing left to abort (torch may call both).
+void ProcessGroupDlpg::abort() {
+  if (dlpg_group_t* g = core_->g_or_null()) api().group_abort(g);
+}
 
 }  // namespace dlpg_torch

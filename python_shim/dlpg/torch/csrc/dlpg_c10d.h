@@ -79,7 +79,14 @@ class Core {
  public:
   Core(dlpg_group_t* g, int rank, int size) : g_(g), rank_(rank), size_(size) {}
   ~Core();
-  dlpg_group_t* g() const { return g_; }
+  // The group, for an operation: after shutdown() an error in the user's terms (not
+  // libdlpg's "group is NULL").
+  dlpg_group_t* g() const {
+    TORCH_CHECK(g_, "dlpg: this process group was shut down (shutdown() or "
+                "destroy_process_group); create a new group for further operations");
+    return g_;
+  }
+  dlpg_group_t* g_or_null() const { return g_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
 

@@ -12,12 +12,12 @@ namespace dlpg_torch {
 // highest coll_seq among the recorder's entries is the group's. seq_ keeps the highest seen,
 // for when the recorder's last entries (64 by default) are all sends and receives.
 uint64_t ProcessGroupDlpg::getSequenceNumberForGroup() {
-  TORCH_CHECK(core_->g(), "dlpg: getSequenceNumberForGroup: the group was shut down");
+  dlpg_group_t* g = core_->g();
   const dlpg_api_t& a = api();
   size_t len = 0;
-  check(a.group_flight_record(core_->g(), nullptr, 0, &len), "dlpg_group_flight_record");
+  check(a.group_flight_record(g, nullptr, 0, &len), "dlpg_group_flight_record");
   std::string text(len + 1024, '\0');  // room for entries added since
-  check(a.group_flight_record(core_->g(), &text[0], text.size(), &len),
+  check(a.group_flight_record(g, &text[0], text.size(), &len),
         "dlpg_group_flight_record");
   text.resize(std::min(len, text.size() - 1));
   static const char kKey[] = "coll_seq=";
