@@ -3,8 +3,23 @@ backend, on CPU with ranks on loopback (see workers_torch_monitored.py for what 
 
 import pytest
 
-from conftest import require_torch_backend, run_ranks, torch_store
+import contextlib
+
+from conftest import dlpg_store, require_torch_backend, run_ranks, torch_store
 import workers_torch_monitored as w
+
+
+@contextlib.contextmanager
+def _rendezvous(kind):
+    """init for dlpg_workers.init_torch: torch's TCPStore, or a dlpg:// URL on a dlpg store
+    (the group then meets on torch's view of that store)."""
+    if kind == "torch_store":
+        with torch_store() as init:
+            yield lambda r: init
+    else:
+        with dlpg_store() as url:
+            hostport = url[len("tcp://"):]
+            yield lambda r: "dlpg://%s" % hostport
 
 
 def _all_ok(res, world):
@@ -13,10 +28,11 @@ def _all_ok(res, world):
         assert not bad, (rank, bad)
 
 
-def test_monitored_barrier():
+@pytest.mark.parametrize("kind", ["torch_store", "dlpg_url"])
+def test_monitored_barrier(kind):
     require_torch_backend()
-    with torch_store() as init:
-        res = run_ranks(w.monitored, 3, lambda r: (3, init), deadline_s=120)
+    with _rendezvous(kind) as init_of:
+        res = run_ranks(w.monitored, 3, lambda r: (3, init_of(r)), deadline_s=120)
     _all_ok(res, 3)
     assert set(res[0]) >= {"pass", "rank1_absent", "wait_all", "usable", "zero"}
 

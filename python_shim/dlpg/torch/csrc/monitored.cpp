@@ -39,6 +39,22 @@ std::string join(const std::vector<int>& ranks) {
 
 const std::vector<uint8_t> kReleased{'o', 'k'};
 
+std::string round_key(uint64_t round) {
+  return "dlpg/monitored_barrier/" + std::to_string(round);
+}
+
+// Drop keys no rank will read again, so periodic monitored barriers do not grow the store;
+// a store that cannot delete keeps them (harmless).
+void forget(c10d::Store& store, const std::vector<std::string>& keys) {
+  for (const auto& k : keys) {
+    try {
+      store.deleteKey(k);
+    } catch (const std::exception&) {
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 void ProcessGroupDlpg::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
@@ -49,7 +65,8 @@ void ProcessGroupDlpg::monitoredBarrier(const c10d::BarrierOptions& opts, bool w
   const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(ms);
   // Every rank counts its calls, so a round's keys are its own; a rank that arrives after
   // rank 0 gave up finds the round's verdict and raises at once.
-  const std::string round = "dlpg/monitored_barrier/" + std::to_string(monitored_rounds_++);
+  const uint64_t n = monitored_rounds_++;
+  const std::string round = round_key(n);
   const std::string release = round + "/release";
   if (size_ == 1) return;
 
@@ -76,6 +93,11 @@ void ProcessGroupDlpg::monitoredBarrier(const c10d::BarrierOptions& opts, bool w
   }
   if (missing.empty()) {
     store_->set(release, kReleased);
+    // Every rank has arrived here, so each has read the previous round's verdict.
+    std::vector<std::string> done;
+    for (int r = 1; r < size_; r++) done.push_back(round + "/arrived/" + std::to_string(r));
+    if (n > 0) done.push_back(round_key(n - 1) + "/release");
+    forget(*store_, done);
     return;
   }
   std::string error;
