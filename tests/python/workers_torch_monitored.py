@@ -48,9 +48,10 @@ def monitored(rank, world, init, queue):
                                           "Rank 1 failed to pass monitoredBarrier in 2000 ms")
             res["rank1_absent_time"] = "ok" if 1.9 < time.monotonic() - t0 < 30 else "took %.1f s" % (time.monotonic() - t0)
         elif rank == 2:
+            # Rank 0's verdict (naming rank 1) comes at its deadline, which ends with this
+            # rank's: usually in time to be quoted, not always on a loaded machine.
             res["rank1_absent"] = _raises(lambda: mb(two),
-                                          "Rank 2 successfully reached monitoredBarrier",
-                                          "Rank 1 failed to pass monitoredBarrier")
+                                          "Rank 2 successfully reached monitoredBarrier")
         dist.barrier()  # the group is still usable: no abort
         if rank == 1:  # late: rank 0's verdict is already there
             res["rank1_absent"] = _raises(lambda: mb(two),

@@ -74,7 +74,10 @@ void ProcessGroupDlpg::monitoredBarrier(const c10d::BarrierOptions& opts, bool w
     store_->set(round + "/arrived/" + std::to_string(rank_), kReleased);
     const char* cause = "timed out waiting for rank 0 to release it";
     std::string verdict;
-    if (appears(*store_, release, deadline)) {
+    // Rank 0 gives its verdict at its own deadline, which ends with this rank's: wait up to
+    // one more timeout (at most 2 s) for it, so that this rank can say which ranks failed.
+    auto grace = std::min(std::chrono::milliseconds(ms), std::chrono::milliseconds(2000));
+    if (appears(*store_, release, deadline + grace)) {
       std::vector<uint8_t> v = store_->get(release);
       if (v == kReleased) return;
       verdict = std::string(v.begin(), v.end());
