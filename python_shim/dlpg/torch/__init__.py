@@ -30,7 +30,7 @@ def create_process_group(store, rank, size, timeout, options=None):
     """A "dlpg" process group on torch's (prefix) store: group rank, size, timeout (a
     timedelta or seconds), options (dlpg.torch.Options, a dict of its fields, or None)."""
     opts = Options.of(options)
-    timeout_s = _timeout_seconds(timeout) or 300.0
+    timeout_s = opts.timeout or _timeout_seconds(timeout) or 300.0
     _native.load_library(_abi.library_path())  # raises LibraryNotFoundError, if missing
     return _native.create(store, int(rank), int(size), timeout_s, opts.name)
 

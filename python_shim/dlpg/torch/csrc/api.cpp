@@ -67,19 +67,32 @@ std::string take_store_exception() {
 
 }  // namespace
 
+namespace {
+
+// A failed status as a torch exception. A timeout is torch's DistBackendError (what its own
+// backends raise; Python's torch.distributed.DistBackendError, a RuntimeError) and leads
+// with the words torch and its users match on (" Timed out "), then libdlpg's precise cause;
+// every other status stays a RuntimeError with libdlpg's message.
+[[noreturn]] void raise(dlpg_status_t status, const char* msg) {
+  std::string text = c10::str(g_api->status_name(status), ": ", msg, take_store_exception());
+  if (status == DLPG_ERR_TIMEOUT)
+    C10_THROW_ERROR(DistBackendError, "[dlpg] Timed out waiting for an operation: " + text);
+  TORCH_CHECK(false, text);
+}
+
+}  // namespace
+
 void check(dlpg_status_t status, const char* what) {
   if (status == DLPG_OK) return;
   const char* msg = g_api->last_error();
-  TORCH_CHECK(false, g_api->status_name(status), ": ", (msg && *msg) ? msg : what,
-              take_store_exception());
+  raise(status, (msg && *msg) ? msg : what);
 }
 
 void check_work(dlpg_status_t status, dlpg_work_t* w) {
   if (status == DLPG_OK) return;
   const char* msg = g_api->work_error(w);
   if (!msg || !*msg) msg = g_api->last_error();
-  TORCH_CHECK(false, g_api->status_name(status), ": ", msg ? msg : "dlpg operation failed",
-              take_store_exception());
+  raise(status, msg ? msg : "dlpg operation failed");
 }
 
 // ---------------------------------------------------------------- the store adapter

@@ -79,6 +79,7 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::broadcast(Tensors& tensors,
 ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allreduce(Tensors& tensors,
                                                       const c10d::AllreduceOptions& opts) {
   one_tensor(tensors, "all_reduce");
+  if (tensors[0].is_sparse()) return allreduce_sparse(tensors, opts);
   const at::Tensor& t = tensors[0];
   dlpg_reduce_desc_t op = reduce_desc(opts.reduceOp, "all_reduce");
   auto w = begin(c10d::OpType::ALLREDUCE, t, tensors);
@@ -254,10 +255,9 @@ ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::barrier(const c10d::BarrierOptions&)
   return done(w);
 }
 
-void ProcessGroupDlpg::monitoredBarrier(const c10d::BarrierOptions& opts, bool) {
-  barrier(opts)->wait(opts.timeout.count() > 0 ? opts.timeout : std::chrono::milliseconds(0));
+// After shutdown there is nothing left to abort (torch may call both).
+void ProcessGroupDlpg::abort() {
+  if (dlpg_group_t* g = core_->g_or_null()) api().group_abort(g);
 }
-
-void ProcessGroupDlpg::abort() { api().group_abort(core_->g()); }
 
 }  // namespace dlpg_torch

@@ -48,9 +48,19 @@ class ProcessGroupDlpg : public c10d::Backend {
   WorkPtr recv(Tensors& tensors, int src, int tag) override;
   WorkPtr recvAnysource(Tensors& tensors, int tag) override;
   WorkPtr barrier(const c10d::BarrierOptions& opts) override;
+  // monitored.cpp: rank 0 waits for every rank's arrival, then releases them, through the
+  // rendezvous store (never through the group, so a rank that does not come costs no abort).
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+  // surface.cpp: sequence numbers, timeout, capabilities and sparse tensors.
+  // dlpg's counter starts at 0 on every rank when the group is created: already agreed.
   void setSequenceNumberForGroup() override {}
-  uint64_t getSequenceNumberForGroup() override { return 0; }
+  uint64_t getSequenceNumberForGroup() override;
+  void setTimeout(std::chrono::milliseconds timeout) override;
+  bool supportsCoalescing() const override { return true; }
+  bool supportsTensorAlloc(c10::DeviceIndex) override { return false; }
+  WorkPtr allreduce_sparse(Tensors& tensors, const c10d::AllreduceOptions& opts) override;
+  // The store the group met on (torch's, per group): monitoredBarrier's meeting place.
+  void set_store(c10::intrusive_ptr<c10d::Store> store) { store_ = std::move(store); }
   WorkPtr allgather_into_tensor_coalesced(Tensors& outputs, Tensors& inputs,
                                           const c10d::AllgatherOptions& opts) override;
   WorkPtr reduce_scatter_tensor_coalesced(Tensors& outputs, Tensors& inputs,
@@ -131,6 +141,9 @@ class ProcessGroupDlpg : public c10d::Backend {
   WorkPtr point_to_point(bool is_send, Tensors& tensors, int peer, int tag);
 
   std::shared_ptr<Core> core_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  uint64_t monitored_rounds_ = 0;  // monitoredBarrier calls so far (the round's keys)
+  uint64_t seq_ = 0;               // the highest coll_seq seen in the flight recorder
   bool coalescing_ = false;
   std::vector<WorkDlpgPtr> coalesced_;
   dlpg_work_t* h_ = nullptr;  // the out-parameter slot() hands out

@@ -10,6 +10,8 @@
 //   blocks.cpp   lists of per-rank tensors as one flat tensor and counts
 //   p2p.cpp      send, recv and coalescing
 //   split.cpp    split (torch's split_group): a dlpg_group_split child, no new rendezvous
+//   monitored.cpp  monitoredBarrier, on the group's rendezvous store
+//   surface.cpp  the sequence number, setTimeout, sparse all_reduce (refused)
 //   module.cpp   the Python module (pybind11): create(store, rank, size, timeout_s, library)
 //
 // Exceptions never cross into libdlpg: every dlpg call returns a status that check() turns
@@ -78,7 +80,14 @@ class Core {
  public:
   Core(dlpg_group_t* g, int rank, int size) : g_(g), rank_(rank), size_(size) {}
   ~Core();
-  dlpg_group_t* g() const { return g_; }
+  // The group, for an operation: after shutdown() an error in the user's terms (not
+  // libdlpg's "group is NULL").
+  dlpg_group_t* g() const {
+    TORCH_CHECK(g_, "dlpg: this process group was shut down (shutdown() or "
+                "destroy_process_group); create a new group for further operations");
+    return g_;
+  }
+  dlpg_group_t* g_or_null() const { return g_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
 
@@ -95,6 +104,10 @@ class Core {
   void park(std::vector<dlpg_work_t*> handles, std::vector<std::shared_ptr<Borrowed>> keep);
   void reap();
   void destroy();
+  // What wait() without a timeout waits for, in seconds (0: the group's timeout); set by
+  // the backend's setTimeout.
+  double wait_timeout() const { return wait_timeout_s_.load(); }
+  void set_wait_timeout(double s) { wait_timeout_s_.store(s); }
 
  private:
   struct PendingP2P {
@@ -107,6 +120,7 @@ class Core {
   int rank_, size_;
   // Counts of pending_ and parked_, read without the lock on every operation's fast path.
   std::atomic<int> npending_{0}, nparked_{0};
+  std::atomic<double> wait_timeout_s_{0.0};
   std::mutex mu_;
   std::vector<PendingP2P> pending_;
   std::vector<std::pair<dlpg_work_t*, std::vector<std::shared_ptr<Borrowed>>>> parked_;

@@ -1,6 +1,7 @@
 // The Python module dlpg.torch._C_dlpg: load_library(path) and create(...), which returns a
 // ProcessGroupDlpg typed (for pybind11) as a subclass of torch's own c10d Backend, so
 // torch.distributed wraps it in a ProcessGroup as it does its built-in backends.
+#include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "backend.h"
@@ -30,13 +31,22 @@ c10::intrusive_ptr<ProcessGroupDlpg> make(dlpg_store_t* s, int rank, int size, d
   return pg;
 }
 
+// make() on a dlpg store, keeping torch's store of the group for monitored_barrier.
+c10::intrusive_ptr<ProcessGroupDlpg> make_with(dlpg_store_t* s, int rank, int size,
+                                               double timeout_s, const std::string& name,
+                                               c10::intrusive_ptr<c10d::Store> torch_store) {
+  auto pg = make(s, rank, size, timeout_s, name);
+  pg->set_store(std::move(torch_store));
+  return pg;
+}
+
 // On torch's (prefixed) store, through the store adapter.
 c10::intrusive_ptr<ProcessGroupDlpg> create(const c10::intrusive_ptr<c10d::Store>& store,
                                             int rank, int size, double timeout_s,
                                             const std::string& name) {
   dlpg_store_t* s = dlpg_torch::store_from_torch(store, timeout_s);
   try {
-    auto pg = make(s, rank, size, timeout_s, name);
+    auto pg = make_with(s, rank, size, timeout_s, name, store);
     dlpg_torch::api().store_close(s);  // the group holds its own reference
     return pg;
   } catch (...) {
@@ -48,10 +58,13 @@ c10::intrusive_ptr<ProcessGroupDlpg> create(const c10::intrusive_ptr<c10d::Store
 // On a dlpg store the caller opened (dlpg.Store.handle of the same libdlpg), so that ranks
 // of other frameworks on that store find the group under its plain name (init_method
 // "dlpg://", dlpg/torch/rendezvous.py).
-c10::intrusive_ptr<ProcessGroupDlpg> create_on_store(uintptr_t store, int rank, int size,
-                                                     double timeout_s, const std::string& name) {
+// torch_store: torch's store of the group (over the same dlpg store), for monitored_barrier.
+c10::intrusive_ptr<ProcessGroupDlpg> create_on_store(
+    uintptr_t store, int rank, int size, double timeout_s, const std::string& name,
+    const c10::intrusive_ptr<c10d::Store>& torch_store) {
   TORCH_CHECK(store != 0, "dlpg: create_on_store: the dlpg store is closed");
-  return make(reinterpret_cast<dlpg_store_t*>(store), rank, size, timeout_s, name);
+  return make_with(reinterpret_cast<dlpg_store_t*>(store), rank, size, timeout_s, name,
+                   torch_store);
 }
 
 // The adapter on its own, for tests of how it treats torch's store: the dlpg_store_t* as an
@@ -70,6 +83,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       m, "ProcessGroupDlpg")
       .def("abort", &ProcessGroupDlpg::abort, py::call_guard<py::gil_scoped_release>())
       .def("shutdown", &ProcessGroupDlpg::shutdown, py::call_guard<py::gil_scoped_release>())
+      // The name ProcessGroupGloo and ProcessGroupNCCL give setTimeout in Python (torch's
+      // _set_pg_timeout reaches only those two classes).
+      .def("_set_default_timeout", &ProcessGroupDlpg::setTimeout, py::arg("timeout"))
       .def("getBackendName", &ProcessGroupDlpg::getBackendName)
       // new_group calls this on its non-members where the default group has a bound device
       // (ProcessGroupNCCL's no-color split). Its members make their group through the
@@ -80,6 +96,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("create", &create, py::arg("store"), py::arg("rank"), py::arg("size"),
         py::arg("timeout_s"), py::arg("name"));
   m.def("create_on_store", &create_on_store, py::arg("store"), py::arg("rank"),
-        py::arg("size"), py::arg("timeout_s"), py::arg("name"));
+        py::arg("size"), py::arg("timeout_s"), py::arg("name"), py::arg("torch_store"));
   m.def("_wrap_store", &wrap_store, py::arg("store"), py::arg("timeout_s"));
 }

@@ -1,6 +1,7 @@
 // ProcessGroupDlpg: point to point, and coalescing (torch's _coalescing_manager given a
-// device). The backend does not claim supportsCoalescing, so batch_isend_irecv reaches it as
-// single sends and receives, which Core defers and issues as one batch.
+// device). The backend claims supportsCoalescing, so batch_isend_irecv brackets its sends and
+// receives with startCoalescing/endCoalescing: one dlpg_group_start/end batch. Single sends
+// and receives outside such a block are deferred by Core and issued together as one batch.
 #include "backend.h"
 
 namespace dlpg_torch {

@@ -112,7 +112,7 @@ bool WorkDlpg::wait(std::chrono::milliseconds timeout) {
     }
     return true;
   }
-  finish(timeout.count() > 0 ? timeout.count() / 1000.0 : 0.0);
+  finish(timeout.count() > 0 ? timeout.count() / 1000.0 : core_->wait_timeout());
   if (error_) std::rethrow_exception(error_);
   return true;
 }
@@ -140,7 +140,7 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkDlpg::getFuture() {
   // its own worker threads).
   c10::intrusive_ptr<WorkDlpg> self = c10::intrusive_ptr<WorkDlpg>::reclaim_copy(this);
   std::thread([self] {
-    self->finish(0.0);
+    self->finish(self->core_->wait_timeout());
     self->complete_future();
   }).detach();
   return future_;
