@@ -19,7 +19,8 @@ def _rendezvous(kind):
     else:
         with dlpg_store() as url:
             hostport = url[len("tcp://"):]
-            yield lambda r: "dlpg://%s" % hostport
+            # serve=0: this process serves the store, not rank 0.
+            yield lambda r: "dlpg://%s?serve=0" % hostport
 
 
 def _all_ok(res, world):
