@@ -60,7 +60,8 @@ bool has_reduce_ex() {
 // scalar, so a CUDA factor is copied to the host, which waits for its stream).
 double premul_factor(const c10d::ReduceOp& op, const char* what) {
   // torch stores only this supplement for PREMUL_SUM (ProcessGroupNCCL casts it the same way).
-  auto* sup = static_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+  // Its older name: torch 2.11 has only that one, 2.13 keeps it as an alias.
+  auto* sup = static_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
   TORCH_CHECK(sup, "dlpg: ", what, ": reduce op PREMUL_SUM has no factor (make it with "
               "torch.distributed._make_nccl_premul_sum(factor))");
   if (!sup->tensor_factor.defined()) return sup->double_factor;
