@@ -10,7 +10,8 @@
  * from the counts each rank publishes at the head of its slot in the first step, ahead of
  * its first window, which every rank judges alike (core/group/vcounts.h), so a
  * disagreement fails every rank with the same words after the same step and leaves the
- * handle usable. reduce_scatter_v: the
+ * handle usable. alltoallv: each stream starts with the block for the next rank, so the
+ * ranks take from different streams in each window. reduce_scatter_v: the
  * streams share one layout, so rank r reduces its block at the same slot offset of every
  * slot, in rank order (every rank's result from one reduction order, as the other reducing
  * collectives). */
@@ -41,6 +42,9 @@ typedef struct dlpg__shm_layout {
   dlpg__shm_run_t *outs, *ins;
   size_t nouts, nins;
   size_t longest;
+  /* alltoallv: this rank's block for itself, copied directly (self.p the destination) */
+  dlpg__shm_run_t self;
+  const uint8_t *self_src;
 } dlpg__shm_layout_t;
 
 static size_t dlpg__shm_vmin(size_t a, size_t b) { return a < b ? a : b; }
@@ -80,9 +84,31 @@ static dlpg_status_t dlpg__shm_vlayout(const dlpg__shm_vcall_t *c, int N, int me
       }
       break;
     case DLPG__OP_ALLTOALLV:
+      /* Rank q's stream: its blocks for ranks q+1, q+2, ... (mod N) back to back, so a
+       * window of every stream holds blocks for different ranks and the ranks copy out
+       * side by side (in destination order, every rank would wait on the few whose blocks
+       * the window holds). Its block for itself goes straight across. */
+      for (int q = 0; q < N; q++) {
+        size_t off = 0;
+        for (int i = 1; i < N; i++) {
+          int j = (q + i) % N;
+          size_t len = (size_t)pub[q][j] * E;
+          if (q == me)
+            L->outs[L->nouts++] =
+                (dlpg__shm_run_t){me, off, len, (uint8_t *)(uintptr_t)(in + (size_t)c->displs[j] * E)};
+          if (j == me)
+            L->ins[L->nins++] = (dlpg__shm_run_t){q, off, len, out + (size_t)c->recv_displs[q] * E};
+          off += len;
+        }
+        if (off > L->longest) L->longest = off;
+      }
+      L->self = (dlpg__shm_run_t){me, 0, (size_t)pub[me][me] * E,
+                                  out + (size_t)c->recv_displs[me] * E};
+      L->self_src = in + (size_t)c->displs[me] * E;
+      break;
     case DLPG__OP_REDUCE_SCATTER_V: {
-      /* Rank q's stream: its blocks for ranks 0..N-1 back to back (reduce_scatter_v: the
-       * same counts on every rank, so the same layout in every stream). */
+      /* Every stream in one layout, rank r's block at the same offset of every slot: its
+       * blocks for ranks 0..N-1 back to back (the same counts on every rank). */
       for (int q = 0; q < N; q++) {
         size_t off = 0;
         for (int j = 0; j < N; j++) {
@@ -90,9 +116,7 @@ static dlpg_status_t dlpg__shm_vlayout(const dlpg__shm_vcall_t *c, int N, int me
           if (q == me)
             L->outs[L->nouts++] =
                 (dlpg__shm_run_t){me, off, len, (uint8_t *)(uintptr_t)(in + (size_t)c->displs[j] * E)};
-          if (j == me && c->kind == DLPG__OP_ALLTOALLV)
-            L->ins[L->nins++] = (dlpg__shm_run_t){q, off, len, out + (size_t)c->recv_displs[q] * E};
-          if (j == me && c->kind == DLPG__OP_REDUCE_SCATTER_V && q == 0)
+          if (j == me && q == 0)
             L->ins[L->nins++] = (dlpg__shm_run_t){-1, off, len, out}; /* every rank's */
           off += len;
         }
@@ -208,6 +232,10 @@ static dlpg_status_t dlpg__shm_vsteps(dlpg__shm_t *sh, const dlpg__shm_vcall_t *
     dlpg__shm_vin(sh, L, 0, w0, w1);
     DLPG_CHECK(dlpg__shm_step_post(sh));
     DLPG_CHECK(dlpg__shm_vout(sh, L, 0, w0, w1, &rd, stream));
+  }
+  if (L->self.len) {
+    dlpg__shm_copy_t own = {L->self.p, L->self_src, L->self.len};
+    dlpg__shm_copy_many(sh, &own, 1, stream);
   }
   return DLPG_OK;
 }
