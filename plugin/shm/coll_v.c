@@ -49,15 +49,13 @@ typedef struct dlpg__shm_layout {
 
 static size_t dlpg__shm_vmin(size_t a, size_t b) { return a < b ? a : b; }
 
-/* The layout of c on this rank; pub[q]: rank q's published counts (v-forms). */
+/* The layout of c on this rank into L's runs (room for N each); pub[q]: rank q's
+ * published counts (v-forms). */
 static dlpg_status_t dlpg__shm_vlayout(const dlpg__shm_vcall_t *c, int N, int me,
                                        const int64_t *const *pub, dlpg__shm_layout_t *L) {
   size_t E = c->elem;
-  L->outs = calloc((size_t)N, sizeof *L->outs);
-  L->ins = calloc((size_t)N, sizeof *L->ins);
-  if (!L->outs || !L->ins)
-    return dlpg__error(DLPG_ERR_SYSTEM, "shm rank %d: out of memory laying out %s", me,
-                       dlpg__op_name(c->kind));
+  L->nouts = L->nins = L->longest = 0;
+  L->self = (dlpg__shm_run_t){0};
   const uint8_t *in = c->in;
   uint8_t *out = c->out;
   size_t block = (size_t)c->block * E;
@@ -220,9 +218,6 @@ static dlpg_status_t dlpg__shm_vsteps(dlpg__shm_t *sh, const dlpg__shm_vcall_t *
     char why[256];
     if (dlpg__vcounts_disagree(c->kind, N, pub, why, sizeof why))
       return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "shm: in %s, %s", dlpg__shm_what(sh), why);
-    free(L->outs);
-    free(L->ins);
-    *L = (dlpg__shm_layout_t){0};
     DLPG_CHECK(dlpg__shm_vlayout(c, N, me, pub, L));
   }
   DLPG_CHECK(dlpg__shm_vout(sh, L, hdr, 0, w1, &rd, stream));
@@ -248,21 +243,18 @@ dlpg_status_t dlpg__shm_vcoll(dlpg__shm_t *sh, const dlpg__shm_vcall_t *c) {
   DLPG_ARG_CHECK(npub * sizeof(int64_t) <= st->slot_bytes,
                  "shm rank %d: %zu counts do not fit a slot of %zu bytes", me, npub,
                  st->slot_bytes);
+  /* The scratch (made before the call starts, so no rank is left waiting on a failure
+   * here): N published-count pointers, then N outgoing and N incoming runs. */
+  if (!sh->vscratch &&
+      !(sh->vscratch = calloc((size_t)N, sizeof(int64_t *) + 2 * sizeof(dlpg__shm_run_t))))
+    return dlpg__error(DLPG_ERR_SYSTEM, "shm rank %d: out of memory laying out %s", me,
+                       dlpg__op_name(c->kind));
   uint64_t count = npub ? 0 : (uint64_t)c->block * c->elem;
   DLPG_CHECK(dlpg__shm_coll_start(sh, c->kind, count, (int)c->dtype,
                                   c->kind == DLPG__OP_REDUCE_SCATTER_V ? (int)c->rop : 0,
                                   c->root));
-  const int64_t **pub = NULL;
-  dlpg__shm_layout_t L = {0};
-  dlpg_status_t s = DLPG_OK;
-  if (npub && !(pub = calloc((size_t)N, sizeof *pub))) {
-    s = dlpg__error(DLPG_ERR_SYSTEM, "shm rank %d: out of memory", me);
-    goto done;
-  }
-  s = dlpg__shm_vsteps(sh, c, npub, pub, &L);
-done:
-  free(pub);
-  free(L.outs);
-  free(L.ins);
-  return s;
+  const int64_t **pub = sh->vscratch;
+  dlpg__shm_run_t *runs = (dlpg__shm_run_t *)(void *)(pub + N);
+  dlpg__shm_layout_t L = {.outs = runs, .ins = runs + N};
+  return dlpg__shm_vsteps(sh, c, npub, pub, &L);
 }
