@@ -10,7 +10,8 @@
  * from the counts each rank publishes at the head of its slot in the first step, ahead of
  * its first window, which every rank judges alike (core/group/vcounts.h), so a
  * disagreement fails every rank with the same words after the same step and leaves the
- * handle usable. reduce_scatter_v: the
+ * handle usable. alltoallv: each stream starts with the block for the next rank, so the
+ * ranks take from different streams in each window. reduce_scatter_v: the
  * streams share one layout, so rank r reduces its block at the same slot offset of every
  * slot, in rank order (every rank's result from one reduction order, as the other reducing
  * collectives). */
@@ -41,19 +42,20 @@ typedef struct dlpg__shm_layout {
   dlpg__shm_run_t *outs, *ins;
   size_t nouts, nins;
   size_t longest;
+  /* alltoallv: this rank's block for itself, copied directly (self.p the destination) */
+  dlpg__shm_run_t self;
+  const uint8_t *self_src;
 } dlpg__shm_layout_t;
 
 static size_t dlpg__shm_vmin(size_t a, size_t b) { return a < b ? a : b; }
 
-/* The layout of c on this rank; pub[q]: rank q's published counts (v-forms). */
+/* The layout of c on this rank into L's runs (room for N each); pub[q]: rank q's
+ * published counts (v-forms). */
 static dlpg_status_t dlpg__shm_vlayout(const dlpg__shm_vcall_t *c, int N, int me,
                                        const int64_t *const *pub, dlpg__shm_layout_t *L) {
   size_t E = c->elem;
-  L->outs = calloc((size_t)N, sizeof *L->outs);
-  L->ins = calloc((size_t)N, sizeof *L->ins);
-  if (!L->outs || !L->ins)
-    return dlpg__error(DLPG_ERR_SYSTEM, "shm rank %d: out of memory laying out %s", me,
-                       dlpg__op_name(c->kind));
+  L->nouts = L->nins = L->longest = 0;
+  L->self = (dlpg__shm_run_t){0};
   const uint8_t *in = c->in;
   uint8_t *out = c->out;
   size_t block = (size_t)c->block * E;
@@ -80,9 +82,31 @@ static dlpg_status_t dlpg__shm_vlayout(const dlpg__shm_vcall_t *c, int N, int me
       }
       break;
     case DLPG__OP_ALLTOALLV:
+      /* Rank q's stream: its blocks for ranks q+1, q+2, ... (mod N) back to back, so a
+       * window of every stream holds blocks for different ranks and the ranks copy out
+       * side by side (in destination order, every rank would wait on the few whose blocks
+       * the window holds). Its block for itself goes straight across. */
+      for (int q = 0; q < N; q++) {
+        size_t off = 0;
+        for (int i = 1; i < N; i++) {
+          int j = (q + i) % N;
+          size_t len = (size_t)pub[q][j] * E;
+          if (q == me)
+            L->outs[L->nouts++] =
+                (dlpg__shm_run_t){me, off, len, (uint8_t *)(uintptr_t)(in + (size_t)c->displs[j] * E)};
+          if (j == me)
+            L->ins[L->nins++] = (dlpg__shm_run_t){q, off, len, out + (size_t)c->recv_displs[q] * E};
+          off += len;
+        }
+        if (off > L->longest) L->longest = off;
+      }
+      L->self = (dlpg__shm_run_t){me, 0, (size_t)pub[me][me] * E,
+                                  out + (size_t)c->recv_displs[me] * E};
+      L->self_src = in + (size_t)c->displs[me] * E;
+      break;
     case DLPG__OP_REDUCE_SCATTER_V: {
-      /* Rank q's stream: its blocks for ranks 0..N-1 back to back (reduce_scatter_v: the
-       * same counts on every rank, so the same layout in every stream). */
+      /* Every stream in one layout, rank r's block at the same offset of every slot: its
+       * blocks for ranks 0..N-1 back to back (the same counts on every rank). */
       for (int q = 0; q < N; q++) {
         size_t off = 0;
         for (int j = 0; j < N; j++) {
@@ -90,9 +114,7 @@ static dlpg_status_t dlpg__shm_vlayout(const dlpg__shm_vcall_t *c, int N, int me
           if (q == me)
             L->outs[L->nouts++] =
                 (dlpg__shm_run_t){me, off, len, (uint8_t *)(uintptr_t)(in + (size_t)c->displs[j] * E)};
-          if (j == me && c->kind == DLPG__OP_ALLTOALLV)
-            L->ins[L->nins++] = (dlpg__shm_run_t){q, off, len, out + (size_t)c->recv_displs[q] * E};
-          if (j == me && c->kind == DLPG__OP_REDUCE_SCATTER_V && q == 0)
+          if (j == me && q == 0)
             L->ins[L->nins++] = (dlpg__shm_run_t){-1, off, len, out}; /* every rank's */
           off += len;
         }
@@ -196,9 +218,6 @@ static dlpg_status_t dlpg__shm_vsteps(dlpg__shm_t *sh, const dlpg__shm_vcall_t *
     char why[256];
     if (dlpg__vcounts_disagree(c->kind, N, pub, why, sizeof why))
       return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "shm: in %s, %s", dlpg__shm_what(sh), why);
-    free(L->outs);
-    free(L->ins);
-    *L = (dlpg__shm_layout_t){0};
     DLPG_CHECK(dlpg__shm_vlayout(c, N, me, pub, L));
   }
   DLPG_CHECK(dlpg__shm_vout(sh, L, hdr, 0, w1, &rd, stream));
@@ -208,6 +227,10 @@ static dlpg_status_t dlpg__shm_vsteps(dlpg__shm_t *sh, const dlpg__shm_vcall_t *
     dlpg__shm_vin(sh, L, 0, w0, w1);
     DLPG_CHECK(dlpg__shm_step_post(sh));
     DLPG_CHECK(dlpg__shm_vout(sh, L, 0, w0, w1, &rd, stream));
+  }
+  if (L->self.len) {
+    dlpg__shm_copy_t own = {L->self.p, L->self_src, L->self.len};
+    dlpg__shm_copy_many(sh, &own, 1, stream);
   }
   return DLPG_OK;
 }
@@ -220,21 +243,18 @@ dlpg_status_t dlpg__shm_vcoll(dlpg__shm_t *sh, const dlpg__shm_vcall_t *c) {
   DLPG_ARG_CHECK(npub * sizeof(int64_t) <= st->slot_bytes,
                  "shm rank %d: %zu counts do not fit a slot of %zu bytes", me, npub,
                  st->slot_bytes);
+  /* The scratch (made before the call starts, so no rank is left waiting on a failure
+   * here): N published-count pointers, then N outgoing and N incoming runs. */
+  if (!sh->vscratch &&
+      !(sh->vscratch = calloc((size_t)N, sizeof(int64_t *) + 2 * sizeof(dlpg__shm_run_t))))
+    return dlpg__error(DLPG_ERR_SYSTEM, "shm rank %d: out of memory laying out %s", me,
+                       dlpg__op_name(c->kind));
   uint64_t count = npub ? 0 : (uint64_t)c->block * c->elem;
   DLPG_CHECK(dlpg__shm_coll_start(sh, c->kind, count, (int)c->dtype,
                                   c->kind == DLPG__OP_REDUCE_SCATTER_V ? (int)c->rop : 0,
                                   c->root));
-  const int64_t **pub = NULL;
-  dlpg__shm_layout_t L = {0};
-  dlpg_status_t s = DLPG_OK;
-  if (npub && !(pub = calloc((size_t)N, sizeof *pub))) {
-    s = dlpg__error(DLPG_ERR_SYSTEM, "shm rank %d: out of memory", me);
-    goto done;
-  }
-  s = dlpg__shm_vsteps(sh, c, npub, pub, &L);
-done:
-  free(pub);
-  free(L.outs);
-  free(L.ins);
-  return s;
+  const int64_t **pub = sh->vscratch;
+  dlpg__shm_run_t *runs = (dlpg__shm_run_t *)(void *)(pub + N);
+  dlpg__shm_layout_t L = {.outs = runs, .ins = runs + N};
+  return dlpg__shm_vsteps(sh, c, npub, pub, &L);
 }

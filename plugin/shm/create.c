@@ -380,6 +380,7 @@ fail:
   if (memfd >= 0) close(memfd);
   if (sh->base) munmap(sh->base, sh->map_bytes);
   free(sh->st.copies);
+  free(sh->vscratch);
   free(sh);
   return st;
 }

@@ -29,6 +29,7 @@ void dlpg__shm_destroy(dlpg__shm_t *sh) {
   dlpg__shm_team_free(sh->team);
   munmap(sh->base, sh->map_bytes);
   free(sh->st.copies);
+  free(sh->vscratch);
   free(sh);
 }
 

@@ -109,6 +109,9 @@ struct dlpg__shm {
   int threads;
   struct dlpg__shm_team *team;
   int team_tried;
+  /* The rooted and uneven collectives' per-call layout (coll_v.c), made at the first such
+   * call and kept, so a small call allocates nothing. */
+  void *vscratch;
 };
 
 /* One spin of a waiting loop: tells the core (and its hyperthread sibling) that this
