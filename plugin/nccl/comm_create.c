@@ -54,9 +54,9 @@ static int dlpg__member_rank(const dlpg__nccl_comm_t *c, int m) {
 
 /* dlpg_store_get in slices, so the abort flag is seen; TIMEOUT with a message naming what
  * was awaited. */
-static dlpg_status_t dlpg__store_get_slices(const char *fn, struct dlpg__nccl *st, const char *key,
-                                            void *buf, size_t cap, size_t *len, double deadline,
-                                            const char *what) {
+dlpg_status_t dlpg__store_get_slices(const char *fn, struct dlpg__nccl *st, const char *key,
+                                     void *buf, size_t cap, size_t *len, double deadline,
+                                     const char *what) {
   for (;;) {
     if (atomic_load(&st->aborted) || (st->g && dlpg__be_group_aborted(st->g)))
       return dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted while waiting for %s", fn,

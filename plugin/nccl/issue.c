@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nccl/ipc_host.h"
 #include "nccl/nccl_internal.h"
 
 /* Enqueue one op on its communicator (inside the caller's ncclGroupStart/End, read lock
@@ -335,6 +336,10 @@ dlpg_status_t dlpg__nccl_issue(dlpg__be_op_t *const *ops, int n) {
   if (!ops || n < 1) return dlpg__error(DLPG_ERR_INTERNAL, "dlpg__nccl_issue: empty batch");
   const char *fn = n == 1 ? dlpg__op_name(ops[0]->kind) : "dlpg_group_end";
   for (int k = 0; k < n; k++) DLPG_CHECK(dlpg__precheck(fn, ops[k]));
+  /* Ranks sharing a GPU, which NCCL refuses, run on the CUDA IPC path (route.c). */
+  int ipc = 0;
+  DLPG_CHECK(dlpg__nccl_route(fn, ops, n, &ipc));
+  if (ipc) return dlpg__ipc_issue(fn, ops, n);
 
   /* Up to 4 ops (single ops, send/recv pairs, small coalesced batches) use the stack; a
    * larger batch allocates. */
