@@ -163,7 +163,7 @@ void dlpg__nccl_wrlock(void);
 void dlpg__nccl_unlock(void);
 
 /* dlpg_store_get in slices up to deadline, so an abort is seen; TIMEOUT naming what was
- * awaited (comm_create.c). */
+ * awaited (store_wait.c). */
 dlpg_status_t dlpg__store_get_slices(const char *fn, struct dlpg__nccl *st, const char *key,
                                      void *buf, size_t cap, size_t *len, double deadline,
                                      const char *what);
