@@ -173,12 +173,12 @@ __global__ void GetKernel(dlpg__ipc_step_t p) {
   __shared__ int ok;
   if (Failed(p.status)) return;
   // The put kernel before this one on the stream finished: this rank's part is in place.
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
+  // Every block publishes (the same value), so no block's progress hangs on another's being
+  // scheduled (with MPS, peers' spinning blocks may hold the other SMs).
+  if (threadIdx.x == 0) {
     __threadfence_system();
     *(volatile unsigned long long *)&p.flags[p.rank]->ready = p.seq;
     __threadfence_system();
-  }
-  if (threadIdx.x == 0) {
     ok = 1;
     for (int q = 0; q < p.size && ok; q++)
       if (q != p.rank && Reads(p, q))
