@@ -24,6 +24,13 @@ static void dlpg__ipc_key(const dlpg__ipc_t *ipc, int q, char *key, size_t cap) 
 
 static dlpg_status_t dlpg__ipc_create(const char *fn, struct dlpg__nccl *st, int dev,
                                       dlpg__ipc_t **out) {
+#ifdef DLPG_NO_IPC_KERNELS
+  (void)dev;
+  (void)out;
+  return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: group '%s' needs the CUDA IPC path (ranks "
+                     "sharing a GPU), and this libdlpg_nccl.so was built without nvcc, so "
+                     "without its kernels", fn, st->name);
+#endif
   if (st->size > DLPG__IPC_MAX_RANKS)
     return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: group '%s' has %d ranks; the CUDA IPC path "
                        "serves at most %d", fn, st->name, st->size, DLPG__IPC_MAX_RANKS);
