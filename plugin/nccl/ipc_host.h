@@ -10,15 +10,11 @@
 
 #include "nccl/ipc.h"
 #include "nccl/nccl_internal.h"
+#include "nccl/route_rule.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Where a group's (or a pair's) CUDA operations go. */
-#define DLPG__ROUTE_UNDECIDED 0
-#define DLPG__ROUTE_NCCL 1
-#define DLPG__ROUTE_IPC 2
 
 /* Bytes before the buffers: the flags block, rounded up. */
 #define DLPG__IPC_FLAGS_BYTES 4096

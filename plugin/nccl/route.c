@@ -29,8 +29,7 @@ static void dlpg__read_line(const char *path, char *buf, size_t cap) {
   fclose(f);
 }
 
-/* "host=<name>,boot=<id>,pidns=<ns>|gpu=<uuid>|dev=<ordinal>": fields split by '|'; the
- * host is the first, the GPU the first two. */
+/* "host=<name>,boot=<id>,pidns=<ns>|gpu=<uuid>|dev=<ordinal>" (route_rule.h). */
 static dlpg_status_t dlpg__where_this(const char *fn, int dev, char *out, size_t cap) {
   char host[128] = "", boot[64], ns[64] = "";
   gethostname(host, sizeof host - 1);
@@ -43,37 +42,6 @@ static dlpg_status_t dlpg__where_this(const char *fn, int dev, char *out, size_t
   for (int i = 0; i < 16; i++) snprintf(uuid + 2 * i, 3, "%02x", (unsigned char)prop.uuid.bytes[i]);
   snprintf(out, cap, "host=%s,boot=%s,pidns=%s|gpu=%s|dev=%d", host, boot, ns, uuid, dev);
   return DLPG_OK;
-}
-
-/* Length of the first nfields '|'-separated fields of w. */
-static size_t dlpg__prefix(const char *w, int nfields) {
-  size_t i = 0;
-  for (int f = 0; w[i]; i++)
-    if (w[i] == '|' && ++f == nfields) break;
-  return i;
-}
-static int dlpg__same(const char *a, const char *b, int nfields) {
-  size_t la = dlpg__prefix(a, nfields), lb = dlpg__prefix(b, nfields);
-  return la == lb && memcmp(a, b, la) == 0;
-}
-/* The host part of w ("host=..,boot=..,pidns=.."), into buf: what two ranks must share. */
-static const char *dlpg__host_of(const char *w, char *buf, size_t cap) {
-  snprintf(buf, cap, "%.*s", (int)dlpg__prefix(w, 1), w);
-  return buf;
-}
-
-/* The field that starts with key= in w, into buf. */
-static const char *dlpg__field(const char *w, const char *key, char *buf, size_t cap) {
-  size_t kl = strlen(key);
-  for (const char *p = w; p && *p; p = strpbrk(p, "|,") ? strpbrk(p, "|,") + 1 : NULL) {
-    if (strncmp(p, key, kl) == 0 && p[kl] == '=') {
-      size_t l = strcspn(p + kl + 1, "|,");
-      snprintf(buf, cap, "%.*s", (int)l, p + kl + 1);
-      return buf;
-    }
-  }
-  snprintf(buf, cap, "?");
-  return buf;
 }
 
 /* Publish this rank's string (once), then read rank q's (kept). */
@@ -111,10 +79,6 @@ static dlpg_status_t dlpg__where_of(const char *fn, struct dlpg__nccl *st, int d
   return *out ? DLPG_OK : dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
 }
 
-static dlpg_status_t dlpg__judge(const char *fn, struct dlpg__nccl *st, dlpg__cuda_path_t forced,
-                                 const int *ranks, int nr, const char **w, int far, int dup_a,
-                                 int dup_b, int *route, char *why, size_t cap);
-
 /* The decision for ranks[0..nr) (this rank among them). *route: DLPG__ROUTE_*; why: the
  * reason, for the INFO line. */
 static dlpg_status_t dlpg__decide(const char *fn, struct dlpg__nccl *st, int dev, const int *ranks,
@@ -128,66 +92,17 @@ static dlpg_status_t dlpg__decide(const char *fn, struct dlpg__nccl *st, int dev
   double deadline = dlpg__now() + st->g->timeout_s;
   const char **w = calloc((size_t)nr, sizeof *w);
   if (!w) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
-  int far = -1, dup_a = -1, dup_b = -1;
   for (int i = 0; i < nr; i++) {
     dlpg_status_t s = dlpg__where_of(fn, st, dev, ranks[i], deadline, &w[i]);
     if (s != DLPG_OK) {
       free(w);
       return s;
     }
-    if (far < 0 && !dlpg__same(w[0], w[i], 1)) far = i;
-    for (int j = 0; j < i && dup_a < 0; j++)
-      if (dlpg__same(w[j], w[i], 2)) dup_a = j, dup_b = i;
   }
-  dlpg_status_t s = dlpg__judge(fn, st, forced, ranks, nr, w, far, dup_a, dup_b, route, why, cap);
+  dlpg_status_t s = dlpg__route_rule(fn, st->name, (int)forced, ranks, nr, w,
+                                     DLPG__IPC_MAX_RANKS, route, why, cap);
   free(w);
   return s;
-}
-
-/* The rule of the file's comment, on the strings w[i] of ranks[i]: far, the first rank on
- * another host than ranks[0] (-1: none); dup_a, dup_b, the first two sharing a GPU. */
-static dlpg_status_t dlpg__judge(const char *fn, struct dlpg__nccl *st, dlpg__cuda_path_t forced,
-                                 const int *ranks, int nr, const char **w, int far, int dup_a,
-                                 int dup_b, int *route, char *why, size_t cap) {
-  char h0[256], hf[256], gpu[40], d[8];
-  if (forced == DLPG__CUDA_AUTO && dup_a < 0) {
-    *route = DLPG__ROUTE_NCCL;
-    snprintf(why, cap, "every rank has a GPU of its own");
-    return DLPG_OK;
-  }
-  if (far >= 0) {
-    /* Here DLPG_CUDA_BACKEND=ipc, or two ranks share a GPU. */
-    const char *lead = "DLPG_CUDA_BACKEND=ipc, but the CUDA IPC path serves only ranks of one host";
-    if (dup_a >= 0 && forced != DLPG__CUDA_IPC)
-      return dlpg__error(DLPG_ERR_UNSUPPORTED,
-                         "%s: group '%s': ranks %d and %d share GPU %s (cuda:%s of host %s), "
-                         "which NCCL cannot serve (it needs a GPU per rank), and the CUDA IPC "
-                         "path serves only ranks of one host, but rank %d runs on %s; give each "
-                         "rank its own GPU or keep the group on one host",
-                         fn, st->name, ranks[dup_a], ranks[dup_b],
-                         dlpg__field(w[dup_a], "gpu", gpu, sizeof gpu),
-                         dlpg__field(w[dup_a], "dev", d, sizeof d),
-                         dlpg__field(w[dup_a], "host", h0, sizeof h0), ranks[far],
-                         dlpg__host_of(w[far], hf, sizeof hf));
-    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: group '%s': %s: rank %d runs on %s, rank "
-                       "%d on %s", fn, st->name, lead, ranks[0], dlpg__host_of(w[0], h0, sizeof h0),
-                       ranks[far], dlpg__host_of(w[far], hf, sizeof hf));
-  }
-  if (nr > DLPG__IPC_MAX_RANKS)
-    return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: group '%s' has %d ranks; the CUDA IPC path "
-                       "serves at most %d (ranks %d and %d share GPU %s)", fn, st->name,
-                       st->size, DLPG__IPC_MAX_RANKS, dup_a >= 0 ? ranks[dup_a] : -1,
-                       dup_b >= 0 ? ranks[dup_b] : -1,
-                       dup_a >= 0 ? dlpg__field(w[dup_a], "gpu", gpu, sizeof gpu) : "?");
-  *route = DLPG__ROUTE_IPC;
-  if (dup_a >= 0)
-    snprintf(why, cap, "ranks %d and %d share GPU %s on host %s, which NCCL cannot serve",
-             ranks[dup_a], ranks[dup_b], dlpg__field(w[dup_a], "gpu", gpu, sizeof gpu),
-             dlpg__field(w[0], "host", h0, sizeof h0));
-  else
-    snprintf(why, cap, "DLPG_CUDA_BACKEND=ipc, all on host %s",
-             dlpg__field(w[0], "host", h0, sizeof h0));
-  return DLPG_OK;
 }
 
 static int dlpg__is_pair(const dlpg__be_op_t *op) {
