@@ -70,7 +70,7 @@ typedef enum dlpg__ipc_step_kind {
 /* Element types and reduce ops the kernels know (ipc_issue.c maps dlpg's onto them). */
 typedef enum dlpg__ipc_type {
   DLPG__IPC_F32, DLPG__IPC_F16, DLPG__IPC_BF16, DLPG__IPC_F64, DLPG__IPC_I32, DLPG__IPC_I64,
-  DLPG__IPC_U8, DLPG__IPC_I8, DLPG__IPC_BOOL
+  DLPG__IPC_U8, DLPG__IPC_I8, DLPG__IPC_BOOL, DLPG__IPC_U32, DLPG__IPC_U64
 } dlpg__ipc_type_t;
 typedef enum dlpg__ipc_rop {
   DLPG__IPC_SUM, DLPG__IPC_PROD, DLPG__IPC_MAX, DLPG__IPC_MIN, DLPG__IPC_AVG

@@ -32,6 +32,8 @@ static dlpg_status_t dlpg__ipc_types(const char *fn, const dlpg__be_op_t *op, in
     case DLPG__DT_UINT8: *type = DLPG__IPC_U8; break;
     case DLPG__DT_INT8: *type = DLPG__IPC_I8; break;
     case DLPG__DT_BOOL: *type = DLPG__IPC_BOOL; break;
+    case DLPG__DT_UINT32: *type = DLPG__IPC_U32; break;
+    case DLPG__DT_UINT64: *type = DLPG__IPC_U64; break;
     default:
       snprintf(what, sizeof what, "dtype %s is not reduced", dlpg__dtype_name(op->in[0].dtype));
       return dlpg__ipc_unsupported(fn, what);

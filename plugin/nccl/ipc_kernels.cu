@@ -128,6 +128,8 @@ __device__ void Reduce(const dlpg__ipc_step_t &p, long long off, char *dst) {
     case DLPG__IPC_U8: ReduceInto<unsigned char>(p, off, (unsigned char *)dst); break;
     case DLPG__IPC_I8: ReduceInto<signed char>(p, off, (signed char *)dst); break;
     case DLPG__IPC_BOOL: ReduceInto<unsigned char, true>(p, off, (unsigned char *)dst); break;
+    case DLPG__IPC_U32: ReduceInto<unsigned>(p, off, (unsigned *)dst); break;
+    case DLPG__IPC_U64: ReduceInto<unsigned long long>(p, off, (unsigned long long *)dst); break;
   }
 }
 
