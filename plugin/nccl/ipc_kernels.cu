@@ -63,17 +63,19 @@ __device__ bool WaitGe(const unsigned long long *p, unsigned long long v,
   }
 }
 
-// Copy bytes, 16 at a time when both ends and the size allow.
+// Copy bytes, 16 at a time when both ends and the size allow. Loads bypass L1 (__ldcg):
+// the source may be a peer's buffer, written by another process since this SM last cached
+// it.
 __device__ void CopyBytes(char *dst, const char *src, long long n) {
   const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   const long long nth = (long long)gridDim.x * blockDim.x;
   if ((((uintptr_t)dst | (uintptr_t)src | (uintptr_t)n) & 15) == 0) {
     uint4 *d = (uint4 *)dst;
     const uint4 *s = (const uint4 *)src;
-    for (long long i = tid; i < n / 16; i += nth) d[i] = s[i];
+    for (long long i = tid; i < n / 16; i += nth) d[i] = __ldcg(s + i);
     return;
   }
-  for (long long i = tid; i < n; i += nth) dst[i] = src[i];
+  for (long long i = tid; i < n; i += nth) dst[i] = __ldcg(src + i);
 }
 
 template <typename T> struct Acc { using type = T; };
@@ -109,8 +111,9 @@ __device__ void ReduceInto(const dlpg__ipc_step_t &p, long long off, T *dst) {
   const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   const long long nth = (long long)gridDim.x * blockDim.x;
   for (long long i = tid; i < p.len; i += nth) {
-    A a = ToAcc<T>(((const T *)p.buf[0])[off + i]);
-    for (int q = 1; q < p.size; q++) a = Combine<A>(p.rop, a, ToAcc<T>(((const T *)p.buf[q])[off + i]));
+    A a = ToAcc<T>(__ldcg((const T *)p.buf[0] + off + i));
+    for (int q = 1; q < p.size; q++)
+      a = Combine<A>(p.rop, a, ToAcc<T>(__ldcg((const T *)p.buf[q] + off + i)));
     if (p.rop == DLPG__IPC_AVG) a = (A)(a / (A)p.size);
     if (kBool) a = a != 0;
     dst[i] = FromAcc<T>(a);

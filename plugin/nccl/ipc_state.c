@@ -178,17 +178,19 @@ dlpg_status_t dlpg__ipc_failure(const char *fn, const dlpg__ipc_t *ipc) {
                      (unsigned long long)s->step);
 }
 
-/* Read rank q's counters through its mapping (a small copy). */
-static int dlpg__peer_flags(const dlpg__ipc_t *ipc, int q, dlpg__ipc_flags_t *out) {
-  return cudaMemcpy(out, ipc->peer[q], sizeof *out, cudaMemcpyDefault) == cudaSuccess;
+/* Read rank q's counters through its mapping (a small copy on a stream of its own, s, so
+ * it waits for no kernel of the legacy default stream). */
+static int dlpg__peer_flags(const dlpg__ipc_t *ipc, int q, cudaStream_t s, dlpg__ipc_flags_t *out) {
+  return cudaMemcpyAsync(out, ipc->peer[q], sizeof *out, cudaMemcpyDefault, s) == cudaSuccess &&
+         cudaStreamSynchronize(s) == cudaSuccess;
 }
 
 /* Whether every peer has read what this rank staged for it. */
-static int dlpg__peers_drained(const dlpg__ipc_t *ipc) {
+static int dlpg__peers_drained(const dlpg__ipc_t *ipc, cudaStream_t s) {
   for (int q = 0; q < ipc->size; q++) {
     if (q == ipc->rank || !ipc->peer[q]) continue;
     dlpg__ipc_flags_t f;
-    if (!dlpg__peer_flags(ipc, q, &f)) return 1; /* unreadable: nothing to wait for */
+    if (!dlpg__peer_flags(ipc, q, s, &f)) return 1; /* unreadable: nothing to wait for */
     if (f.done < ipc->coll_seq || f.taken[ipc->rank] < ipc->sent[q]) return 0;
   }
   return 1;
@@ -221,11 +223,14 @@ void dlpg__ipc_destroy(dlpg__ipc_t *ipc) {
   }
   /* Peers still reading this rank's buffers would read freed memory: wait until they have
    * read every step, unless the group failed (they will not). */
-  if (ipc->base && ipc->status_h && !ipc->status_h->failed && !ipc->status_h->abort) {
-    while (!dlpg__peers_drained(ipc) && dlpg__now() < deadline) dlpg__sleep(500e-6);
-    if (!dlpg__peers_drained(ipc))
+  cudaStream_t s = NULL;
+  if (ipc->base && ipc->status_h && !ipc->status_h->failed && !ipc->status_h->abort &&
+      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess) {
+    while (!dlpg__peers_drained(ipc, s) && dlpg__now() < deadline) dlpg__sleep(500e-6);
+    if (!dlpg__peers_drained(ipc, s))
       DLPG_NCCL_WARN(st->rank, "group '%s': a peer had not read this rank's CUDA IPC buffers "
                      "within %g s; freeing them", st->name, timeout);
+    cudaStreamDestroy(s);
   }
   pthread_mutex_lock(&ipc->mu);
   ipc->destroyed = 1;
