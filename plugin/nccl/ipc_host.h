@@ -45,12 +45,13 @@ typedef struct dlpg__ipc {
   int destroyed;
 } dlpg__ipc_t;
 
-/* route.c: whether the batch runs on the IPC path (*ipc = 1) or on NCCL; decides, once per
- * group for collectives and once per pair for sends and receives, from every concerned
- * rank's published host and GPU (waiting for them up to the group's timeout). A group NCCL
- * cannot serve (ranks sharing a GPU) and the IPC path cannot either (ranks on several
- * hosts) fails with a message naming the ranks and the GPU. */
-dlpg_status_t dlpg__nccl_route(const char *fn, dlpg__be_op_t *const *ops, int n, int *ipc);
+/* route.c: which ops of the batch run on the IPC path (is_ipc[k] = 1; *nipc of them) and
+ * which on NCCL; decides, once per group for collectives and once per pair for sends and
+ * receives, from every concerned rank's published host and GPU (waiting for them up to the
+ * group's timeout). A group NCCL cannot serve (ranks sharing a GPU) and the IPC path cannot
+ * either (ranks on several hosts) fails with a message naming the ranks and the GPU. */
+dlpg_status_t dlpg__nccl_route(const char *fn, dlpg__be_op_t *const *ops, int n,
+                               unsigned char *is_ipc, int *nipc);
 /* route.c: free what the decisions kept (the state's last release). */
 void dlpg__nccl_route_free(struct dlpg__nccl *st);
 

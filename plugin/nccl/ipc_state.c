@@ -49,8 +49,18 @@ static dlpg_status_t dlpg__ipc_create(const char *fn, struct dlpg__nccl *st, int
   char what[96];
   snprintf(what, sizeof what, "cudaMalloc (%zu bytes of CUDA IPC staging)", ipc->bytes);
   s = dlpg__cuda_result(cudaMalloc((void **)&ipc->base, ipc->bytes), fn, what);
+  /* The counters start at 0 before any peer can read them: set on a stream of its own, so
+   * this waits for no other work of the device (a kernel of another group waiting for a
+   * peer). */
+  cudaStream_t zs = NULL;
   if (s == DLPG_OK)
-    s = dlpg__cuda_result(cudaMemset(ipc->base, 0, DLPG__IPC_FLAGS_BYTES), fn, "cudaMemset");
+    s = dlpg__cuda_result(cudaStreamCreateWithFlags(&zs, cudaStreamNonBlocking), fn,
+                          "cudaStreamCreateWithFlags");
+  if (s == DLPG_OK)
+    s = dlpg__cuda_result(cudaMemsetAsync(ipc->base, 0, DLPG__IPC_FLAGS_BYTES, zs), fn,
+                          "cudaMemsetAsync");
+  if (s == DLPG_OK) s = dlpg__cuda_result(cudaStreamSynchronize(zs), fn, "cudaStreamSynchronize");
+  if (zs) cudaStreamDestroy(zs);
   if (s == DLPG_OK)
     s = dlpg__cuda_result(cudaHostAlloc((void **)&ipc->status_h, sizeof *ipc->status_h,
                                         cudaHostAllocMapped), fn, "cudaHostAlloc (status)");
@@ -69,8 +79,6 @@ static dlpg_status_t dlpg__ipc_create(const char *fn, struct dlpg__nccl *st, int
       s = dlpg__cuda_result(cudaEventCreateWithFlags(&ipc->recv_last[q], cudaEventDisableTiming),
                             fn, "cudaEventCreateWithFlags");
   }
-  /* The memset must be done before a peer reads the flags. */
-  if (s == DLPG_OK) s = dlpg__cuda_result(cudaDeviceSynchronize(), fn, "cudaDeviceSynchronize");
   dlpg__ipc_rec_t rec;
   memset(&rec, 0, sizeof rec);
   if (s == DLPG_OK)

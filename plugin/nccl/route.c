@@ -176,19 +176,15 @@ static dlpg_status_t dlpg__route_op(const char *fn, const dlpg__be_op_t *op, int
   return DLPG_OK;
 }
 
-dlpg_status_t dlpg__nccl_route(const char *fn, dlpg__be_op_t *const *ops, int n, int *ipc) {
-  *ipc = 0;
-  int nipc = 0;
+dlpg_status_t dlpg__nccl_route(const char *fn, dlpg__be_op_t *const *ops, int n,
+                               unsigned char *is_ipc, int *nipc) {
+  *nipc = 0;
   for (int k = 0; k < n; k++) {
     int r = DLPG__ROUTE_NCCL;
     DLPG_CHECK(dlpg__route_op(fn, ops[k], &r));
-    nipc += r == DLPG__ROUTE_IPC;
+    is_ipc[k] = r == DLPG__ROUTE_IPC;
+    *nipc += is_ipc[k];
   }
-  if (nipc && nipc != n)
-    return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: this batch mixes operations of the CUDA IPC "
-                       "path (%d, ranks sharing a GPU) with NCCL ones (%d); issue them in "
-                       "separate batches", fn, nipc, n - nipc);
-  *ipc = nipc > 0;
   return DLPG_OK;
 }
 
