@@ -32,10 +32,12 @@ if [ -x "$bin" ]; then
   t0=$SECONDS
   timeout -k 5 "${GPU_IPC_TEST_LIMIT:-300}" "$bin" "${args[@]}" >"$logdir/test_cuda_ipc.log" 2>&1
   rc=$?
-  grep -E "^\[ +(OK|FAILED|SKIPPED) +\]" "$logdir/test_cuda_ipc.log"
-  passed=$(grep -cE "^\[ +OK +\] CudaIpc" "$logdir/test_cuda_ipc.log")
-  failed=$(grep -cE "^\[ +FAILED +\] CudaIpc" "$logdir/test_cuda_ipc.log")
-  skipped=$(grep -cE "^\[ +SKIPPED +\] CudaIpc" "$logdir/test_cuda_ipc.log")
+  grep -E "^\[ +(OK|FAILED|SKIPPED) +\].* \([0-9]+ ms\)" "$logdir/test_cuda_ipc.log"
+  # Each test's own line ends with its time; googletest repeats the failed and skipped ones
+  # without it at the end.
+  passed=$(grep -cE "^\[ +OK +\] CudaIpc.* \([0-9]+ ms\)" "$logdir/test_cuda_ipc.log")
+  failed=$(grep -cE "^\[ +FAILED +\] CudaIpc.* \([0-9]+ ms\)" "$logdir/test_cuda_ipc.log")
+  skipped=$(grep -cE "^\[ +SKIPPED +\] CudaIpc.* \([0-9]+ ms\)" "$logdir/test_cuda_ipc.log")
   if [ "$rc" -ne 0 ]; then
     status=1
     [ "$failed" = 0 ] && failed=1
@@ -64,7 +66,7 @@ if [ -x "$bench" ]; then
         summary+=("dlpg-bench $op ${n} ranks on GPU 0: ok ($out)")
       else
         status=1
-        tail -20 "$out" "$out.err"
+        tail -n 20 "$out" "$out.err"
         summary+=("dlpg-bench $op ${n} ranks on GPU 0: FAILED ($out.err)")
       fi
     done
