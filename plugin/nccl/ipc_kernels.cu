@@ -23,10 +23,6 @@ __device__ __forceinline__ unsigned long long Load(const unsigned long long *p) 
   return *(const volatile unsigned long long *)p;
 }
 
-__device__ __forceinline__ bool Failed(const dlpg__ipc_status_t *st) {
-  return st->failed != 0 || st->abort != 0;
-}
-
 __device__ void Fail(dlpg__ipc_status_t *st, int code, int peer, unsigned long long step) {
   if (st->failed) return;
   st->peer = peer;
@@ -36,12 +32,25 @@ __device__ void Fail(dlpg__ipc_status_t *st, int code, int peer, unsigned long l
   __threadfence_system();
 }
 
+// Whether the group failed or was aborted: the kernel then does nothing. An abort is
+// recorded as the failure, so an op whose kernels were skipped reports it even when no wait
+// of its own saw the abort.
+__device__ __forceinline__ bool Failed(dlpg__ipc_status_t *st) {
+  if (st->failed) return true;
+  if (!st->abort) return false;
+  Fail(st, DLPG__IPC_FAIL_ABORTED, -1, 0);
+  return true;
+}
+
 // One thread: wait until *p >= v, the group's abort, an earlier failure, or the deadline
 // (timeout_ns from now). True when *p reached v.
 __device__ bool WaitGe(const unsigned long long *p, unsigned long long v,
                        dlpg__ipc_status_t *st, unsigned long long timeout_ns, int peer,
                        unsigned long long step) {
-  if (Load(p) >= v) return true;
+  if (Load(p) >= v) {
+    __threadfence_system();  // what the peer wrote before its counter, seen after it
+    return true;
+  }
   unsigned long long t0 = Now();
   for (unsigned n = 1;; n++) {
     if (Load(p) >= v) {
@@ -153,9 +162,11 @@ __device__ __forceinline__ bool Reads(const dlpg__ipc_step_t &p, int q) {
 
 __global__ void PutKernel(dlpg__ipc_step_t p) {
   __shared__ int ok;
-  if (Failed(p.status) || !Writes(p)) return;
+  if (!Writes(p)) return;
+  // Thread 0 alone reads the status and waits; the block follows its verdict (threads that
+  // read the status apart could disagree, and a barrier must see them all).
   if (threadIdx.x == 0) {
-    ok = 1;
+    ok = !Failed(p.status);
     // Buffer s%2 last held step s-2: every peer must have read it.
     if (p.seq > 2)
       for (int q = 0; q < p.size && ok; q++)
@@ -176,15 +187,16 @@ __global__ void PutKernel(dlpg__ipc_step_t p) {
 
 __global__ void GetKernel(dlpg__ipc_step_t p) {
   __shared__ int ok;
-  if (Failed(p.status)) return;
   // The put kernel before this one on the stream finished: this rank's part is in place.
   // Every block publishes (the same value), so no block's progress hangs on another's being
   // scheduled (with MPS, peers' spinning blocks may hold the other SMs).
   if (threadIdx.x == 0) {
-    __threadfence_system();
-    *(volatile unsigned long long *)&p.flags[p.rank]->ready = p.seq;
-    __threadfence_system();
-    ok = 1;
+    ok = !Failed(p.status);
+    if (ok) {
+      __threadfence_system();
+      *(volatile unsigned long long *)&p.flags[p.rank]->ready = p.seq;
+      __threadfence_system();
+    }
     for (int q = 0; q < p.size && ok; q++)
       if (q != p.rank && Reads(p, q))
         ok = WaitGe(&p.flags[q]->ready, p.seq, p.status, p.timeout_ns, q, p.seq);
@@ -225,18 +237,16 @@ __global__ void FlagKernel(unsigned long long *flag, unsigned long long v, dlpg_
 
 __global__ void SendKernel(dlpg__ipc_chunk_t c) {
   __shared__ int ok;
-  if (Failed(c.status)) return;
   if (threadIdx.x == 0)
-    ok = c.k <= 2 || WaitGe(&c.theirs->taken[c.rank], c.k - 2, c.status, c.timeout_ns, c.peer, c.k);
+    ok = !Failed(c.status) && (c.k <= 2 || WaitGe(&c.theirs->taken[c.rank], c.k - 2, c.status, c.timeout_ns, c.peer, c.k));
   __syncthreads();
   if (ok) CopyBytes(c.dst, c.src, c.bytes);
 }
 
 __global__ void RecvKernel(dlpg__ipc_chunk_t c) {
   __shared__ int ok;
-  if (Failed(c.status)) return;
   if (threadIdx.x == 0)
-    ok = WaitGe(&c.theirs->sent[c.rank], c.k, c.status, c.timeout_ns, c.peer, c.k);
+    ok = !Failed(c.status) && WaitGe(&c.theirs->sent[c.rank], c.k, c.status, c.timeout_ns, c.peer, c.k);
   __syncthreads();
   if (ok) CopyBytes(c.dst, c.src, c.bytes);
 }
