@@ -245,6 +245,7 @@ def test_killed_actor_mid_allreduce(pool):
         killed_at = time.monotonic()
         res = _get(waiting, timeout=timeout + 30)
         elapsed = time.monotonic() - killed_at
+        print("after the kill: %.2f s" % elapsed, res)
         for took, err in res:
             assert err is not None, res
             assert "rank 2" in err, err
