@@ -88,6 +88,9 @@ class DlpgGroup(BaseGroup):
     def allreduce(self, tensors, allreduce_options=None):
         ts = _one_list("allreduce", tensors)
         op = _op(allreduce_options)
+        if len(ts) == 1 and not T.is_jax(ts[0]):
+            self._g.allreduce(ts[0], op=op)  # the common case, kept short: small messages
+            return ts
         outs = [T.target(t) for t in ts]
         if all(o is t for o, t in zip(outs, ts)):
             self._g.allreduce(ts, op=op)
