@@ -4,9 +4,11 @@ against Ray's own CPU backend "gloo" (TorchGLOOGroup, torch.distributed's gloo),
 actors, sizes and iterations, in one run.
 
 Every actor holds both groups; per size and world size the two alternate for --rounds
-rounds. An iteration is a barrier (untimed), then one col.allreduce of a float32 torch
-tensor timed in the actor; a round's figure is the median over its iterations of the
-slowest rank's time, the table's the median over rounds. Results are checked once per size.
+rounds. A round is --reps loops, each a barrier (untimed) then `iters` back-to-back
+col.allreduce calls on a float32 torch tensor timed together in the actor (the nccl-tests
+way: no per-call skew between the ranks); a round's figure is the median over its loops of
+the slowest rank's time per call, the table's the median over rounds. Results are checked
+once per size and round.
 
     PYTHONPATH=python_shim DLPG_LIBRARY=build/libdlpg.so .venv/bin/python \
         bench/ray_allreduce.py --actors 2 4 --out bench/results/ray-allreduce-2core.md
@@ -39,8 +41,8 @@ SIZES = [8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 6
 
 
 def iterations(nbytes, scale):
-    n = 200 if nbytes <= 4096 else 60 if nbytes <= (256 << 10) else 15 if nbytes <= (4 << 20) \
-        else 5
+    n = 100 if nbytes <= 4096 else 30 if nbytes <= (256 << 10) else 5 if nbytes <= (4 << 20) \
+        else 2
     return max(3, int(n * scale))
 
 
@@ -55,33 +57,38 @@ class Bencher(object):
         col.init_collective_group(world, rank, backend="dlpg", group_name="bench-dlpg")
         return os.getpid()
 
-    def run(self, group, nbytes, iters, warmup):
+    def run(self, group, nbytes, iters, warmup, reps):
+        """reps times: a barrier, then iters back-to-back allreduces timed together;
+        returns the time per allreduce of each rep, and whether a check of ones summed to
+        world_size held (checked before; the timed ones add zeros, which stay finite)."""
         import torch
         world = col.get_collective_group_size(group)
         x = torch.ones(max(1, nbytes // 4), dtype=torch.float32)
+        col.allreduce(x, group_name=group)
+        ok = bool((x == world).all())
+        x.zero_()
+        for _ in range(warmup):
+            col.allreduce(x, group_name=group)
         times = []
-        for i in range(warmup + iters):
-            x.fill_(1.0)
+        for _ in range(reps):
             col.barrier(group_name=group)
             t0 = time.perf_counter()
-            col.allreduce(x, group_name=group)
-            t1 = time.perf_counter()
-            if i >= warmup:
-                times.append(t1 - t0)
-        ok = bool((x == world).all())
-        return times, ok
+            for _ in range(iters):
+                col.allreduce(x, group_name=group)
+            times.append((time.perf_counter() - t0) / iters)
+        return times, ok and bool((x == 0).all())
 
     def done(self):
         col.destroy_collective_group("bench-dlpg")
         col.destroy_collective_group("bench-gloo")
 
 
-def measure(actors, group, nbytes, iters, warmup):
-    res = ray.get([a.run.remote(group, nbytes, iters, warmup) for a in actors], timeout=600)
+def measure(actors, group, nbytes, iters, warmup, reps):
+    res = ray.get([a.run.remote(group, nbytes, iters, warmup, reps) for a in actors],
+                  timeout=600)
     if not all(ok for _, ok in res):
         raise SystemExit("%s: wrong allreduce result at %d bytes" % (group, nbytes))
-    slowest = [max(t[i] for t, _ in res) for i in range(iters)]
-    return statistics.median(slowest)
+    return statistics.median(max(t[i] for t, _ in res) for i in range(reps))
 
 
 def main():
@@ -89,6 +96,7 @@ def main():
     ap.add_argument("--actors", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--sizes", type=int, nargs="+", default=SIZES, help="bytes")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5, help="timed loops per round")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the iterations")
     ap.add_argument("--out", help="markdown file to write (else stdout only)")
     args = ap.parse_args()
@@ -112,8 +120,8 @@ def main():
                 warm = 3 if nbytes <= (1 << 20) else 1
                 d, g = [], []
                 for _ in range(args.rounds):
-                    d.append(measure(actors, "bench-dlpg", nbytes, iters, warm))
-                    g.append(measure(actors, "bench-gloo", nbytes, iters, warm))
+                    d.append(measure(actors, "bench-dlpg", nbytes, iters, warm, args.reps))
+                    g.append(measure(actors, "bench-gloo", nbytes, iters, warm, args.reps))
                 td, tg = statistics.median(d), statistics.median(g)
                 rows.append((nbytes, iters, td, tg))
                 print("%d actors %8s  dlpg %10.1f us  gloo %10.1f us  dlpg/gloo %.3f" %
@@ -134,10 +142,11 @@ def main():
              (platform.node(), cpu_model("unknown CPU"), os.cpu_count(), load[0]),
              "- date: %s" % started.strftime("%Y-%m-%d %H:%M UTC"),
              "- Ray %s, torch %s, Python %s; float32 torch tensors through "
-             "`ray.util.collective.allreduce` in each actor; slowest rank's time per "
-             "iteration, median over iterations, median over %d alternating rounds; "
-             "algbw = bytes / time" % (ray.__version__, torch.__version__,
-                                       platform.python_version(), args.rounds),
+             "`ray.util.collective.allreduce` in each actor; time per call of `iters` "
+             "back-to-back calls, slowest rank, median over %d loops, median over %d "
+             "alternating rounds; algbw = bytes / time" %
+             (ray.__version__, torch.__version__, platform.python_version(), args.reps,
+              args.rounds),
              "- targets: 8 B dlpg <= 0.1x gloo's time; 16 MiB dlpg >= 3x gloo's bandwidth", ""]
     for world, rows in tables:
         lines += ["## %d actors" % world, "",

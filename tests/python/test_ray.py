@@ -34,13 +34,33 @@ def pool():
     os.environ.setdefault("DLPG_LIBRARY", _abi.library_path())
     ray.init(num_cpus=POOL, include_dashboard=False, log_to_driver=False,
              configure_logging=False)
+    pids = []
     try:
         dr.register()
         actors = [w.Worker.remote() for _ in range(POOL)]
-        ray.get([a.pid.remote() for a in actors], timeout=180)
+        pids += ray.get([a.pid.remote() for a in actors], timeout=180)
         yield actors
     finally:
         ray.shutdown()
+        _reap(pids)
+
+
+def _reap(pids, within=30.0):
+    """Wait until the actors' processes are gone (Ray's workers end after its raylet, not
+    with ray.shutdown), so that nothing of this module runs on after it; kill stragglers."""
+    end = time.monotonic() + within
+    for pid in pids:
+        while time.monotonic() < end:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
 
 
 def _get(refs, timeout=120):

@@ -222,9 +222,10 @@ class DlpgGroup(BaseGroup):
     # -- extras (dlpg.ray's functions call them) ----------------------------------------
 
     def gather(self, tensor, output=None, root=0):
-        out = T.target(output) if output is not None and self.rank == root else output
+        mine = output is not None and self.rank == root
+        out = T.target(output) if mine else None  # only the root's output is written
         self._g.gather(tensor, out, root=root)
-        return T.finish(output, out) if output is not None else None
+        return T.finish(output, out) if mine else None
 
     def scatter(self, output, input=None, root=0):
         out = T.target(output)
