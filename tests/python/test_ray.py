@@ -213,6 +213,7 @@ def test_bad_arguments_are_named(pool):
     assert "root_tensor=3" in errs["root_tensor"]
     assert "rank 5 outside [0, 2)" in errs["rank"]
     assert "this rank" in errs["self"]
+    assert "exactly one tensor per call" in errs["multigpu"], errs["multigpu"]
     with pytest.raises(ray.exceptions.RayTaskError) as e:
         _get(actors[0].run_ops.remote("no-such-group", "numpy", 1))
     assert "no-such-group" in str(e.value)

@@ -199,6 +199,8 @@ class Worker(object):
             "root_tensor": lambda: dr.broadcast_multigpu([x], 0, 3, group),
             "rank": lambda: dr.reduce(x, 5, group),
             "self": lambda: dr.send(x, 0, group),
+            # Two CPU tensors as a device list: dlpg takes one CPU tensor per call.
+            "multigpu": lambda: dr.allreduce_multigpu([x, x.copy()], group),
         }
         errs = {}
         for name, call in cases.items():
