@@ -250,11 +250,12 @@ def test_kv_store_counters(pool):
 
 def test_killed_actor_mid_allreduce(pool):
     """Rank 2 is killed while ranks 0 and 1 wait in an allreduce for it: they raise within
-    the group's timeout + 1 s of the kill, naming rank 2, and destroy returns promptly."""
+    the group's timeout + 1 s of the kill, naming rank 2, and destroy returns promptly; a
+    group made again under the name with another actor as rank 2 works."""
     timeout = 4.0
     victim = w.Worker.remote()
     actors = [pool[0], pool[1], victim]
-    _get([a.set_timeout.remote(timeout) for a in actors])
+    _get([a.set_timeout.remote(timeout) for a in actors + [pool[2]]])
     try:
         _get([a.init_group.remote(3, r, "killed") for r, a in enumerate(actors)])
         # One allreduce completes: the group is up on every rank.
@@ -273,8 +274,15 @@ def test_killed_actor_mid_allreduce(pool):
         assert elapsed <= timeout + 1.0 + 1.0, (elapsed, res)  # + 1 s for Ray's round trip
         took = _get([a.destroy.remote("killed") for a in actors[:2]], timeout=60)
         assert max(took) < 2.0, took
+        # A new group under the name, a fresh actor in the dead one's rank: the failure
+        # recorded by the old group's job is not this one's.
+        again = [pool[0], pool[1], pool[2]]
+        _get([a.init_group.remote(3, r, "killed") for r, a in enumerate(again)])
+        res = _get([a.run_ops.remote("killed", "numpy", SEED + 40) for a in again])
+        _check(res, SEED + 40, 3)
+        _destroy(again, "killed")
     finally:
-        _get([a.set_timeout.remote(300) for a in pool[:2]])
+        _get([a.set_timeout.remote(300) for a in pool[:3]])
 
 
 def test_import_without_ray_names_ray():
