@@ -244,6 +244,17 @@ def test_kv_store_counters(pool):
     assert a.get("v") == b"hello" and a.check(["v", "n"])
     assert a.delete_key("n") and not a.check(["n"])
     assert a.add("n", 5) == 5 and _kv.RayKVStore("kv/a").add("n", 2) == 7
+    # A get of a key set later waits for it (dlpg's get blocks); one never set times out.
+    from dlpg.store import Store
+    st = Store.from_host_store(_kv.RayKVStore("kv/w"), 5.0)
+    threading.Timer(0.3, lambda: _kv.RayKVStore("kv/w").set("late", b"x")).start()
+    assert st.get("late", timeout=5.0) == b"x"
+    t0 = time.monotonic()
+    with pytest.raises(Exception) as e:
+        st.get("never", timeout=0.5)
+    assert "TIMEOUT" in str(e.value) and time.monotonic() - t0 < 3, e.value
+    st.close()
+    _kv.clear("kv/w")
     _kv.clear("kv/a")
     assert not a.check(["v"]) and a.add("n", 0) == 0
 

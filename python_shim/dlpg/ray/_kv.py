@@ -14,6 +14,7 @@ scopes them, and quoting keeps one group's prefix from being another's ("a" and 
 """
 
 import threading
+import time
 import urllib.parse
 
 import ray.experimental.internal_kv as _kv
@@ -101,6 +102,19 @@ class RayKVStore(object):
 
     def check(self, keys):
         return all(self._exists(k) for k in keys)
+
+    def wait(self, keys, timeout=None):
+        """Until every key exists (timeout: a timedelta or seconds; None: 300 s). Its
+        presence also makes dlpg.store's adapter wait before a get, which dlpg's get
+        promises (it polls check(), this store's cheap call, and never reaches here)."""
+        t = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
+        deadline = time.monotonic() + (300.0 if t is None else float(t))
+        pause = 0.0005
+        while not self.check(keys):
+            if time.monotonic() >= deadline:
+                raise TimeoutError("dlpg.ray store: timed out waiting for %r" % (list(keys),))
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
 
     def delete_key(self, key):
         existed = self._exists(key)
