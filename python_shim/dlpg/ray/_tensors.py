@@ -79,9 +79,13 @@ def copy(dst, src):
         return
     d = view(dst)
     s = view(src)
-    if type(d) is not type(s):
-        s = _cupy().asarray(s) if type(d).__module__.startswith("cupy") else np.asarray(s)
-    d[...] = s.reshape(d.shape)
+    if isinstance(d, np.ndarray):
+        host = s if isinstance(s, np.ndarray) else (s.get() if hasattr(s, "get") else s)
+        d[...] = np.asarray(host).reshape(d.shape)  # CuPy copies to the host with get()
+        return
+    cupy = _cupy()
+    with d.device:  # CuPy copies from another device (or the host) onto dst's with asarray
+        d[...] = cupy.asarray(s).reshape(d.shape)
 
 
 def target(x, keep=False):
