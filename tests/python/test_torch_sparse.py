@@ -1,6 +1,6 @@
 """all_reduce of sparse COO tensors on the "dlpg" backend (SUM, as gloo's: every rank's
 indices and values gathered by dlpg_allgatherv, summed and coalesced) on 2 and 3 ranks:
-random per-rank sparse tensors (hybrid, uncoalesced, integer, complex, empty) against the dense
+random per-rank sparse tensors (hybrid, uncoalesced, integer, empty) against the dense
 sum computed here and against gloo, and sizes that disagree across ranks."""
 
 import pytest

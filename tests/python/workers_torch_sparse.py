@@ -16,21 +16,21 @@ def sparse_of(torch, seed, rank, size, sparse_dim, nnz, dtype, dups=False):
     if dups and nnz > 1:
         idx[:, -1] = idx[:, 0]
     vshape = (nnz,) + tuple(size[sparse_dim:])
-    if dtype.is_complex:
-        vals = torch.randn(vshape, generator=g, dtype=torch.float64).to(dtype) * (1 + 2j)
-    elif dtype.is_floating_point:
+    if dtype.is_floating_point:
         vals = torch.randn(vshape, generator=g, dtype=torch.float64).to(dtype)
     else:
         vals = torch.randint(-50, 50, vshape, generator=g).to(dtype)
     return torch.sparse_coo_tensor(idx, vals, size)
 
 
-# name: (size, sparse_dim, nnz of rank r, dtype, duplicate indices)
+# name: (size, sparse_dim, nnz of rank r, dtype, duplicate indices). No complex dtype: torch's
+# all_reduce hands a complex tensor to the backend as its view_as_real, and a sparse result
+# written there never reaches the caller's tensor (gloo's leaves it unchanged too).
 CASES = {
     "float64_2d": ((7, 9), 2, lambda r: 5 + 3 * r, "float64", False),
     "hybrid_float32": ((6, 4, 3), 1, lambda r: 2 + r, "float32", False),
     "int64_uncoalesced": ((10, 10), 2, lambda r: 6, "int64", True),
-    "complex64": ((8,), 1, lambda r: 4, "complex64", False),
+    "float32_1d": ((8,), 1, lambda r: 4, "float32", False),
     "one_rank_empty": ((5, 5), 2, lambda r: 0 if r == 1 else 3, "float64", False),
     "all_empty": ((5, 5), 2, lambda r: 0, "float64", False),
 }
@@ -76,6 +76,7 @@ def torch_sparse(rank, world, init, seed, queue):
             # values up to the order of the additions).
             u = mine[rank].clone()
             dist.all_reduce(u, group=gg)
+            t, u = t.coalesce(), u.coalesce()
             assert torch.equal(t.indices(), u.indices()), (t.indices(), u.indices())
             if exact:
                 assert torch.equal(t.values(), u.values())
