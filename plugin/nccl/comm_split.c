@@ -77,6 +77,7 @@ static dlpg_status_t dlpg__split_one(const char *fn, dlpg__nccl_comm_t *pc, dlpg
       break;
     }
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    if (nc) dlpg__nccl_apply_config(nc->st, &cfg); /* the child's settings */
     cfg.blocking = poll ? 0 : 1;
     s = dlpg__cuda_result(cudaSetDevice(pc->devs[i]), fn, "cudaSetDevice");
     if (s != DLPG_OK) break;
