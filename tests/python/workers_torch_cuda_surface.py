@@ -68,8 +68,10 @@ def cuda_surface(rank, world, init, log_path, queue):
         dist.all_reduce(x, group=sub)
         torch.cuda.synchronize()
         assert torch.equal(x.cpu(), torch.full((4,), 3.0)), x
-        # The child's communicator has the parent's settings.
-        lines = [ln for ln in log().splitlines() if "ready" in ln and "communicator" in ln]
+        # The child's communicator (split from the parent's, or made anew) has the parent's
+        # settings.
+        lines = [ln for ln in log().splitlines() if "communicator" in ln and
+                 ("ready" in ln or "split from" in ln)]
         assert len(lines) >= 2 and all(w in lines[-1] for w in WANT_LOG), lines
     check("split", split)
 
