@@ -371,6 +371,13 @@ TEST(CoreGroup, NcclOptionsCheckedCopiedAndInherited) {
   o = DLPG_GROUP_OPTIONS_INIT;
   o.nccl_cga_cluster_size = 9;
   EXPECT_EQ(dlpg_group_create(s.store, 0, 1, &o, &g), DLPG_ERR_INVALID_ARGUMENT);
+  // CTA counts of 0 (a zeroed struct) are the default, not an error.
+  o = DLPG_GROUP_OPTIONS_INIT;
+  o.nccl_min_ctas = 0;
+  o.nccl_max_ctas = 0;
+  ASSERT_EQ(dlpg_group_create(s.store, 0, 1, &o, &g), DLPG_OK) << dlpg_last_error();
+  EXPECT_EQ(dlpg__be_group_comm(&g->view)->min_ctas, -1);
+  EXPECT_EQ(dlpg_group_destroy(g), DLPG_OK);
 
   // A caller built before the fields: all NCCL's defaults, whatever lies beyond its struct.
   o = DLPG_GROUP_OPTIONS_INIT;

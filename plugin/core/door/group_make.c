@@ -32,8 +32,9 @@ static dlpg_status_t dlpg__comm_int(const char *fn, const char *field, int v, in
 
 static dlpg_status_t dlpg__comm_check(const char *fn, const dlpg_group_options_t *o) {
   DLPG_CHECK(dlpg__comm_int(fn, "nccl_cga_cluster_size", o->nccl_cga_cluster_size, 0, 8));
-  DLPG_CHECK(dlpg__comm_int(fn, "nccl_min_ctas", o->nccl_min_ctas, 1, 64));
-  DLPG_CHECK(dlpg__comm_int(fn, "nccl_max_ctas", o->nccl_max_ctas, 1, 64));
+  /* CTA counts of 0 mean nothing to the library: the default, as for a zeroed struct. */
+  if (o->nccl_min_ctas) DLPG_CHECK(dlpg__comm_int(fn, "nccl_min_ctas", o->nccl_min_ctas, 1, 64));
+  if (o->nccl_max_ctas) DLPG_CHECK(dlpg__comm_int(fn, "nccl_max_ctas", o->nccl_max_ctas, 1, 64));
   DLPG_CHECK(dlpg__comm_int(fn, "nccl_traffic_class", o->nccl_traffic_class, 0, 0x7fffffff));
   if (o->nccl_min_ctas > 0 && o->nccl_max_ctas > 0 && o->nccl_min_ctas > o->nccl_max_ctas)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: options->nccl_min_ctas (%d) exceeds "
@@ -43,6 +44,7 @@ static dlpg_status_t dlpg__comm_check(const char *fn, const dlpg_group_options_t
 
 /* The option's value where set, else the inherited one (owned copies of the strings). */
 static int dlpg__comm_pick(int mine, int inherited) { return mine >= 0 ? mine : inherited; }
+static int dlpg__comm_pick_ctas(int mine, int inherited) { return mine > 0 ? mine : inherited; }
 
 static int dlpg__comm_str(const char **dst, const char *mine, const char *inherited) {
   const char *v = mine && mine[0] ? mine : inherited;
@@ -56,8 +58,8 @@ dlpg_status_t dlpg__group_set_comm(const char *fn, struct dlpg_group *g,
   static const dlpg__be_comm_config_t none = {-1, -1, -1, -1, NULL, NULL};
   const dlpg__be_comm_config_t *up = parent ? &parent->comm : &none;
   g->comm.cga_cluster_size = dlpg__comm_pick(o->nccl_cga_cluster_size, up->cga_cluster_size);
-  g->comm.min_ctas = dlpg__comm_pick(o->nccl_min_ctas, up->min_ctas);
-  g->comm.max_ctas = dlpg__comm_pick(o->nccl_max_ctas, up->max_ctas);
+  g->comm.min_ctas = dlpg__comm_pick_ctas(o->nccl_min_ctas, up->min_ctas);
+  g->comm.max_ctas = dlpg__comm_pick_ctas(o->nccl_max_ctas, up->max_ctas);
   g->comm.traffic_class = dlpg__comm_pick(o->nccl_traffic_class, up->traffic_class);
   if (!dlpg__comm_str(&g->comm.net_name, o->nccl_net_name, up->net_name) ||
       !dlpg__comm_str(&g->comm.comm_name, o->nccl_comm_name, up->comm_name))
