@@ -197,8 +197,10 @@ typedef struct dlpg_group_options {
    * every NCCL communicator the group makes (ncclCommInitRankConfig, and ncclCommSplit for
    * the communicators of dlpg_group_split children, which inherit their parent's settings
    * but for those their own options set). DLPG_NCCL_DEFAULT (an int) or NULL (a string):
-   * NCCL's own default. Host backends ignore them. A value out of range is
-   * DLPG_ERR_INVALID_ARGUMENT naming the field and the value. */
+   * NCCL's own default (so are CTA counts of 0; a struct zeroed instead of initialised with
+   * DLPG_GROUP_OPTIONS_INIT asks for cgaClusterSize 0 and trafficClass 0). Host backends
+   * ignore them. A value out of range is DLPG_ERR_INVALID_ARGUMENT naming the field and the
+   * value. */
   int nccl_cga_cluster_size; /* cgaClusterSize: 0..8 */
   int nccl_min_ctas;         /* minCTAs: 1..64 */
   int nccl_max_ctas;         /* maxCTAs: 1..64, >= nccl_min_ctas when both are set */
