@@ -52,7 +52,7 @@ def cuda_surface(rank, world, init, log_path, queue):
         assert ready, "no communicator was made at init; log:\n" + text[-3000:]
         for w in WANT_LOG:
             assert w in ready[0], (w, ready[0])
-        assert dist.get_default_group().bound_device_id == dev
+        assert dist.distributed_c10d._get_default_group().bound_device_id == dev
     check("eager_connect", eager)
 
     def premul():
