@@ -17,7 +17,7 @@ def test_dtensor_tp_fsdp_matches_gloo():
     require_torch_backend()
     with torch_store() as init:
         results = run_ranks(workers_torch_dtensor.torch_dtensor, WORLD,
-                            lambda r: (WORLD, init, 5), deadline_s=240)
+                            lambda r: (WORLD, init, 5), deadline_s=420)
     for rank, r in sorted(results.items()):
         assert "error" not in r, "rank %d:\n%s" % (rank, r["error"])
     ref = results[0]["gloo"]["history"]
