@@ -192,9 +192,29 @@ typedef struct dlpg_group_options {
   /* Key prefix in the store, so several groups share one store. NULL or "": DLPG_GROUP_NAME
    * from the environment, else "dlpg". Copied. Every rank must pass the same name. */
   const char *name;
+  /* Appended in 0.1 (read only when struct_size reaches them; a caller built against an
+   * older header gets the defaults): the NCCL communicator configuration (ncclConfig_t) of
+   * every NCCL communicator the group makes (ncclCommInitRankConfig, and ncclCommSplit for
+   * the communicators of dlpg_group_split children, which inherit their parent's settings
+   * but for those their own options set). DLPG_NCCL_DEFAULT (an int) or NULL (a string):
+   * NCCL's own default (so are CTA counts of 0; a struct zeroed instead of initialised with
+   * DLPG_GROUP_OPTIONS_INIT asks for cgaClusterSize 0 and trafficClass 0). Host backends
+   * ignore them. A value out of range is DLPG_ERR_INVALID_ARGUMENT naming the field and the
+   * value. */
+  int nccl_cga_cluster_size; /* cgaClusterSize: 0..8 */
+  int nccl_min_ctas;         /* minCTAs: 1..64 */
+  int nccl_max_ctas;         /* maxCTAs: 1..64, >= nccl_min_ctas when both are set */
+  int nccl_traffic_class;    /* trafficClass: >= 0 */
+  const char *nccl_net_name;  /* netName (e.g. "IB", "Socket"); copied */
+  const char *nccl_comm_name; /* commName (NCCL's logs and profiler); copied */
 } dlpg_group_options_t;
 
-#define DLPG_GROUP_OPTIONS_INIT {sizeof(dlpg_group_options_t), 0.0, NULL}
+/* An nccl_* int of dlpg_group_options_t left to NCCL. */
+#define DLPG_NCCL_DEFAULT (-1)
+
+#define DLPG_GROUP_OPTIONS_INIT                                                              \
+  {sizeof(dlpg_group_options_t), 0.0, NULL, DLPG_NCCL_DEFAULT, DLPG_NCCL_DEFAULT,           \
+   DLPG_NCCL_DEFAULT, DLPG_NCCL_DEFAULT, NULL, NULL}
 
 /* Create a group of world_size ranks on store. Cheap and non-blocking: no communicator
  * or connection is made until the first operation that needs one. options may be NULL

@@ -201,6 +201,7 @@ dlpg_status_t dlpg__nccl_split_all(const char *fn, dlpg__nccl_comm_t **nw, int n
     if (c->mode != DLPG__MODE_SPLIT) continue;
     for (int i = 0; i < c->ndev && s == DLPG_OK; i++) {
       ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+      dlpg__nccl_apply_config(c->st, &cfg);
       cfg.blocking = 1;
       cfg.splitShare = 1;
       c->parents[i] = c->comms[i];
@@ -274,6 +275,7 @@ static dlpg_status_t dlpg__create_all(const char *fn, dlpg__nccl_comm_t **nw, in
     dlpg__nccl_comm_t *c = nw[k];
     for (int i = 0; i < c->ndev && s == DLPG_OK; i++) {
       ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+      dlpg__nccl_apply_config(c->st, &cfg);
       cfg.blocking = c->mode == DLPG__MODE_BLOCKING ? 1 : 0;
       s = dlpg__cuda_result(cudaSetDevice(c->devs[i]), fn, "cudaSetDevice");
       if (s != DLPG_OK) break;
@@ -288,11 +290,15 @@ static dlpg_status_t dlpg__create_all(const char *fn, dlpg__nccl_comm_t **nw, in
   if (s == DLPG_OK) s = dlpg__nccl_split_all(fn, nw, nn, deadline);
   if (cur >= 0) cudaSetDevice(cur);
   if (s == DLPG_OK)
-    for (int k = 0; k < nn; k++)
+    for (int k = 0; k < nn; k++) {
+      char conf[256];
+      dlpg__nccl_describe_config(nw[k]->st, conf, sizeof conf);
       DLPG_NCCL_INFO(nw[k]->st->rank, "group '%s': communicator %d on devices '%s' ready (%d NCCL "
-                "ranks, %s)", nw[k]->st->name, nw[k]->seq, nw[k]->key, nw[k]->nranks,
+                "ranks, %s; config:%s)", nw[k]->st->name, nw[k]->seq, nw[k]->key, nw[k]->nranks,
                 nw[k]->parents[0] ? "blocking split child" : nw[k]->mode == DLPG__MODE_BLOCKING
-                                                               ? "blocking" : "non-blocking");
+                                                               ? "blocking" : "non-blocking",
+                conf[0] ? conf : " NCCL's defaults");
+    }
 out:
   free(ids);
   return s;

@@ -77,6 +77,7 @@ static dlpg_status_t dlpg__split_one(const char *fn, dlpg__nccl_comm_t *pc, dlpg
       break;
     }
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    if (nc) dlpg__nccl_apply_config(nc->st, &cfg); /* the child's settings */
     cfg.blocking = poll ? 0 : 1;
     s = dlpg__cuda_result(cudaSetDevice(pc->devs[i]), fn, "cudaSetDevice");
     if (s != DLPG_OK) break;
@@ -154,9 +155,13 @@ dlpg_status_t dlpg__nccl_state_split(void *parent, const dlpg__be_group_t *child
     if (cst) dlpg__nccl_destroy(cst);
     return s;
   }
-  if (cst)
-    DLPG_NCCL_INFO(cst->rank, "group '%s': %d communicator%s split from group '%s' (color %d)",
-                   cst->name, n, n == 1 ? "" : "s", pst->name, color);
+  if (cst) {
+    char conf[256];
+    dlpg__nccl_describe_config(cst, conf, sizeof conf);
+    DLPG_NCCL_INFO(cst->rank, "group '%s': %d communicator%s split from group '%s' (color %d; "
+                   "config:%s)", cst->name, n, n == 1 ? "" : "s", pst->name, color,
+                   conf[0] ? conf : " NCCL's defaults");
+  }
   *child_state = cst;
   return DLPG_OK;
 }

@@ -158,6 +158,11 @@ struct dlpg__nccl {
  * handle another thread is freeing. Read sections are short: NCCL calls that can wait for
  * a peer (init, split, the first use of a connection, finalize) go to non-blocking
  * communicators and are polled outside the lock (except in DLPG_NCCL_COMM_MODE=blocking). */
+/* config.c: the group's NCCL settings (options' nccl_*) into cfg, and as text for the log
+ * (" minCTAs=4 netName=IB", "" when all are NCCL's defaults). */
+void dlpg__nccl_apply_config(const struct dlpg__nccl *st, ncclConfig_t *cfg);
+void dlpg__nccl_describe_config(const struct dlpg__nccl *st, char *buf, size_t cap);
+
 void dlpg__nccl_rdlock(void);
 void dlpg__nccl_wrlock(void);
 void dlpg__nccl_unlock(void);

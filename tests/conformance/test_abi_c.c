@@ -80,13 +80,28 @@ int main(void) {
   CHECK_EQ("DLPG_STORE_MAX_VALUE_LEN", DLPG_STORE_MAX_VALUE_LEN, 64ul << 20);
 
   /* dlpg_group_options_t (x86-64). */
-  CHECK_EQ("sizeof(dlpg_group_options_t)", sizeof(dlpg_group_options_t), 24);
+  CHECK_EQ("sizeof(dlpg_group_options_t)", sizeof(dlpg_group_options_t), 56);
   OFF(dlpg_group_options_t, struct_size, 0);
   OFF(dlpg_group_options_t, timeout_s, 8);
   OFF(dlpg_group_options_t, name, 16);
+  /* Appended in 0.1: the NCCL communicator settings. */
+  OFF(dlpg_group_options_t, nccl_cga_cluster_size, 24);
+  OFF(dlpg_group_options_t, nccl_min_ctas, 28);
+  OFF(dlpg_group_options_t, nccl_max_ctas, 32);
+  OFF(dlpg_group_options_t, nccl_traffic_class, 36);
+  OFF(dlpg_group_options_t, nccl_net_name, 40);
+  OFF(dlpg_group_options_t, nccl_comm_name, 48);
   CHECK_EQ("DLPG_GROUP_OPTIONS_INIT.struct_size", defaults.struct_size, sizeof(dlpg_group_options_t));
   CHECK_EQ("DLPG_GROUP_OPTIONS_INIT.timeout_s == 0", defaults.timeout_s == 0.0, 1);
   CHECK_EQ("DLPG_GROUP_OPTIONS_INIT.name == NULL", defaults.name == NULL, 1);
+  CHECK_EQ("DLPG_GROUP_OPTIONS_INIT.nccl_cga_cluster_size", defaults.nccl_cga_cluster_size,
+           DLPG_NCCL_DEFAULT);
+  CHECK_EQ("DLPG_GROUP_OPTIONS_INIT.nccl_min_ctas", defaults.nccl_min_ctas, DLPG_NCCL_DEFAULT);
+  CHECK_EQ("DLPG_GROUP_OPTIONS_INIT.nccl_max_ctas", defaults.nccl_max_ctas, DLPG_NCCL_DEFAULT);
+  CHECK_EQ("DLPG_GROUP_OPTIONS_INIT.nccl_traffic_class", defaults.nccl_traffic_class,
+           DLPG_NCCL_DEFAULT);
+  CHECK_EQ("DLPG_GROUP_OPTIONS_INIT.nccl_net_name == NULL", defaults.nccl_net_name == NULL, 1);
+  CHECK_EQ("DLPG_GROUP_OPTIONS_INIT.nccl_comm_name == NULL", defaults.nccl_comm_name == NULL, 1);
 
   /* dlpg_store_ops_t. */
   CHECK_EQ("sizeof(dlpg_store_ops_t)", sizeof(dlpg_store_ops_t), 72);

@@ -1,5 +1,5 @@
 """dlpg.torch.Options: every field checked when made, with the field and value named; NCCL
-communicator fields kept (not applied yet: see README)."""
+communicator fields kept (and applied to NCCL communicators: test_torch_cuda_surface.py)."""
 
 import datetime
 

@@ -36,8 +36,9 @@ def bad_input(rank, world, init, queue):
         w.wait()
     expect("mismatched_sizes", mismatched, "dlpg_allreduce", "4", "5")
     expect("bad_root", lambda: dist.broadcast(torch.ones(3), src=world + 3), "root")
-    expect("sparse", lambda: dist.all_reduce(torch.ones(2, dtype=torch.float64).to_sparse()),
-           "dense")
+    # Sparse tensors are summed (as by gloo); any other op is refused, naming the one it takes.
+    expect("sparse", lambda: dist.all_reduce(torch.ones(2, dtype=torch.float64).to_sparse(),
+                                             op=dist.ReduceOp.MAX), "sparse", "ReduceOp.SUM")
     try:
         dist.barrier()
         dist.destroy_process_group()

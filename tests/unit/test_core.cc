@@ -350,6 +350,85 @@ TEST(CoreGroup, CreateValidatesAndResolves) {
   EXPECT_EQ(dlpg_group_destroy(g), DLPG_OK);
 }
 
+// The NCCL communicator settings: checked at the door, copied into the group's view (what
+// plugin/nccl applies), defaults for an older caller's struct, inherited by a split child
+// but where its own options set them.
+TEST(CoreGroup, NcclOptionsCheckedCopiedAndInherited) {
+  Served s;
+  ASSERT_TRUE(s.store);
+  dlpg_group_t *g = nullptr;
+  dlpg_group_options_t o = DLPG_GROUP_OPTIONS_INIT;
+  o.nccl_max_ctas = 65;
+  EXPECT_EQ(dlpg_group_create(s.store, 0, 1, &o, &g), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(dlpg_last_error(), "options->nccl_max_ctas is 65 (must be 1..64"))
+      << dlpg_last_error();
+  o = DLPG_GROUP_OPTIONS_INIT;
+  o.nccl_min_ctas = 8;
+  o.nccl_max_ctas = 4;
+  EXPECT_EQ(dlpg_group_create(s.store, 0, 1, &o, &g), DLPG_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(dlpg_last_error(), "nccl_min_ctas (8) exceeds options->nccl_max_ctas (4)"))
+      << dlpg_last_error();
+  o = DLPG_GROUP_OPTIONS_INIT;
+  o.nccl_cga_cluster_size = 9;
+  EXPECT_EQ(dlpg_group_create(s.store, 0, 1, &o, &g), DLPG_ERR_INVALID_ARGUMENT);
+  // CTA counts of 0 (a zeroed struct) are the default, not an error.
+  o = DLPG_GROUP_OPTIONS_INIT;
+  o.nccl_min_ctas = 0;
+  o.nccl_max_ctas = 0;
+  ASSERT_EQ(dlpg_group_create(s.store, 0, 1, &o, &g), DLPG_OK) << dlpg_last_error();
+  EXPECT_EQ(dlpg__be_group_comm(&g->view)->min_ctas, -1);
+  EXPECT_EQ(dlpg_group_destroy(g), DLPG_OK);
+
+  // A caller built before the fields: all NCCL's defaults, whatever lies beyond its struct.
+  o = DLPG_GROUP_OPTIONS_INIT;
+  o.struct_size = offsetof(dlpg_group_options_t, nccl_cga_cluster_size);
+  o.nccl_min_ctas = 1000;  // beyond struct_size: must not be read
+  ASSERT_EQ(dlpg_group_create(s.store, 0, 1, &o, &g), DLPG_OK) << dlpg_last_error();
+  const dlpg__be_comm_config_t *c = dlpg__be_group_comm(&g->view);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->cga_cluster_size, -1);
+  EXPECT_EQ(c->min_ctas, -1);
+  EXPECT_EQ(c->max_ctas, -1);
+  EXPECT_EQ(c->traffic_class, -1);
+  EXPECT_EQ(c->net_name, nullptr);
+  EXPECT_EQ(c->comm_name, nullptr);
+  EXPECT_EQ(dlpg_group_destroy(g), DLPG_OK);
+
+  std::string net = "Socket";
+  o = DLPG_GROUP_OPTIONS_INIT;
+  o.name = "nccl-opts";
+  o.nccl_cga_cluster_size = 0;
+  o.nccl_min_ctas = 2;
+  o.nccl_max_ctas = 16;
+  o.nccl_traffic_class = 5;
+  o.nccl_net_name = net.c_str();
+  o.nccl_comm_name = "parent";
+  ASSERT_EQ(dlpg_group_create(s.store, 0, 1, &o, &g), DLPG_OK) << dlpg_last_error();
+  net = "changed";  // copied at creation
+  c = dlpg__be_group_comm(&g->view);
+  EXPECT_EQ(c->cga_cluster_size, 0);
+  EXPECT_EQ(c->min_ctas, 2);
+  EXPECT_EQ(c->max_ctas, 16);
+  EXPECT_EQ(c->traffic_class, 5);
+  EXPECT_STREQ(c->net_name, "Socket");
+  EXPECT_STREQ(c->comm_name, "parent");
+
+  dlpg_group_options_t co = DLPG_GROUP_OPTIONS_INIT;
+  co.nccl_max_ctas = 32;
+  co.nccl_comm_name = "child";
+  dlpg_group_t *child = nullptr;
+  ASSERT_EQ(dlpg_group_split(g, 0, 0, &co, &child), DLPG_OK) << dlpg_last_error();
+  const dlpg__be_comm_config_t *cc = dlpg__be_group_comm(&child->view);
+  EXPECT_EQ(cc->cga_cluster_size, 0);
+  EXPECT_EQ(cc->min_ctas, 2);
+  EXPECT_EQ(cc->max_ctas, 32);
+  EXPECT_EQ(cc->traffic_class, 5);
+  EXPECT_STREQ(cc->net_name, "Socket");
+  EXPECT_STREQ(cc->comm_name, "child");
+  EXPECT_EQ(dlpg_group_destroy(child), DLPG_OK);
+  EXPECT_EQ(dlpg_group_destroy(g), DLPG_OK);
+}
+
 // A backend poller that reports done after a set number of polls.
 struct FakePoll {
   std::atomic<int> left{3};

@@ -40,6 +40,11 @@ dlpg_status_t dlpg_group_create(dlpg_store_t *store, int rank, int world_size,
 
   struct dlpg_group *g = NULL;
   DLPG_CHECK(dlpg__group_make(fn, store, rank, world_size, timeout_s, name, &g));
+  dlpg_status_t st = dlpg__group_set_comm(fn, g, &o, NULL);
+  if (st != DLPG_OK) {
+    dlpg__group_release(g);
+    return st;
+  }
   /* Rank 0 takes the job's number now (the others ask it for the number at their first
    * operation, job.h), then says where it runs, for the group's choice of backend
    * (backend_choice.c; the others say so when they join): creation waits for nobody. */

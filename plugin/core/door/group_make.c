@@ -19,6 +19,52 @@ static void dlpg__group_teardown(struct dlpg_group *g) {
   dlpg__line_states_free(g);
   dlpg__health_detach(g);
   dlpg__family_release_all(g); /* the subgroup lists it shares (split.h) */
+  free((char *)g->comm.net_name);
+  free((char *)g->comm.comm_name);
+}
+
+/* A communicator setting (options' nccl_* ints): negative (the library's default) or lo..hi. */
+static dlpg_status_t dlpg__comm_int(const char *fn, const char *field, int v, int lo, int hi) {
+  if (v < 0 || (v >= lo && v <= hi)) return DLPG_OK;
+  return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: options->%s is %d (must be %d..%d, or -1 for the "
+                     "library's default)", fn, field, v, lo, hi);
+}
+
+static dlpg_status_t dlpg__comm_check(const char *fn, const dlpg_group_options_t *o) {
+  DLPG_CHECK(dlpg__comm_int(fn, "nccl_cga_cluster_size", o->nccl_cga_cluster_size, 0, 8));
+  /* CTA counts of 0 mean nothing to the library: the default, as for a zeroed struct. */
+  if (o->nccl_min_ctas) DLPG_CHECK(dlpg__comm_int(fn, "nccl_min_ctas", o->nccl_min_ctas, 1, 64));
+  if (o->nccl_max_ctas) DLPG_CHECK(dlpg__comm_int(fn, "nccl_max_ctas", o->nccl_max_ctas, 1, 64));
+  DLPG_CHECK(dlpg__comm_int(fn, "nccl_traffic_class", o->nccl_traffic_class, 0, 0x7fffffff));
+  if (o->nccl_min_ctas > 0 && o->nccl_max_ctas > 0 && o->nccl_min_ctas > o->nccl_max_ctas)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: options->nccl_min_ctas (%d) exceeds "
+                       "options->nccl_max_ctas (%d)", fn, o->nccl_min_ctas, o->nccl_max_ctas);
+  return DLPG_OK;
+}
+
+/* The option's value where set, else the inherited one (owned copies of the strings). */
+static int dlpg__comm_pick(int mine, int inherited) { return mine >= 0 ? mine : inherited; }
+static int dlpg__comm_pick_ctas(int mine, int inherited) { return mine > 0 ? mine : inherited; }
+
+static int dlpg__comm_str(const char **dst, const char *mine, const char *inherited) {
+  const char *v = mine && mine[0] ? mine : inherited;
+  *dst = v ? strdup(v) : NULL;
+  return !v || *dst;
+}
+
+dlpg_status_t dlpg__group_set_comm(const char *fn, struct dlpg_group *g,
+                                   const dlpg_group_options_t *o,
+                                   const struct dlpg_group *parent) {
+  static const dlpg__be_comm_config_t none = {-1, -1, -1, -1, NULL, NULL};
+  const dlpg__be_comm_config_t *up = parent ? &parent->comm : &none;
+  g->comm.cga_cluster_size = dlpg__comm_pick(o->nccl_cga_cluster_size, up->cga_cluster_size);
+  g->comm.min_ctas = dlpg__comm_pick_ctas(o->nccl_min_ctas, up->min_ctas);
+  g->comm.max_ctas = dlpg__comm_pick_ctas(o->nccl_max_ctas, up->max_ctas);
+  g->comm.traffic_class = dlpg__comm_pick(o->nccl_traffic_class, up->traffic_class);
+  if (!dlpg__comm_str(&g->comm.net_name, o->nccl_net_name, up->net_name) ||
+      !dlpg__comm_str(&g->comm.comm_name, o->nccl_comm_name, up->comm_name))
+    return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
+  return DLPG_OK;
 }
 
 /* A caller built against an older header passes fewer bytes; a newer one more, of which
@@ -36,7 +82,7 @@ dlpg_status_t dlpg__group_read_options(const char *fn, const dlpg_group_options_
   size_t n = in->struct_size < sizeof *out ? in->struct_size : sizeof *out;
   memcpy(out, in, n);
   out->struct_size = sizeof *out;
-  return DLPG_OK;
+  return dlpg__comm_check(fn, out);
 }
 
 /* The option must be finite; the rest is the timeout rule of every blocking step
@@ -70,6 +116,7 @@ dlpg_status_t dlpg__group_make(const char *fn, dlpg_store_t *store, int rank, in
   g->size = size;
   g->timeout_s = timeout_s;
   g->name = name_copy;
+  g->comm = (dlpg__be_comm_config_t){-1, -1, -1, -1, NULL, NULL}; /* set by group_set_comm */
   dlpg__group_view_init(g);
   atomic_init(&g->aborted, 0);
   atomic_init(&g->refs, 1); /* the caller's handle */

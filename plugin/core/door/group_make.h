@@ -22,6 +22,11 @@ dlpg_status_t dlpg__group_read_options(const char *fn, const dlpg_group_options_
 /* options->timeout_s must be finite; <= 0 is the default (base/timeout.h). */
 dlpg_status_t dlpg__group_resolve_timeout(const char *fn, const dlpg_group_options_t *o,
                                           double *timeout_s);
+/* g's device communicator settings: o's nccl_* fields where set, else parent's (a split
+ * child), else the library's defaults. Fails only for want of memory. */
+dlpg_status_t dlpg__group_set_comm(const char *fn, struct dlpg_group *g,
+                                   const dlpg_group_options_t *o,
+                                   const struct dlpg_group *parent);
 /* A group of rank of size on store (retained), its name copied, diagnostics attached, an
  * empty job (g->job, which the caller starts or inherits). */
 dlpg_status_t dlpg__group_make(const char *fn, dlpg_store_t *store, int rank, int size,

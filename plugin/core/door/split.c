@@ -92,13 +92,14 @@ static dlpg_status_t dlpg__split_allgather(const char *fn, struct dlpg_group *pa
 static dlpg_status_t dlpg__split_make(const char *fn, struct dlpg_group *parent, int seq,
                                       int color, double timeout_s, const char *name,
                                       int *members, int n, int rank, int via_coll,
-                                      struct dlpg_group **out) {
+                                      const dlpg_group_options_t *o, struct dlpg_group **out) {
   struct dlpg_group *c = NULL;
   DLPG_CHECK(dlpg__group_make(fn, parent->store, rank, n, timeout_s, name, &c));
   c->parent_ranks = members;
   char suffix[48];
   snprintf(suffix, sizeof suffix, "/s%dc%d", seq, color);
-  dlpg_status_t st = dlpg__job_inherit(c, parent->job, suffix);
+  dlpg_status_t st = dlpg__group_set_comm(fn, c, o, parent);
+  if (st == DLPG_OK) st = dlpg__job_inherit(c, parent->job, suffix);
   if (st == DLPG_OK && !dlpg__family_add(parent, c))
     st = dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
   if (st != DLPG_OK) {
@@ -160,7 +161,7 @@ dlpg_status_t dlpg_group_split(dlpg_group_t *parent, int color, int key,
   struct dlpg_group *c = NULL;
   if (color >= 0) {
     st = dlpg__split_make(fn, parent, seq, color, timeout_s, name, members, n, rank,
-                          via_coll, &c);
+                          via_coll, &o, &c);
     if (st != DLPG_OK) return st;
   }
   /* Collective over the parent, with or without a child. */

@@ -104,7 +104,21 @@ typedef struct dlpg__be_group {
    * the same name (a long-lived store) are never read. Set by core before the group's first
    * backend state is made; NULL until then. Appended: read it with dlpg__be_group_keys. */
   const char *scope;
+  /* The group's device communicator settings (dlpg_group_options_t's nccl_* fields, for
+   * the backend that makes such communicators; -1 or NULL: that library's default).
+   * Appended: read it with dlpg__be_group_comm. */
+  const struct dlpg__be_comm_config *comm;
 } dlpg__be_group_t;
+
+typedef struct dlpg__be_comm_config {
+  int cga_cluster_size, min_ctas, max_ctas, traffic_class;
+  const char *net_name, *comm_name;
+} dlpg__be_comm_config_t;
+
+/* g's communicator settings; NULL from a host that predates the field (all defaults). */
+static inline const dlpg__be_comm_config_t *dlpg__be_group_comm(const dlpg__be_group_t *g) {
+  return g->struct_size > offsetof(dlpg__be_group_t, comm) ? g->comm : NULL;
+}
 
 static inline int dlpg__be_group_aborted(const dlpg__be_group_t *g) {
   return __atomic_load_n(g->aborted, __ATOMIC_ACQUIRE);

@@ -86,6 +86,9 @@ struct dlpg_group {
 
   /* What a backend is handed instead of the group (filled by dlpg__group_view_init). */
   dlpg__be_group_t view;
+  /* The device communicator settings (options' nccl_*; the strings owned), which view.comm
+   * points at. */
+  dlpg__be_comm_config_t comm;
 
   /* Subgroups (core/group/split.h). splits: how many times this rank split the group (the
    * next split's number, the same on every rank that split alike). kids: the list of its
@@ -116,6 +119,7 @@ static inline void dlpg__group_view_init(struct dlpg_group *g) {
   g->view.name = g->name;
   g->view.store = g->store;
   g->view.aborted = (const int *)&g->aborted;
+  g->view.comm = &g->comm;
 }
 
 /* The group whose view v is (built-in backends, which may read the group itself). */

@@ -32,7 +32,7 @@ def create_process_group(store, rank, size, timeout, options=None):
     opts = Options.of(options)
     timeout_s = opts.timeout or _timeout_seconds(timeout) or 300.0
     _native.load_library(_abi.library_path())  # raises LibraryNotFoundError, if missing
-    return _native.create(store, int(rank), int(size), timeout_s, opts.name)
+    return _native.create(store, int(rank), int(size), timeout_s, opts.name, opts.nccl_config)
 
 
 def _create_extended(backend_options, pg_options):

@@ -6,8 +6,9 @@ import datetime
 import numbers
 
 # NCCL's communicator configuration (ncclConfig_t) fields the options carry, with their
-# valid ranges as NCCL documents them. The C ABI has no way to hand them to the NCCL
-# communicator yet: they are validated and kept (Options.nccl_config), not applied.
+# valid ranges as NCCL documents them: validated here, kept in Options.nccl_config, and
+# handed to libdlpg as the group options' nccl_* fields, which it applies to every NCCL
+# communicator of the group (ncclCommInitRankConfig, ncclCommSplit).
 _NCCL_INT_RANGES = {
     "cga_cluster_size": (0, 8),
     "min_ctas": (1, 64),
@@ -25,9 +26,10 @@ class Options(object):
     timeout: the group's timeout (a timedelta or seconds > 0); default: the timeout torch
              passes (init_process_group's).
     cga_cluster_size (0..8), min_ctas, max_ctas (1..64, min_ctas <= max_ctas), net_name,
-    comm_name (non-empty strings), traffic_class (>= 0): NCCL communicator configuration,
-             validated and kept in nccl_config but NOT applied yet (libdlpg's C ABI cannot
-             pass them to the NCCL communicator).
+    comm_name (non-empty strings), traffic_class (>= 0): NCCL communicator configuration
+             (ncclConfig_t's cgaClusterSize, minCTAs, maxCTAs, netName, commName,
+             trafficClass), kept in nccl_config and applied to the group's NCCL
+             communicators (subgroups by split inherit them); host memory ignores them.
     """
 
     FIELDS = ("name", "timeout") + tuple(_NCCL_INT_RANGES) + _NCCL_STR

@@ -187,4 +187,5 @@ def create_backend(backend_options, pg_options, native):
     from dlpg import _abi
     native.load_library(_abi.library_path())
     return native.create_on_store(rs.dlpg_store.handle.value, int(o.group_rank),
-                                  int(o.group_size), _seconds(o.timeout), name, o.store)
+                                  int(o.group_size), _seconds(o.timeout), name, o.store,
+                                  opts.nccl_config)

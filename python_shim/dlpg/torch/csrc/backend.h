@@ -51,7 +51,7 @@ class ProcessGroupDlpg : public c10d::Backend {
   // monitored.cpp: rank 0 waits for every rank's arrival, then releases them, through the
   // rendezvous store (never through the group, so a rank that does not come costs no abort).
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
-  // surface.cpp: sequence numbers, timeout, capabilities and sparse tensors.
+  // surface.cpp: sequence numbers, timeout, capabilities; sparse.cpp: sparse all_reduce.
   // dlpg's counter starts at 0 on every rank when the group is created: already agreed.
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override;
@@ -70,6 +70,8 @@ class ProcessGroupDlpg : public c10d::Backend {
 
   // Subgroups (split.cpp): a child of this group by dlpg_group_split, no new rendezvous.
   bool supportsSplitting() const override { return true; }
+  // eager.cpp: init_process_group(device_id=cuda:N) makes the device's NCCL communicator.
+  void eagerConnectSingleDevice(at::Device device) override;
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
                                           const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& opts) override;

@@ -11,7 +11,9 @@
 //   p2p.cpp      send, recv and coalescing
 //   split.cpp    split (torch's split_group): a dlpg_group_split child, no new rendezvous
 //   monitored.cpp  monitoredBarrier, on the group's rendezvous store
-//   surface.cpp  the sequence number, setTimeout, sparse all_reduce (refused)
+//   surface.cpp  the sequence number, setTimeout
+//   sparse.cpp   sparse all_reduce (SUM), as gloo's: gather every rank's entries, coalesce
+//   eager.cpp    eagerConnectSingleDevice: a bound device's communicator made at init
 //   module.cpp   the Python module (pybind11): create(store, rank, size, timeout_s, library)
 //
 // Exceptions never cross into libdlpg: every dlpg call returns a status that check() turns

@@ -11,13 +11,30 @@ using dlpg_torch::ProcessGroupDlpg;
 
 namespace {
 
+// dlpg.torch.Options' nccl_config (validated there; libdlpg checks the ranges again), as
+// the group options' nccl_* fields, which libdlpg applies to every NCCL communicator of the
+// group. The strings live in `keep` until the group is made (libdlpg copies them).
+void nccl_options(const py::dict& nccl, dlpg_group_options_t& o, std::string keep[2]) {
+  auto num = [&](const char* k, int& field) {
+    if (nccl.contains(k)) field = nccl[k].cast<int>();
+  };
+  num("cga_cluster_size", o.nccl_cga_cluster_size);
+  num("min_ctas", o.nccl_min_ctas);
+  num("max_ctas", o.nccl_max_ctas);
+  num("traffic_class", o.nccl_traffic_class);
+  if (nccl.contains("net_name")) o.nccl_net_name = (keep[0] = nccl["net_name"].cast<std::string>()).c_str();
+  if (nccl.contains("comm_name")) o.nccl_comm_name = (keep[1] = nccl["comm_name"].cast<std::string>()).c_str();
+}
+
 // The group on dlpg store s (the caller keeps its own reference).
 c10::intrusive_ptr<ProcessGroupDlpg> make(dlpg_store_t* s, int rank, int size, double timeout_s,
-                                          const std::string& name) {
+                                          const std::string& name, const py::dict& nccl) {
   const dlpg_api_t& a = dlpg_torch::api();
   dlpg_group_options_t opts = DLPG_GROUP_OPTIONS_INIT;
   opts.timeout_s = timeout_s;
   opts.name = name.c_str();
+  std::string keep[2];
+  nccl_options(nccl, opts, keep);
   dlpg_group_t* g = nullptr;
   dlpg_status_t st;
   {
@@ -34,8 +51,9 @@ c10::intrusive_ptr<ProcessGroupDlpg> make(dlpg_store_t* s, int rank, int size, d
 // make() on a dlpg store, keeping torch's store of the group for monitored_barrier.
 c10::intrusive_ptr<ProcessGroupDlpg> make_with(dlpg_store_t* s, int rank, int size,
                                                double timeout_s, const std::string& name,
-                                               c10::intrusive_ptr<c10d::Store> torch_store) {
-  auto pg = make(s, rank, size, timeout_s, name);
+                                               c10::intrusive_ptr<c10d::Store> torch_store,
+                                               const py::dict& nccl) {
+  auto pg = make(s, rank, size, timeout_s, name, nccl);
   pg->set_store(std::move(torch_store));
   return pg;
 }
@@ -43,10 +61,10 @@ c10::intrusive_ptr<ProcessGroupDlpg> make_with(dlpg_store_t* s, int rank, int si
 // On torch's (prefixed) store, through the store adapter.
 c10::intrusive_ptr<ProcessGroupDlpg> create(const c10::intrusive_ptr<c10d::Store>& store,
                                             int rank, int size, double timeout_s,
-                                            const std::string& name) {
+                                            const std::string& name, const py::dict& nccl) {
   dlpg_store_t* s = dlpg_torch::store_from_torch(store, timeout_s);
   try {
-    auto pg = make_with(s, rank, size, timeout_s, name, store);
+    auto pg = make_with(s, rank, size, timeout_s, name, store, nccl);
     dlpg_torch::api().store_close(s);  // the group holds its own reference
     return pg;
   } catch (...) {
@@ -61,10 +79,10 @@ c10::intrusive_ptr<ProcessGroupDlpg> create(const c10::intrusive_ptr<c10d::Store
 // torch_store: torch's store of the group (over the same dlpg store), for monitored_barrier.
 c10::intrusive_ptr<ProcessGroupDlpg> create_on_store(
     uintptr_t store, int rank, int size, double timeout_s, const std::string& name,
-    const c10::intrusive_ptr<c10d::Store>& torch_store) {
+    const c10::intrusive_ptr<c10d::Store>& torch_store, const py::dict& nccl) {
   TORCH_CHECK(store != 0, "dlpg: create_on_store: the dlpg store is closed");
   return make_with(reinterpret_cast<dlpg_store_t*>(store), rank, size, timeout_s, name,
-                   torch_store);
+                   torch_store, nccl);
 }
 
 // The adapter on its own, for tests of how it treats torch's store: the dlpg_store_t* as an
@@ -94,8 +112,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("_get_backend_name", &ProcessGroupDlpg::getBackendName);
   m.def("load_library", &dlpg_torch::load_library, py::arg("path"));
   m.def("create", &create, py::arg("store"), py::arg("rank"), py::arg("size"),
-        py::arg("timeout_s"), py::arg("name"));
+        py::arg("timeout_s"), py::arg("name"), py::arg("nccl") = py::dict());
   m.def("create_on_store", &create_on_store, py::arg("store"), py::arg("rank"),
-        py::arg("size"), py::arg("timeout_s"), py::arg("name"), py::arg("torch_store"));
+        py::arg("size"), py::arg("timeout_s"), py::arg("name"), py::arg("torch_store"),
+        py::arg("nccl") = py::dict());
   m.def("_wrap_store", &wrap_store, py::arg("store"), py::arg("timeout_s"));
 }

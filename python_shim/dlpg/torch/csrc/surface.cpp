@@ -1,5 +1,5 @@
 // ProcessGroupDlpg: the c10d calls beyond the operations (see backend.h): the sequence
-// number, setTimeout, and sparse all_reduce.
+// number and setTimeout (sparse all_reduce: sparse.cpp).
 #include <algorithm>
 #include <cstdlib>
 
@@ -35,16 +35,6 @@ void ProcessGroupDlpg::setTimeout(std::chrono::milliseconds timeout) {
   TORCH_CHECK(timeout.count() > 0, "dlpg: setTimeout: the timeout must be positive, got ",
               timeout.count(), " ms");
   core_->set_wait_timeout(timeout.count() / 1000.0);
-}
-
-// Refused in the words of torch's own Backend (what a backend without sparse support says).
-// ProcessGroupGloo sums sparse tensors by gathering every rank's indices and values; dlpg
-// could do the same over dlpg_allgatherv, which is not done yet.
-ProcessGroupDlpg::WorkPtr ProcessGroupDlpg::allreduce_sparse(Tensors& tensors,
-                                                             const c10d::AllreduceOptions&) {
-  TORCH_CHECK(false, "Backend dlpg does not support allreduce sparse (got a ",
-              tensors.empty() ? std::string("no") : c10::str(tensors[0].layout()),
-              " tensor; all_reduce its .to_dense() instead)");
 }
 
 }  // namespace dlpg_torch
