@@ -45,8 +45,9 @@ def _create_extended(backend_options, pg_options):
         # their ranks in the default group, which is dlpg's; made from it with no rendezvous.
         opts = Options.of(pg_options)
         timeout_s = opts.timeout or _timeout_seconds(o.timeout) or 300.0
-        return _native.create_subset(parent, [int(r) for r in ranks], timeout_s,
-                                     opts.name or "", o.store)
+        # Without pg_options the child is named "<default group's name>/<its ranks>".
+        name = opts.name if pg_options is not None else ""
+        return _native.create_subset(parent, [int(r) for r in ranks], timeout_s, name, o.store)
     pg = _rendezvous.create_backend(o, pg_options, _native)  # init_method="dlpg://..."
     if pg is None:
         pg = create_process_group(o.store, o.group_rank, o.group_size, o.timeout, pg_options)
