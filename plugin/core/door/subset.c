@@ -125,14 +125,9 @@ dlpg_status_t dlpg_group_create_subset(dlpg_group_t *parent, int n, const int *r
                        "operation, dlpg_group_split or dlpg_group_create_subset on it): %.700s",
                        fn, parent->name, parent->rank, msg);
   }
-  int k = dlpg__family_subset_seq(parent, hash);
   int *members = malloc(sizeof *members * (size_t)n);
-  if (k < 0 || !members) {
-    free(members);
-    return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
-  }
+  if (!members) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
   memcpy(members, ranks, sizeof *members * (size_t)n);
-
   struct dlpg_group *c = NULL;
   st = dlpg__group_make(fn, parent->store, rank, n, timeout_s, name, &c);
   if (st != DLPG_OK) {
@@ -140,6 +135,13 @@ dlpg_status_t dlpg_group_create_subset(dlpg_group_t *parent, int n, const int *r
     return st;
   }
   c->parent_ranks = members;
+  /* Counted last of what can fail alone on this rank (no memory), so that a count taken
+   * is a child made, as on the other members. */
+  int k = dlpg__family_subset_seq(parent, hash);
+  if (k < 0) {
+    dlpg__group_release(c);
+    return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
+  }
   char suffix[SUBSET_LIST_MAX + 40];
   snprintf(suffix, sizeof suffix, "/u%sk%d", list, k);
   st = dlpg__job_inherit(c, parent->job, suffix);
