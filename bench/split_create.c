@@ -1,10 +1,11 @@
-/* Subgroups: dlpg_group_split against each rank making its subgroup with dlpg_group_create
+/* Subgroups: dlpg_group_split and dlpg_group_create_subset (the members alone, their parent
+ * ranks listed) against each rank making its subgroup with dlpg_group_create
  * under a fresh name, as N forked processes of one host meeting through a TCP store on
  * loopback (this process serves it). Measured: from a barrier of the whole group until
  * every rank holds its subgroup and has completed a first barrier on it (the slowest rank's
  * time, an allreduce-max over the whole group), for two layouts of 8 subgroups of a 16-rank
  * job: color = rank % 8 (strided, 2 ranks each) and blocks of 2 (color = rank / 2); other
- * rank counts keep 8 colors, or fewer when there are fewer than 16 ranks. The four cases
+ * rank counts keep 8 colors, or fewer when there are fewer than 16 ranks. The six cases
  * alternate within each repetition, so load drifts hit them alike; medians over the
  * repetitions are printed side by side as a Markdown table, with the time until every rank
  * held its subgroup (the call alone) beside it.
@@ -20,7 +21,8 @@
 #include "dlpg/dlpg.h"
 
 /* The cases, in the order they alternate. */
-enum { SPLIT_STRIDED, SPLIT_BLOCKS, CREATE_STRIDED, CREATE_BLOCKS, NCASES };
+enum { SPLIT_STRIDED, SPLIT_BLOCKS, CREATE_STRIDED, CREATE_BLOCKS, SUBSET_STRIDED, SUBSET_BLOCKS,
+       NCASES };
 
 static double now_s(void) {
   struct timespec ts;
@@ -68,6 +70,18 @@ static void layout(int strided, int rank, int size, int ncolors, int *color, int
   }
 }
 
+/* The parent ranks of this rank's subgroup, in subgroup rank order (layout's); returns n. */
+static int members_of(int strided, int rank, int size, int ncolors, int *out) {
+  int color, crank, csize, n = 0;
+  layout(strided, rank, size, ncolors, &color, &crank, &csize);
+  for (int r = 0; r < size; r++) {
+    int c2, r2, s2;
+    layout(strided, r, size, ncolors, &c2, &r2, &s2);
+    if (c2 == color) out[r2] = r, n++;
+  }
+  return n;
+}
+
 static int run_rank(const char *url, int rank, int size, int reps, int fd) {
   dlpg_store_t *st = NULL;
   dlpg_group_t *world = NULL;
@@ -86,13 +100,18 @@ static int run_rank(const char *url, int rank, int size, int reps, int fd) {
   for (int rep = 0; rep < reps; rep++) {
     for (int c = 0; c < NCASES; c++) {
       int color, crank, csize;
-      layout(c == SPLIT_STRIDED || c == CREATE_STRIDED, rank, size, ncolors, &color, &crank,
-             &csize);
+      int strided = c == SPLIT_STRIDED || c == CREATE_STRIDED || c == SUBSET_STRIDED;
+      layout(strided, rank, size, ncolors, &color, &crank, &csize);
+      int members[4096], nm = 0;
+      if (c == SUBSET_STRIDED || c == SUBSET_BLOCKS)
+        nm = members_of(strided, rank, size, ncolors, members);
       dlpg_group_t *sub = NULL;
       if (dlpg_barrier(world, NULL) != DLPG_OK) goto fail;
       double t0 = now_s();
       if (c == SPLIT_STRIDED || c == SPLIT_BLOCKS) {
         if (dlpg_group_split(world, color, rank, NULL, &sub) != DLPG_OK) goto fail;
+      } else if (nm > 0) {
+        if (dlpg_group_create_subset(world, nm, members, NULL, &sub) != DLPG_OK) goto fail;
       } else {
         char name[96];
         snprintf(name, sizeof name, "sub/%d/%d/%d", rep, c, color);
@@ -122,8 +141,8 @@ fail:
 
 int main(int argc, char **argv) {
   int size = argc > 1 ? atoi(argv[1]) : 16, reps = argc > 2 ? atoi(argv[2]) : 15;
-  if (size < 2 || reps < 1) {
-    fprintf(stderr, "usage: split-create [ranks >= 2, default 16] [repetitions, default 15]\n");
+  if (size < 2 || size > 4096 || reps < 1) {
+    fprintf(stderr, "usage: split-create [ranks 2..4096, default 16] [repetitions, default 15]\n");
     return 1;
   }
   dlpg_store_t *server = NULL;
@@ -172,12 +191,14 @@ int main(int argc, char **argv) {
   int ncolors = size >= 16 ? 8 : size / 2 > 0 ? size / 2 : 1;
   printf("%d ranks, %d subgroups, %d repetitions; median ms until every rank holds its subgroup "
          "and finished a first barrier on it\n\n", size, ncolors, reps);
-  printf("| layout | split (ms) | create (ms) | split / create | split: call alone (ms) | "
-         "create: call alone (ms) |\n|---|---:|---:|---:|---:|---:|\n");
+  printf("| layout | split (ms) | subset (ms) | create (ms) | split / create | subset / create | "
+         "split: call alone (ms) | subset: call alone (ms) | create: call alone (ms) |\n"
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (int l = 0; l < 2; l++)
-    printf("| %s | %.2f | %.2f | %.2fx | %.2f | %.2f |\n",
-           l == 0 ? "color = rank % 8" : "blocks of 2", med[l][0] * 1e3, med[l + 2][0] * 1e3,
-           med[l][0] / med[l + 2][0], med[l][1] * 1e3, med[l + 2][1] * 1e3);
+    printf("| %s | %.2f | %.2f | %.2f | %.2fx | %.2fx | %.2f | %.2f | %.2f |\n",
+           l == 0 ? "color = rank % 8" : "blocks of 2", med[l][0] * 1e3, med[l + 4][0] * 1e3,
+           med[l + 2][0] * 1e3, med[l][0] / med[l + 2][0], med[l + 4][0] / med[l + 2][0],
+           med[l][1] * 1e3, med[l + 4][1] * 1e3, med[l + 2][1] * 1e3);
   free(times);
   free(kids);
   return 0;

@@ -304,6 +304,27 @@ dlpg_status_t dlpg_group_flight_record(dlpg_group_t *group, char *buf, size_t ca
 dlpg_status_t dlpg_group_split(dlpg_group_t *parent, int color, int key,
                                const dlpg_group_options_t *options, dlpg_group_t **child);
 
+/* A child of parent made of the parent ranks ranks[0..n), in that order (child rank i is
+ * parent rank ranks[i]), as MPI_Comm_create_group: collective over those members only --
+ * every member calls it with the same list, in the same order relative to its other
+ * dlpg_group_create_subset calls on parent; the parent's other ranks do not call it. No
+ * exchange at all: the child is in the parent's job (keys scoped under the parent's, named
+ * by the list and by how many children of that same list this rank made before), takes the
+ * parent's host-memory backend choice where the parent made one by the locality rule or was
+ * forced, and connects lazily at its first operation, as a created group. The call joins the
+ * parent's job first if this rank has not yet (the parent's rank 0 admits the others from
+ * its first operation, dlpg_group_split or dlpg_group_create_subset on the parent: a member
+ * waits up to the parent's timeout for that, and the timeout names the parent's rank 0).
+ * options as dlpg_group_split's (default name "<parent name>/<ranks>"). The child is an
+ * ordinary group, destroyed and aborted as a dlpg_group_split child. A member that never
+ * calls it (or passes another list) leaves the others' first operation on the child to
+ * time out naming it. DLPG_ERR_INVALID_ARGUMENT for a NULL parent, ranks or child, n < 1 or
+ * above the parent's size, a rank out of the parent's range or listed twice, a list without
+ * the calling rank, or a call inside a batch. */
+dlpg_status_t dlpg_group_create_subset(dlpg_group_t *parent, int n, const int *ranks,
+                                       const dlpg_group_options_t *options,
+                                       dlpg_group_t **child);
+
 /* ------------------------------------------------------------------ operations */
 
 typedef enum dlpg_reduce_op {
@@ -667,6 +688,9 @@ typedef struct dlpg_api {
   dlpg_status_t (*reduce_scatter_v)(dlpg_group_t *, DLTensor *, DLTensor *, const int64_t *,
                                     const int64_t *, const dlpg_reduce_desc_t *, void *,
                                     dlpg_work_t **);
+  /* A subgroup of the members only (appended after the uneven collectives). */
+  dlpg_status_t (*group_create_subset)(dlpg_group_t *, int, const int *,
+                                       const dlpg_group_options_t *, dlpg_group_t **);
 } dlpg_api_t;
 
 /* The table for ABI major abi_major, or NULL if this library does not implement it.

@@ -167,7 +167,7 @@ static dlpg_status_t dlpg__shm_serve(dlpg__shm_t *sh, dlpg_store_t *store, const
     return st;
   }
   int nserved = 0;
-  double next_check = 0;
+  double next_check = dlpg__now() + 0.05; /* a peer that cannot connect needs a moment to say so */
   while (nserved < sh->st.size - 1) {
     if (dlpg__shm_create_aborted(sh)) {
       st = dlpg__error(DLPG_ERR_ABORTED, "shm rank 0: the group was aborted while its segment "

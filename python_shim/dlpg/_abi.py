@@ -161,6 +161,7 @@ PROTOTYPES = {
                             POINTER(c_int64), c_void_p, _PP]),
     "dlpg_reduce_scatter_v": (_S, [_P, _P, _P, POINTER(c_int64), POINTER(c_int64),
                                    POINTER(ReduceDesc), c_void_p, _PP]),
+    "dlpg_group_create_subset": (_S, [_P, c_int, POINTER(c_int), POINTER(GroupOptions), _PP]),
 }
 
 

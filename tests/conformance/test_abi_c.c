@@ -116,7 +116,7 @@ int main(void) {
   OFF(dlpg_store_ops_t, host, 64);
 
   /* dlpg_api_t: only ever grows at its end. */
-  CHECK_EQ("sizeof(dlpg_api_t)", sizeof(dlpg_api_t), 400);
+  CHECK_EQ("sizeof(dlpg_api_t)", sizeof(dlpg_api_t), 408);
   OFF(dlpg_api_t, struct_size, 0);
   OFF(dlpg_api_t, abi_major, 8);
   OFF(dlpg_api_t, version_code, 12);
@@ -168,6 +168,7 @@ int main(void) {
   OFF(dlpg_api_t, allgatherv, 376);
   OFF(dlpg_api_t, alltoallv, 384);
   OFF(dlpg_api_t, reduce_scatter_v, 392);
+  OFF(dlpg_api_t, group_create_subset, 400); /* members-only subgroups, after it */
 
   /* dlpg_reduce_desc_t: only ever grows at its end. */
   CHECK_EQ("sizeof(dlpg_reduce_desc_t)", sizeof(dlpg_reduce_desc_t), 24);

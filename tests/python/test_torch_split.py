@@ -1,5 +1,6 @@
 """Subgroups of the "dlpg" torch backend on 4 CPU ranks: torch's split (a dlpg_group_split
-child, no new rendezvous), new_group, new_subgroups and DeviceMesh 1-D and 2-D, each checked
+child, no new rendezvous), new_group (a dlpg_group_create_subset child, also as the job's
+first step without rank 0), new_subgroups and DeviceMesh 1-D and 2-D, each checked
 by collectives against references (workers_torch_split)."""
 
 import pytest
@@ -7,7 +8,7 @@ import pytest
 from conftest import require_torch_backend, run_ranks, torch_store
 import workers_torch_split
 
-CHECKS = ["split", "split_bad_ranks", "new_group_local", "new_group", "new_subgroups", "device_mesh"]
+CHECKS = ["new_group_without_rank0", "split", "split_bad_ranks", "new_group_local", "new_group", "new_subgroups", "device_mesh"]
 WORLD = 4
 _cache = {}
 

@@ -127,6 +127,23 @@ def torch_split(rank, world, init, seed, queue):
             g = dist.new_group(odd, use_local_synchronization=True)
             collectives(g, odd, 70, "new_group local sync %s" % odd)
 
+    def t_new_group_without_rank0():
+        # The first thing the job does: a subgroup rank 0 is not in, while rank 0 issues
+        # nothing on the default group until the members are done (it waits on the store):
+        # the members need no more of it than its creation of the default group.
+        import time
+        members = list(range(1, world))
+        g = dist.new_group(members)
+        store = dist.distributed_c10d._get_default_store()
+        if rank in members:
+            collectives(g, members, 120, "new_group without rank 0 %s" % members)
+            store.add("without_rank0_done", 1)
+            return
+        t0 = time.monotonic()
+        while store.add("without_rank0_done", 0) < len(members):
+            assert time.monotonic() - t0 < 60, "the members did not finish within 60 s"
+            time.sleep(0.01)
+
     def t_new_subgroups():
         cur, subs = dist.new_subgroups(group_size=2)
         assert len(subs) == world // 2
@@ -145,6 +162,7 @@ def torch_split(rank, world, init, seed, queue):
         collectives(mesh2.get_group("dp"), col, 110, "mesh 2-D dp")
         assert mesh2.get_group("tp")._get_backend(torch.device("cpu")).name() == "dlpg"
 
+    check("new_group_without_rank0", t_new_group_without_rank0)
     check("split", t_split)
     check("split_bad_ranks", t_split_bad_ranks)
     check("new_group_local", t_new_group_local)

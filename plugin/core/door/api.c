@@ -58,6 +58,7 @@ static const dlpg_api_t dlpg__api_v0 = {
     dlpg_allgatherv,
     dlpg_alltoallv,
     dlpg_reduce_scatter_v,
+    dlpg_group_create_subset,
 };
 
 const dlpg_api_t *dlpg_get_api(uint32_t abi_major) {

@@ -8,9 +8,15 @@
 #include "core/group/group.h"
 #include "core/group/split.h"
 
+struct dlpg__subset_count {
+  uint64_t hash;
+  int made;
+};
+
 static void dlpg__family_unref(dlpg__family_t *f) {
   if (!f || atomic_fetch_sub(&f->refs, 1) != 1) return;
   pthread_mutex_destroy(&f->mu);
+  free(f->lists);
   free(f->kids);
   free(f);
 }
@@ -51,6 +57,31 @@ int dlpg__family_add(struct dlpg_group *parent, struct dlpg_group *child) {
   child->up = f;
   pthread_mutex_unlock(&f->mu);
   return 1;
+}
+
+int dlpg__family_subset_seq(struct dlpg_group *parent, uint64_t list_hash) {
+  dlpg__family_t *f = dlpg__family_of(parent);
+  if (!f) return -1;
+  pthread_mutex_lock(&f->mu);
+  int seq = -1;
+  for (int i = 0; i < f->nlists && seq < 0; i++)
+    if (f->lists[i].hash == list_hash) seq = f->lists[i].made++;
+  if (seq < 0) {
+    if (f->nlists == f->caplists) {
+      int cap = f->caplists ? f->caplists * 2 : 8;
+      struct dlpg__subset_count *l = realloc(f->lists, sizeof *l * (size_t)cap);
+      if (l) {
+        f->lists = l;
+        f->caplists = cap;
+      }
+    }
+    if (f->nlists < f->caplists) {
+      f->lists[f->nlists++] = (struct dlpg__subset_count){.hash = list_hash, .made = 1};
+      seq = 0;
+    }
+  }
+  pthread_mutex_unlock(&f->mu);
+  return seq;
 }
 
 void dlpg__family_leave(struct dlpg_group *child) {

@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include "dlpg/dlpg.h"
 
@@ -26,10 +27,17 @@ typedef struct dlpg__family {
   atomic_int refs;          /* the parent's + one per registered child */
   struct dlpg_group **kids; /* live children, not retained: each leaves before it goes */
   int n, cap;
+  /* dlpg_group_create_subset's count per member list (by its hash): how many children of
+   * that list this rank made, which names the next one's scope (door/subset.c). */
+  struct dlpg__subset_count *lists;
+  int nlists, caplists;
 } dlpg__family_t;
 
 /* Register child in parent's list (made now if it has none): 0 on no memory. */
 int dlpg__family_add(struct dlpg_group *parent, struct dlpg_group *child);
+/* How many children of the member list whose hash is list_hash this rank made of parent
+ * before (0 for the first), counting this one; -1 on no memory. */
+int dlpg__family_subset_seq(struct dlpg_group *parent, uint64_t list_hash);
 /* child leaves its parent's list (at its destroy; nothing if it has none). */
 void dlpg__family_leave(struct dlpg_group *child);
 /* The parent's live children, each retained (the caller releases them and frees *out);

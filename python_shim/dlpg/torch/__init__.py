@@ -38,10 +38,34 @@ def create_process_group(store, rank, size, timeout, options=None):
 def _create_extended(backend_options, pg_options):
     """The creator torch calls (extended API: it also hands us pg_options)."""
     o = backend_options
+    ranks = list(getattr(o, "global_ranks_in_group", None) or [])
+    parent = _default_dlpg_group() if ranks else None
+    if parent is not None:
+        # A subgroup (new_group, DeviceMesh): torch calls this on its members only, with
+        # their ranks in the default group, which is dlpg's; made from it with no rendezvous.
+        opts = Options.of(pg_options)
+        timeout_s = opts.timeout or _timeout_seconds(o.timeout) or 300.0
+        # Without pg_options the child is named "<default group's name>/<its ranks>".
+        name = opts.name if pg_options is not None else ""
+        return _native.create_subset(parent, [int(r) for r in ranks], timeout_s, name, o.store)
     pg = _rendezvous.create_backend(o, pg_options, _native)  # init_method="dlpg://..."
-    if pg is not None:
-        return pg
-    return create_process_group(o.store, o.group_rank, o.group_size, o.timeout, pg_options)
+    if pg is None:
+        pg = create_process_group(o.store, o.group_rank, o.group_size, o.timeout, pg_options)
+    if not ranks:
+        _native.admit_now(pg)  # the default group: see csrc/subset.cpp
+    return pg
+
+
+def _default_dlpg_group():
+    """The default group's CPU backend when it is dlpg's, else None."""
+    try:
+        import torch
+        if not _dist.is_initialized():
+            return None
+        be = _dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    except (RuntimeError, ValueError, AttributeError):
+        return None
+    return be if isinstance(be, _native.ProcessGroupDlpg) else None
 
 
 def _timeout_seconds(timeout):

@@ -78,6 +78,14 @@ class ProcessGroupDlpg : public c10d::Backend {
   c10::intrusive_ptr<Options> getBackendOptions() override;
   // The group's timeout, for getBackendOptions (what a split child inherits).
   void set_timeout_s(double s) { timeout_s_ = s; }
+  // new_group's and DeviceMesh's subgroups of this (default) group, made by their members
+  // only (subset.cpp): dlpg_group_create_subset, no rendezvous.
+  c10::intrusive_ptr<ProcessGroupDlpg> subset(const std::vector<int>& ranks, double timeout_s,
+                                              const std::string& name,
+                                              c10::intrusive_ptr<c10d::Store> torch_store);
+  // On the default group's rank 0: admit the other ranks into the group's job now, so that
+  // members of a subgroup rank 0 is not in never wait for its first operation (subset.cpp).
+  void admit_now();
 
  private:
   using WorkDlpgPtr = c10::intrusive_ptr<WorkDlpg>;

@@ -111,6 +111,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("perform_nocolor_split", [](ProcessGroupDlpg&, py::object) {})
       .def("_get_backend_name", &ProcessGroupDlpg::getBackendName);
   m.def("load_library", &dlpg_torch::load_library, py::arg("path"));
+  m.def("create_subset", &ProcessGroupDlpg::subset, py::arg("parent"), py::arg("ranks"),
+        py::arg("timeout_s"), py::arg("name"), py::arg("torch_store"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("admit_now", &ProcessGroupDlpg::admit_now, py::arg("group"));
   m.def("create", &create, py::arg("store"), py::arg("rank"), py::arg("size"),
         py::arg("timeout_s"), py::arg("name"), py::arg("nccl") = py::dict());
   m.def("create_on_store", &create_on_store, py::arg("store"), py::arg("rank"),
