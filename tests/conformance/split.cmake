@@ -3,5 +3,5 @@
 # and threads on 127.0.0.1; once per host-memory backend: the default choice (shared memory)
 # and Gloo forced.
 set(D ${CMAKE_CURRENT_LIST_DIR})
-dlpg_add_gtest(test_split SOURCES ${D}/test_split.cc LIBS dlpg_conformance_harness)
+dlpg_add_gtest(test_split SOURCES ${D}/test_split.cc ${D}/child_check.cc LIBS dlpg_conformance_harness)
 dlpg_gtest_run(test_split_gloo TARGET test_split ENVIRONMENT DLPG_CPU_BACKEND=gloo)

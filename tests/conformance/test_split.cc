@@ -10,9 +10,13 @@
 #include <random>
 #include <thread>
 
+#include "child_check.h"
 #include "harness.h"
 
 using namespace dlpgt;
+
+// Elements of each child check's tensors.
+constexpr size_t kChildElems = 129;
 
 namespace {
 
@@ -28,47 +32,6 @@ std::vector<int> ReferenceMembers(const std::vector<int> &colors, const std::vec
     return keys[a] != keys[b] ? keys[a] < keys[b] : a < b;
   });
   return m;
-}
-
-// Allreduce (int32 sum) and allgather (float32) on child g, whose ranks are the parent
-// ranks members (in child rank order), each rank's data drawn from (seed, parent rank).
-void CheckChild(RankCtx &c, dlpg_group_t *g, const std::vector<int> &members, uint64_t seed,
-                const std::string &what) {
-  const size_t n = 129;
-  int rank = -1, size = -1;
-  DLPG_ASSERT_OK(c.api, c.api->group_rank(g, &rank));
-  DLPG_ASSERT_OK(c.api, c.api->group_size(g, &size));
-  ASSERT_EQ(size, static_cast<int>(members.size())) << what;
-  ASSERT_EQ(members[rank], c.rank) << what;
-
-  HostTensor t(DT::I32, {static_cast<int64_t>(n)});
-  Generate(DT::I32, DLPG_SUM, seed, c.rank, t.elems(), n);
-  DLTensor *tp = t.dl();
-  dlpg_status_t s = c.api->allreduce(g, &tp, nullptr, 1, DLPG_SUM, nullptr, nullptr);
-  ASSERT_EQ(s, DLPG_OK) << what << ": allreduce: " << c.api->last_error();
-  std::vector<std::vector<uint8_t>> ins(size, std::vector<uint8_t>(n * 4));
-  std::vector<const void *> ptrs;
-  for (int r = 0; r < size; r++) {
-    Generate(DT::I32, DLPG_SUM, seed, members[r], ins[r].data(), n);
-    ptrs.push_back(ins[r].data());
-  }
-  std::vector<uint8_t> want(n * 4);
-  Reduce(DT::I32, DLPG_SUM, ptrs, want.data(), n);
-  EXPECT_EQ("", Compare(DT::I32, DLPG_SUM, t.elems(), want.data(), n)) << what << ": allreduce";
-
-  uint64_t gseed = Mix(seed, 77);
-  HostTensor in(DT::F32, {static_cast<int64_t>(n)});
-  HostTensor out(DT::F32, {static_cast<int64_t>(size * n)});
-  out.Fill(0x5A);
-  Generate(DT::F32, DLPG_SUM, gseed, c.rank, in.elems(), n);
-  DLTensor *ip = in.dl(), *op = out.dl();
-  s = c.api->allgather(g, &ip, &op, 1, nullptr, nullptr);
-  ASSERT_EQ(s, DLPG_OK) << what << ": allgather: " << c.api->last_error();
-  std::vector<uint8_t> gwant(size * n * 4);
-  for (int r = 0; r < size; r++)
-    Generate(DT::F32, DLPG_SUM, gseed, members[r], gwant.data() + r * n * 4, n);
-  EXPECT_EQ("", Compare(DT::F32, DLPG_SUM, out.elems(), gwant.data(), size * n))
-      << what << ": allgather";
 }
 
 struct SplitParam {
@@ -111,7 +74,7 @@ TEST_P(Split, RandomColorsMatchReference) {
         continue;
       }
       ASSERT_NE(child, nullptr) << what;
-      CheckChild(c, child, members, Mix(seed, 1), what);
+      CheckChild(c, child, members, Mix(seed, 1), kChildElems, what);
       DLPG_EXPECT_OK(c.api, c.api->group_destroy(child));
     }
     // The parent still works after its splits.
@@ -137,7 +100,7 @@ TEST_P(Split, NestedAndDestroyOrder) {
     DLPG_ASSERT_OK(c.api, c.api->group_split(parent, colors[c.rank], 0, nullptr, &half));
     ASSERT_NE(half, nullptr);
     std::vector<int> hm = ReferenceMembers(colors, keys, c.rank);
-    CheckChild(c, half, hm, Mix(c.seed, 1), "half");
+    CheckChild(c, half, hm, Mix(c.seed, 1), kChildElems, "half");
 
     // Split of the half by parity of the half rank, keys reversed.
     int hrank = 0, hsize = 0;
@@ -151,7 +114,7 @@ TEST_P(Split, NestedAndDestroyOrder) {
     std::vector<int> qm;  // parent ranks of the quarter, in its rank order
     for (int i = hsize - 1; i >= 0; i--)
       if (i % 2 == hrank % 2) qm.push_back(hm[i]);
-    CheckChild(c, quarter, qm, Mix(c.seed, 2), "quarter");
+    CheckChild(c, quarter, qm, Mix(c.seed, 2), kChildElems, "quarter");
 
     // Another child of the parent, kept past the parent's destroy.
     dlpg_group_t *late = nullptr;
@@ -160,10 +123,10 @@ TEST_P(Split, NestedAndDestroyOrder) {
     for (int r = c.size - 1; r >= 0; r--) lm.push_back(r);
 
     DLPG_EXPECT_OK(c.api, c.api->group_destroy(half));  // child before its parent
-    CheckChild(c, quarter, qm, Mix(c.seed, 3), "quarter after its parent's destroy");
+    CheckChild(c, quarter, qm, Mix(c.seed, 3), kChildElems, "quarter after its parent's destroy");
     DLPG_EXPECT_OK(c.api, c.api->group_destroy(parent));  // parent before its children
-    CheckChild(c, late, lm, Mix(c.seed, 4), "child after its parent's destroy");
-    CheckChild(c, quarter, qm, Mix(c.seed, 5), "grandchild after both parents' destroy");
+    CheckChild(c, late, lm, Mix(c.seed, 4), kChildElems, "child after its parent's destroy");
+    CheckChild(c, quarter, qm, Mix(c.seed, 5), kChildElems, "grandchild after both parents' destroy");
     DLPG_EXPECT_OK(c.api, c.api->group_destroy(late));
     DLPG_EXPECT_OK(c.api, c.api->group_destroy(quarter));
   }, ro);

@@ -12,9 +12,13 @@
 #include <random>
 #include <thread>
 
+#include "child_check.h"
 #include "harness.h"
 
 using namespace dlpgt;
+
+// Elements of each child check's tensors.
+constexpr size_t kChildElems = 67;
 
 namespace {
 
@@ -22,48 +26,6 @@ std::string Listed(const std::vector<int> &v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); i++) s += (i ? "," : "") + std::to_string(v[i]);
   return s + "]";
-}
-
-// Allreduce (int32 sum) and allgather (float32) on child g, whose rank i is parent rank
-// members[i], each rank's data drawn from (seed, parent rank).
-void CheckChild(RankCtx &c, dlpg_group_t *g, const std::vector<int> &members, uint64_t seed,
-                const std::string &what) {
-  const size_t n = 67;
-  int rank = -1, size = -1;
-  DLPG_ASSERT_OK(c.api, c.api->group_rank(g, &rank));
-  DLPG_ASSERT_OK(c.api, c.api->group_size(g, &size));
-  ASSERT_EQ(size, static_cast<int>(members.size())) << what;
-  ASSERT_GE(rank, 0) << what;
-  ASSERT_EQ(members[rank], c.rank) << what;
-
-  HostTensor t(DT::I32, {static_cast<int64_t>(n)});
-  Generate(DT::I32, DLPG_SUM, seed, c.rank, t.elems(), n);
-  DLTensor *tp = t.dl();
-  dlpg_status_t s = c.api->allreduce(g, &tp, nullptr, 1, DLPG_SUM, nullptr, nullptr);
-  ASSERT_EQ(s, DLPG_OK) << what << ": allreduce: " << c.api->last_error();
-  std::vector<std::vector<uint8_t>> ins(size, std::vector<uint8_t>(n * 4));
-  std::vector<const void *> ptrs;
-  for (int r = 0; r < size; r++) {
-    Generate(DT::I32, DLPG_SUM, seed, members[r], ins[r].data(), n);
-    ptrs.push_back(ins[r].data());
-  }
-  std::vector<uint8_t> want(n * 4);
-  Reduce(DT::I32, DLPG_SUM, ptrs, want.data(), n);
-  EXPECT_EQ("", Compare(DT::I32, DLPG_SUM, t.elems(), want.data(), n)) << what << ": allreduce";
-
-  uint64_t gseed = Mix(seed, 91);
-  HostTensor in(DT::F32, {static_cast<int64_t>(n)});
-  HostTensor out(DT::F32, {static_cast<int64_t>(size * n)});
-  out.Fill(0x5A);
-  Generate(DT::F32, DLPG_SUM, gseed, c.rank, in.elems(), n);
-  DLTensor *ip = in.dl(), *op = out.dl();
-  s = c.api->allgather(g, &ip, &op, 1, nullptr, nullptr);
-  ASSERT_EQ(s, DLPG_OK) << what << ": allgather: " << c.api->last_error();
-  std::vector<uint8_t> gwant(size * n * 4);
-  for (int r = 0; r < size; r++)
-    Generate(DT::F32, DLPG_SUM, gseed, members[r], gwant.data() + r * n * 4, n);
-  EXPECT_EQ("", Compare(DT::F32, DLPG_SUM, out.elems(), gwant.data(), size * n))
-      << what << ": allgather";
 }
 
 struct SubsetParam {
@@ -112,7 +74,8 @@ TEST_P(Subset, RandomListsMatchReference) {
         mine.push_back({child, l});
       }
       for (auto &[child, l] : mine)
-        CheckChild(c, child, lists[l], Mix(seed, l + 1), what + ", list " + std::to_string(l));
+        CheckChild(c, child, lists[l], Mix(seed, l + 1), kChildElems,
+                   what + ", list " + std::to_string(l));
       for (auto &[child, l] : mine) DLPG_EXPECT_OK(c.api, c.api->group_destroy(child));
       if (trial == 0) DLPG_EXPECT_OK(c.api, c.api->barrier(c.group, nullptr));
     }
@@ -188,7 +151,7 @@ TEST_P(SubsetModes, ParentRankZeroAdmitsAtItsFirstCall) {
         dlpg_status_t s = c.api->group_create_subset(parent, 2, m, nullptr, &child);
         if (round == 0) {
           ASSERT_EQ(s, DLPG_OK) << c.api->last_error();
-          CheckChild(c, child, {2, 1}, Mix(c.seed, 7), "fresh parent");
+          CheckChild(c, child, {2, 1}, Mix(c.seed, 7), kChildElems, "fresh parent");
           DLPG_EXPECT_OK(c.api, c.api->group_destroy(child));
         } else {
           std::string msg = c.api->last_error();
@@ -242,7 +205,7 @@ TEST(SubsetArgs, RefusedAtTheDoor) {
     // Still usable: the pair, in reversed order.
     int rev[2] = {1, 0};
     DLPG_ASSERT_OK(c.api, c.api->group_create_subset(c.group, 2, rev, nullptr, &child));
-    CheckChild(c, child, {1, 0}, Mix(c.seed, 3), "after refusals");
+    CheckChild(c, child, {1, 0}, Mix(c.seed, 3), kChildElems, "after refusals");
     DLPG_EXPECT_OK(c.api, c.api->group_destroy(child));
   });
 }
