@@ -88,7 +88,14 @@ class StoreOps(ctypes.Structure):
 
 
 class GroupOptions(ctypes.Structure):
-    _fields_ = [("struct_size", c_size_t), ("timeout_s", c_double), ("name", c_char_p)]
+    """dlpg_group_options_t; the nccl_* fields: DLPG_NCCL_DEFAULT (-1) or None for NCCL's own."""
+    _fields_ = [("struct_size", c_size_t), ("timeout_s", c_double), ("name", c_char_p),
+                ("nccl_cga_cluster_size", c_int), ("nccl_min_ctas", c_int),
+                ("nccl_max_ctas", c_int), ("nccl_traffic_class", c_int),
+                ("nccl_net_name", c_char_p), ("nccl_comm_name", c_char_p)]
+
+
+NCCL_DEFAULT = -1
 
 
 class ReduceDesc(ctypes.Structure):

@@ -119,7 +119,11 @@ def _ptr_array(ptrs):
 
 
 class Group(object):
-    """A process group. Group(store, rank, world_size, timeout=None, name=None).
+    """A process group. Group(store, rank, world_size, timeout=None, name=None, nccl=None).
+
+    nccl: the NCCL communicator configuration of the group's CUDA communicators, a dict of
+    any of cga_cluster_size, min_ctas, max_ctas, traffic_class (ints), net_name, comm_name
+    (strings); unset keys are NCCL's defaults (dlpg_group_options_t's nccl_* fields).
 
     Operations accept one object with __dlpack__ (torch, NumPy, CuPy, JAX as inputs) or a
     list of them (one per local CUDA device). stream: a CUDA stream handle (int) the
@@ -128,34 +132,52 @@ class Group(object):
     operation has completed or a CUDA operation has been enqueued.
     """
 
-    def __init__(self, store, rank, world_size, timeout=None, name=None, _handle=None):
+    def __init__(self, store, rank, world_size, timeout=None, name=None, nccl=None,
+                 _handle=None):
         self._h = None
         if _handle is not None:
             self._h = _handle
             return
         if isinstance(store, str):
             store = Store(store, timeout or 300.0)
-        opts = self._options(timeout, name)
+        opts = self._options(timeout, name, nccl)
         h = ctypes.c_void_p()
         check(lib.dlpg_group_create(store.handle, int(rank), int(world_size),
                                     ctypes.byref(opts), ctypes.byref(h)))
         self._h = h
 
-    @staticmethod
-    def _options(timeout, name):
-        opts = _abi.GroupOptions(ctypes.sizeof(_abi.GroupOptions), float(timeout or 0.0), None)
+    _NCCL_INTS = ("cga_cluster_size", "min_ctas", "max_ctas", "traffic_class")
+    _NCCL_STRS = ("net_name", "comm_name")
+
+    @classmethod
+    def _options(cls, timeout, name, nccl=None):
+        opts = _abi.GroupOptions(ctypes.sizeof(_abi.GroupOptions), float(timeout or 0.0), None,
+                                 *([_abi.NCCL_DEFAULT] * len(cls._NCCL_INTS)), None, None)
         if name:
             opts.name = name.encode() if isinstance(name, str) else name
+        unknown = sorted(set(nccl or ()) - set(cls._NCCL_INTS + cls._NCCL_STRS))
+        if unknown:
+            raise DlpgError(_abi.ERR_INVALID_ARGUMENT,
+                            "dlpg.Group: nccl has no setting %s (it takes %s)"
+                            % (", ".join(map(repr, unknown)),
+                               ", ".join(cls._NCCL_INTS + cls._NCCL_STRS)))
+        for k, v in (nccl or {}).items():
+            if v is None:
+                continue
+            if k in cls._NCCL_INTS:
+                setattr(opts, "nccl_" + k, int(v))
+            else:
+                setattr(opts, "nccl_" + k, v.encode() if isinstance(v, str) else v)
         return opts
 
     @classmethod
-    def from_env(cls, timeout=None, name=None):
+    def from_env(cls, timeout=None, name=None, nccl=None):
         """A group of the launcher's job (dlpg_group_create_from_env): torchrun (RANK,
         WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Open MPI's mpirun (OMPI_COMM_WORLD_*), MPICH's
         mpiexec (PMI_RANK, PMI_SIZE) or Slurm's srun (SLURM_PROCID, SLURM_NTASKS); the store
         is DLPG_STORE_URL, else MASTER_ADDR, else 127.0.0.1 when every rank is on this host,
         else Slurm's first node of the step (libdlpg decides, dlpg.h)."""
-        opts = cls._options(timeout, name)
+        opts = cls._options(timeout, name, nccl)
         h = ctypes.c_void_p()
         check(lib.dlpg_group_create_from_env(ctypes.byref(opts), ctypes.byref(h)))
         return cls(None, 0, 0, _handle=h)
@@ -342,20 +364,35 @@ class Group(object):
         """Abort the group (and its live subgroups of split()) from any thread."""
         check(lib.dlpg_group_abort(self.handle))
 
-    def split(self, color, key=None, name=None, timeout=None):
+    def split(self, color, key=None, name=None, timeout=None, nccl=None):
         """Split into disjoint subgroups, as MPI_Comm_split (dlpg_group_split): the ranks
         passing the same color >= 0 form one Group, ranked by key (default: this rank), then
         by rank here. Every rank calls it, in the same order; a negative color (or None)
         takes part but gets None. timeout: the subgroup's (default: this group's); name:
-        shown in messages and the flight recorder (default "<name>/<color>"). The subgroup
-        shares this group's store and job: no new rendezvous."""
+        shown in messages and the flight recorder (default "<name>/<color>"); nccl: as
+        Group's (default: this group's settings). The subgroup shares this group's store and
+        job: no new rendezvous."""
         color = -1 if color is None else int(color)
         key = self.rank if key is None else int(key)
-        opts = self._options(timeout, name)
+        opts = self._options(timeout, name, nccl)
         h = ctypes.c_void_p()
         check(lib.dlpg_group_split(self.handle, color, key, ctypes.byref(opts), ctypes.byref(h)))
         if not h.value:
             return None
+        return Group(None, 0, 0, _handle=h)
+
+    def subset(self, ranks, name=None, timeout=None, nccl=None):
+        """The subgroup of the ranks listed (this group's ranks, in the subgroup's rank order),
+        as MPI_Comm_create_group (dlpg_group_create_subset): only those ranks call it, with the
+        same list, each list in the same order on its members; no exchange and no new
+        rendezvous. A member that never calls is named by the others' first operation on it.
+        name, timeout, nccl: as split's (default name "<name>/<ranks>")."""
+        ranks = [int(r) for r in ranks]
+        arr = (ctypes.c_int * max(len(ranks), 1))(*ranks)
+        opts = self._options(timeout, name, nccl)
+        h = ctypes.c_void_p()
+        check(lib.dlpg_group_create_subset(self.handle, len(ranks), arr, ctypes.byref(opts),
+                                           ctypes.byref(h)))
         return Group(None, 0, 0, _handle=h)
 
     def flight_record(self):

@@ -15,3 +15,16 @@ def test_split_numpy():
     for r in range(4):
         assert "error" not in res[r], res[r]["error"]
         assert res[r]["results"] == "ok"
+
+
+def test_subset_numpy():
+    """dlpg.Group.subset (dlpg_group_create_subset): random member lists over 3 seeded trials
+    on 4 spawned ranks, called by the members only; and Group's nccl settings."""
+    seed = 20261206
+    print("seed", seed)
+    with dlpg_store() as url:
+        res = run_ranks(w.subset_ranks, 4, lambda r: (4, url, "subset-py", seed),
+                        deadline_s=120)
+    for r in range(4):
+        assert "error" not in res[r], res[r]["error"]
+        assert res[r]["results"] == "ok"
