@@ -83,12 +83,12 @@ static dlpg_status_t dlpg__shm_be_make(const dlpg__be_group_t *g, const dlpg__sh
 static dlpg_status_t dlpg__shm_be_state_create(const dlpg__be_group_t *g, void **state) {
   dlpg__shm_config_t cfg;
   dlpg__shm_be_config(g, &cfg);
-  /* A child whose parent had no segment when it was made: a small pool, for its own
-   * children (a built-in backend may read the group behind its view). */
+  /* A child with no seed (its parent had no segment when it was made, or no pool): a small
+   * pool, for its own children (a built-in backend may read the group behind its view). */
   if (dlpg__group_of_view(g)->parent_ranks) {
-    DLPG_INFO(SHM, g->rank, "shm: group \"%s\" is a child whose parent had no shared-memory "
-              "segment when it was made (no collective on host memory yet): it makes a segment "
-              "of its own", g->name);
+    DLPG_INFO(SHM, g->rank, "shm: group \"%s\" is a child with no area of its parent's "
+              "segment (the parent had no segment when it was made, having run no collective "
+              "on host memory yet, or no pool): it makes a segment of its own", g->name);
     if (cfg.pool_areas >= 0) cfg.pool_areas = DLPG__SHM_CHILD_POOL_AREAS;
   }
   return dlpg__shm_be_make(g, &cfg, state);
