@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "core/group/backend_abi.h"
+#include "core/group/group.h"
 #include "core/group/names.h"
 #include "core/group/op.h"
 #include "shm/backend.h"
@@ -40,37 +41,88 @@ static long dlpg__shm_setting(const dlpg__param_decl_t *p, long fallback) {
   return dlpg__param_get(p) && dlpg__param_get_long(p, &v) ? v : fallback;
 }
 
+/* The engine's settings for g from the backend's variables. */
+static void dlpg__shm_be_config(const dlpg__be_group_t *g, dlpg__shm_config_t *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  long slot = dlpg__shm_setting(DLPG__SHM_PARAM(SLOT_BYTES), 0);
+  cfg->slot_bytes = slot > 0 ? (size_t)slot : 0;
+  cfg->timeout_s = g->timeout_s;
+  long spin = dlpg__shm_setting(DLPG__SHM_PARAM(SPIN), -1);
+  cfg->spin = spin >= 0 && spin < 0x7fffffffL ? (int)spin : -1;
+  long yield = dlpg__shm_setting(DLPG__SHM_PARAM(YIELD_US), -1);
+  cfg->yield_us = yield == 0 ? -1 : yield > 0 ? yield : 0;
+  long threads = dlpg__shm_setting(DLPG__SHM_PARAM(THREADS), 0);
+  cfg->threads = threads > 0 && threads <= 256 ? (int)threads : 0;
+  cfg->abort_flag = g->aborted; /* an abort of the group ends the creation too */
+  long stream = dlpg__shm_setting(DLPG__SHM_PARAM(STREAM_BYTES), -1);
+  cfg->stream_bytes = stream == 0 ? SIZE_MAX : stream > 0 ? (size_t)stream : 0;
+  long eager = 0;
+  if (dlpg__param_get(DLPG__SHM_PARAM(EAGER_BYTES)) &&
+      dlpg__param_get_long(DLPG__SHM_PARAM(EAGER_BYTES), &eager))
+    cfg->eager_bytes = eager > 0 ? eager : -1;
+  long areas = dlpg__shm_setting(DLPG__SHM_PARAM(POOL_AREAS), -1);
+  cfg->pool_areas = areas == 0 ? -1 : areas > 0 && areas <= 1 << 20 ? (int)areas : 0;
+}
+
+/* g's segment through the store and a socket (shm.h); an abort that came while it was
+ * being set up finds no state to cut: honoured now, so the peers see this rank as
+ * aborted. */
+static dlpg_status_t dlpg__shm_be_make(const dlpg__be_group_t *g, const dlpg__shm_config_t *cfg,
+                                       void **state) {
+  dlpg__shm_t *sh = NULL;
+  dlpg_status_t st = dlpg__shm_create(g->store, dlpg__be_group_keys(g), g->rank, g->size, cfg, &sh);
+  if (st != DLPG_OK) return st;
+  if (dlpg__be_group_aborted(g)) dlpg__shm_abort(sh);
+  *state = sh;
+  return DLPG_OK;
+}
+
 /* At the group's first collective, on its worker: every rank maps one segment, or all fail
  * alike (UNSUPPORTED when they are not on one host as the engine needs it; core then falls
  * back to the next line). */
 static dlpg_status_t dlpg__shm_be_state_create(const dlpg__be_group_t *g, void **state) {
   dlpg__shm_config_t cfg;
-  memset(&cfg, 0, sizeof cfg);
-  long slot = dlpg__shm_setting(DLPG__SHM_PARAM(SLOT_BYTES), 0);
-  cfg.slot_bytes = slot > 0 ? (size_t)slot : 0;
-  cfg.timeout_s = g->timeout_s;
-  long spin = dlpg__shm_setting(DLPG__SHM_PARAM(SPIN), -1);
-  cfg.spin = spin >= 0 && spin < 0x7fffffffL ? (int)spin : -1;
-  long yield = dlpg__shm_setting(DLPG__SHM_PARAM(YIELD_US), -1);
-  cfg.yield_us = yield == 0 ? -1 : yield > 0 ? yield : 0;
-  long threads = dlpg__shm_setting(DLPG__SHM_PARAM(THREADS), 0);
-  cfg.threads = threads > 0 && threads <= 256 ? (int)threads : 0;
-  cfg.abort_flag = g->aborted; /* an abort of the group ends the creation too */
-  long stream = dlpg__shm_setting(DLPG__SHM_PARAM(STREAM_BYTES), -1);
-  cfg.stream_bytes = stream == 0 ? SIZE_MAX : stream > 0 ? (size_t)stream : 0;
-  long eager = 0;
-  if (dlpg__param_get(DLPG__SHM_PARAM(EAGER_BYTES)) &&
-      dlpg__param_get_long(DLPG__SHM_PARAM(EAGER_BYTES), &eager))
-    cfg.eager_bytes = eager > 0 ? eager : -1;
+  dlpg__shm_be_config(g, &cfg);
+  /* A child with no seed (its parent had no segment when it was made, or no pool): a small
+   * pool, for its own children (a built-in backend may read the group behind its view). */
+  if (dlpg__group_of_view(g)->parent_ranks) {
+    DLPG_INFO(SHM, g->rank, "shm: group \"%s\" is a child with no area of its parent's "
+              "segment (the parent had no segment when it was made, having run no collective "
+              "on host memory yet, or no pool): it makes a segment of its own", g->name);
+    if (cfg.pool_areas >= 0) cfg.pool_areas = DLPG__SHM_CHILD_POOL_AREAS;
+  }
+  return dlpg__shm_be_make(g, &cfg, state);
+}
+
+/* A child made while its parent has a segment: a reference to it, for the child's area. */
+static void *dlpg__shm_be_child_seed(void *parent, const dlpg__be_group_t *child,
+                                     const int *parent_ranks) {
+  void *seed = dlpg__shm_seed_new((dlpg__shm_t *)parent, child->rank, child->size, parent_ranks);
+  if (!seed)
+    DLPG_INFO(SHM, child->rank, "shm: group \"%s\" gets no area of its parent's segment (the "
+              "parent's has no pool: DLPG_SHM_POOL_AREAS=0, or out of memory): it makes a "
+              "segment of its own", child->name);
+  return seed;
+}
+
+/* The child's first collective: its area of the parent's segment, else a segment of its
+ * own (every member learns which alike), with a small pool for its own children. */
+static dlpg_status_t dlpg__shm_be_state_create_seeded(const dlpg__be_group_t *g, void *seed,
+                                                      void **state) {
+  dlpg__shm_config_t cfg;
+  dlpg__shm_be_config(g, &cfg);
   dlpg__shm_t *sh = NULL;
-  dlpg_status_t st = dlpg__shm_create(g->store, dlpg__be_group_keys(g), g->rank, g->size, &cfg, &sh);
-  if (st != DLPG_OK) return st;
-  /* An abort that came while the segment was being set up finds no state to cut: honour
-   * it now, so the peers see this rank as aborted. */
+  DLPG_CHECK(dlpg__shm_create_sub((dlpg__shm_seed_t *)seed, dlpg__be_group_keys(g), &cfg, &sh));
+  if (!sh) {
+    if (cfg.pool_areas >= 0) cfg.pool_areas = DLPG__SHM_CHILD_POOL_AREAS;
+    return dlpg__shm_be_make(g, &cfg, state);
+  }
   if (dlpg__be_group_aborted(g)) dlpg__shm_abort(sh);
   *state = sh;
   return DLPG_OK;
 }
+
+static void dlpg__shm_be_seed_free(void *seed) { dlpg__shm_seed_free((dlpg__shm_seed_t *)seed); }
 
 /* The blocking engine functions, over the call dlpg__shm_be_call makes. */
 static dlpg_status_t dlpg__shm_be_allreduce(dlpg__shm_t *sh, const dlpg__shm_call_t *c) {
@@ -294,4 +346,7 @@ const dlpg__backend_vtbl_t dlpg__shm_backend = {
     .p2p_destroy = dlpg__shm_p2p_destroy,
     .start = dlpg__shm_be_start,
     .progress = dlpg__shm_be_progress,
+    .child_seed = dlpg__shm_be_child_seed,
+    .state_create_seeded = dlpg__shm_be_state_create_seeded,
+    .seed_free = dlpg__shm_be_seed_free,
 };

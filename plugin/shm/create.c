@@ -16,7 +16,6 @@
 #endif
 #include <errno.h>
 #include <inttypes.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,37 +26,12 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/status.h"
-#include "shm/copy_out.h"
 #include "shm/handout.h"
 #include "shm/params.h"
+#include "shm/pool.h"
 #include "shm/seg.h"
 
 #define DLPG__SHM_KEY_MAX 640 /* a job scope (a name of up to 512 bytes and more) and its keys */
-
-static size_t dlpg__shm_align(size_t n) {
-  return (n + DLPG__SHM_LINE - 1) & ~(size_t)(DLPG__SHM_LINE - 1);
-}
-
-/* Offsets of the segment's parts for size ranks (seg.h). */
-static void dlpg__shm_layout(dlpg__shm_header_t *h, int size, size_t slot) {
-  size_t off = dlpg__shm_align(sizeof *h);
-  h->off_ctl = off;
-  off += dlpg__shm_align(sizeof(dlpg__shm_rankctl_t) * (size_t)size);
-  off = (off + 4095) & ~(size_t)4095; /* slots start on a page */
-  h->off_slots = off;
-  off += 2 * slot * (size_t)size;
-  h->total_bytes = off;
-  h->size = (uint32_t)size;
-  h->slot_bytes = slot;
-}
-
-static void dlpg__shm_bind(dlpg__shm_t *sh, uint8_t *base, size_t bytes) {
-  sh->base = base;
-  sh->map_bytes = bytes;
-  sh->hdr = (dlpg__shm_header_t *)base;
-  sh->ctl = (dlpg__shm_rankctl_t *)(base + sh->hdr->off_ctl);
-  sh->st.slots = base + sh->hdr->off_slots;
-}
 
 /* The socket's name: group name (hashed, names may be long), nonce, the listening rank. */
 static void dlpg__shm_sock_name(char *out, size_t cap, const char *name, uint64_t nonce) {
@@ -72,41 +46,6 @@ static void dlpg__shm_hex(char *out, const uint8_t *b, size_t n) {
 
 static int dlpg__shm_create_aborted(const dlpg__shm_t *sh) {
   return sh->create_abort && __atomic_load_n(sh->create_abort, __ATOMIC_ACQUIRE);
-}
-
-/* Pause iterations before a wait sleeps. A rank that spins holds its core, and a peer
- * that is late for want of a core (the ranks' own helper threads, the launcher) comes only
- * when the spinners give up: in a long run on a loaded 16-core host, 16 ranks took 330-390
- * us per small allreduce with 4000 pauses (bench/results/cpu-compare-16core.md; shorter
- * runs in shm-spin-16core.md). Long spins where the ranks fill at most half the cores (or
- * are two), short ones up to one rank per core, very short ones beyond. */
-static int dlpg__shm_default_spin(int size, long ncpu) {
-  if (ncpu <= 0) return 4000;
-  if (size > ncpu) return 64;
-  if (size > 2 && 2L * size > ncpu) return 400;
-  return 4000;
-}
-
-/* Ranks that outnumber the CPUs wait for each other's turn on a CPU: a waiter that yields
- * hands its CPU to a runnable peer at once, where one that sleeps on the futex waits to be
- * woken (tens of microseconds in a VM) nearly every step. */
-static double dlpg__shm_default_yield_s(int size, long ncpu) {
-  return ncpu > 0 && size > ncpu ? (double)DLPG__SHM_DEFAULT_YIELD_US * 1e-6 : 0;
-}
-
-/* The CPUs left over per rank, up to DLPG__SHM_DEFAULT_THREADS_MAX: a rank pinned to one
- * CPU, or ranks that fill the CPUs, work alone. */
-static int dlpg__shm_default_threads(int size, long ncpu) {
-  long t = ncpu > 0 ? ncpu / size : 1;
-  return t < 1 ? 1 : t > DLPG__SHM_DEFAULT_THREADS_MAX ? DLPG__SHM_DEFAULT_THREADS_MAX : (int)t;
-}
-
-/* The CPUs this process may run on (its affinity mask: a launcher's binding or a
- * container's cpuset), else the online ones. */
-static long dlpg__shm_cpus(void) {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  return sysconf(_SC_NPROCESSORS_ONLN);
 }
 
 /* A store read that waits until deadline in slices, so an abort of the creation ends it. */
@@ -126,7 +65,8 @@ static dlpg_status_t dlpg__shm_store_wait(dlpg__shm_t *sh, dlpg_store_t *store, 
 /* Rank 0: the memfd, mapped, its header and rank blocks initialised. */
 static dlpg_status_t dlpg__shm_make_segment(dlpg__shm_t *sh, uint64_t nonce, int *memfd) {
   dlpg__shm_header_t h = {0};
-  dlpg__shm_layout(&h, sh->st.size, sh->st.slot_bytes);
+  size_t end = dlpg__shm_layout(&h, sh->st.size, sh->st.slot_bytes);
+  h.total_bytes = dlpg__shm_pool_layout(&h, end, sh->pool_areas, sh->st.size, sh->st.slot_bytes);
   int fd = memfd_create("dlpg-shm", MFD_CLOEXEC);
   if (fd < 0)
     return dlpg__error(DLPG_ERR_SYSTEM, "shm rank 0: memfd_create: %s", strerror(errno));
@@ -280,33 +220,12 @@ dlpg_status_t dlpg__shm_create(dlpg_store_t *store, const char *name, int rank, 
                  "dlpg__shm_create: name is %zu bytes long (at most %d)", strlen(name),
                  DLPG__SHM_KEY_MAX - 65);
   *out = NULL;
-  dlpg__shm_t *sh = calloc(1, sizeof *sh);
+  dlpg__shm_t *sh = dlpg__shm_alloc(rank, size, cfg);
   if (!sh) return dlpg__error(DLPG_ERR_SYSTEM, "dlpg__shm_create: out of memory");
-  sh->st.rank = rank;
-  sh->st.size = size;
-  sh->timeout_s = cfg && cfg->timeout_s > 0 ? cfg->timeout_s : 300;
-  sh->create_abort = cfg ? cfg->abort_flag : NULL;
-  sh->eager.max_bytes = !cfg || cfg->eager_bytes == 0 ? DLPG__SHM_DEFAULT_EAGER_BYTES : cfg->eager_bytes;
-  sh->stream_bytes = cfg && cfg->stream_bytes ? cfg->stream_bytes : DLPG__SHM_DEFAULT_STREAM_BYTES;
-  size_t slot = cfg && cfg->slot_bytes ? cfg->slot_bytes : DLPG__SHM_DEFAULT_SLOT_BYTES;
-  /* Whole lines, and room for each rank's share of a chunk (size sub-slices). */
-  slot = dlpg__shm_align(slot < (size_t)size * 256 ? (size_t)size * 256 : slot);
-  sh->st.slot_bytes = slot;
-  long ncpu = dlpg__shm_cpus();
-  sh->spin = cfg && cfg->spin >= 0 ? cfg->spin : dlpg__shm_default_spin(size, ncpu);
-  sh->yield_s = cfg && cfg->yield_us < 0   ? 0
-                : cfg && cfg->yield_us > 0 ? (double)cfg->yield_us * 1e-6
-                                           : dlpg__shm_default_yield_s(size, ncpu);
-  sh->threads = cfg && cfg->threads > 0 ? cfg->threads : dlpg__shm_default_threads(size, ncpu);
-  sh->st.copies = calloc((size_t)size + 2, sizeof *sh->st.copies);
   double deadline = dlpg__now() + sh->timeout_s;
   char prefix[DLPG__SHM_KEY_MAX], key[DLPG__SHM_KEY_MAX + 32], sock[100];
   dlpg_status_t st = DLPG_OK, mine = DLPG_OK;
   int lfd = -1, memfd = -1;
-  if (!sh->st.copies) {
-    st = dlpg__error(DLPG_ERR_SYSTEM, "dlpg__shm_create: out of memory");
-    goto fail;
-  }
   int64_t gen = 0;
   /* Per size too: a creation involves every rank of its size, so each rank's count of
    * them is the same, but groups of another size under the same name count apart. */
@@ -370,9 +289,15 @@ agree:
   DLPG_CHECK_GOTO(dlpg__shm_agree(sh, store, prefix, mine, deadline), st, fail);
   if (lfd >= 0) close(lfd);
   if (memfd >= 0) close(memfd);
+  /* Shared with the handles of children in the pool's areas, which may outlive this one. */
+  sh->map = dlpg__shm_map_new(sh->base, sh->map_bytes);
+  if (!sh->map) {
+    st = dlpg__error(DLPG_ERR_SYSTEM, "dlpg__shm_create: out of memory");
+    goto fail;
+  }
   atomic_store(&sh->ctl[rank].state, DLPG__SHM_ALIVE);
-  DLPG_INFO(SHM, rank, "shm: segment of %zu bytes for %d ranks mapped (slots of %zu bytes)",
-            sh->map_bytes, size, sh->st.slot_bytes);
+  DLPG_INFO(SHM, rank, "shm: segment of %zu bytes for %d ranks mapped (slots of %zu bytes; %u "
+            "areas for children)", sh->map_bytes, size, sh->st.slot_bytes, sh->hdr->pool_areas);
   *out = sh;
   return DLPG_OK;
 fail:

@@ -1,11 +1,13 @@
 /* The engine's handle after creation: abort (from any thread), the deadline, accessors
- * and teardown. Teardown only unmaps: the memory goes with the last rank's mapping, so
- * there is nothing to unlink and nothing a killed rank could leave behind. */
+ * and teardown. Teardown only unmaps (and a child returns its pool area): the memory goes
+ * with the last rank's mapping, so there is nothing to unlink and nothing a killed rank
+ * could leave behind. */
 #include <stdlib.h>
 #include <sys/mman.h>
 
 #include "base/log.h"
 #include "shm/params.h"
+#include "shm/pool.h"
 #include "shm/seg.h"
 #include "shm/team.h"
 
@@ -27,10 +29,30 @@ void dlpg__shm_destroy(dlpg__shm_t *sh) {
   atomic_store(&sh->ctl[sh->st.rank].left, 1);
   dlpg__shm_wake_all(sh);
   dlpg__shm_team_free(sh->team);
-  munmap(sh->base, sh->map_bytes);
+  /* A child in a pool area: the last member out returns it. The mapping goes with its last
+   * handle, the parent's or a child's, whichever is destroyed last. */
+  if (sh->claim >= 0) dlpg__shm_pool_leave(sh->map->base, sh->claim);
+  dlpg__shm_map_unref(sh->map);
   free(sh->st.copies);
   free(sh->vscratch);
   free(sh);
+}
+
+dlpg__shm_map_t *dlpg__shm_map_new(uint8_t *base, size_t bytes) {
+  dlpg__shm_map_t *m = malloc(sizeof *m);
+  if (!m) return NULL;
+  atomic_init(&m->refs, 1);
+  m->base = base;
+  m->bytes = bytes;
+  return m;
+}
+
+void dlpg__shm_map_ref(dlpg__shm_map_t *m) { atomic_fetch_add(&m->refs, 1); }
+
+void dlpg__shm_map_unref(dlpg__shm_map_t *m) {
+  if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
+  munmap(m->base, m->bytes);
+  free(m);
 }
 
 struct dlpg__shm_team *dlpg__shm_helpers(dlpg__shm_t *sh) {

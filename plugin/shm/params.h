@@ -29,7 +29,9 @@ extern "C" {
   X(STREAM_BYTES, "DLPG_SHM_STREAM_BYTES", "8388608", DLPG__PARAM_CACHED,                  \
     "output bytes from which an out-of-place allreduce or reduce writes its output with streaming (non-temporal) stores, past the caches (0: never)") \
   X(EAGER_BYTES, "DLPG_SHM_EAGER_BYTES", "65536", DLPG__PARAM_CACHED,                        \
-    "most bytes a rank posts on the caller's thread when it issues an asynchronous collective (larger ones go to the group's worker thread; 0: all do)")
+    "most bytes a rank posts on the caller's thread when it issues an asynchronous collective (larger ones go to the group's worker thread; 0: all do)") \
+  X(POOL_AREAS, "DLPG_SHM_POOL_AREAS", "256", DLPG__PARAM_CACHED,                            \
+    "areas of a group's shared-memory segment that its children (dlpg_group_split, dlpg_group_create_subset) of up to 16 ranks run in, without a segment of their own (0: none; a child finding none free makes its own)")
 
 enum {
 #define DLPG__SHM_PARAM_ENUM(id, env, def, flags, desc) DLPG__SHM_PARAM_##id,

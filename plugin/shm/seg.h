@@ -5,8 +5,10 @@
  *
  * Layout, each part aligned to DLPG__SHM_LINE so a counter one rank writes never shares a
  * cache line with another rank's:
- *   header | size rank blocks | 2 collective slots per rank
- * The slots are large but only the pages ranks touch are ever backed by memory. */
+ *   header | size rank blocks | 2 collective slots per rank | pool of sub-team areas
+ * The pool (pool.h) holds the segments of child groups: each area is laid out as a segment
+ * of its own (header | rank blocks | slots) for the child's ranks. The slots and areas are
+ * large but only the pages ranks touch are ever backed by memory. */
 #ifndef DLPG_SHM_SEG_H_
 #define DLPG_SHM_SEG_H_
 
@@ -22,7 +24,8 @@
 
 #define DLPG__SHM_LINE 128 /* two lines: adjacent-line prefetch pulls pairs */
 #define DLPG__SHM_MAGIC 0x316d687367706c64ull /* "dlpgshm1" */
-#define DLPG__SHM_VERSION 3u /* 3: rankctl.left; 2: no pair channels (pair.h has its own) */
+#define DLPG__SHM_VERSION 4u /* 4: the pool of sub-team areas; 3: rankctl.left; 2: no pair
+                                 channels (pair.h has its own) */
 
 /* A rank's state in the segment, read by peers in their slow path. */
 enum { DLPG__SHM_JOINING = 0, DLPG__SHM_ALIVE = 1, DLPG__SHM_LEFT = 2, DLPG__SHM_ABORTED = 3,
@@ -68,7 +71,22 @@ typedef struct dlpg__shm_header {
   uint32_t version, size;
   uint64_t slot_bytes, total_bytes;
   uint64_t off_ctl, off_slots;
+  /* The pool of sub-team areas (pool.h), from off_pool: its claim table of pool_claims
+   * entries, then pool_areas areas of area_bytes each from off_areas. 0 areas: no pool (an
+   * area's own header says 0: a child's child claims from the segment's pool). */
+  uint32_t pool_areas, pool_claims;
+  uint64_t off_pool, off_areas, area_bytes;
+  /* Of an area: the most ranks its rank blocks hold, and the bytes of its slots. */
+  uint64_t area_ranks, area_slots_bytes;
 } dlpg__shm_header_t;
+
+/* One mapping of a segment in this process, shared by the handles that use it: the
+ * segment's own and those of children in its areas, any of which may go first. */
+typedef struct dlpg__shm_map {
+  _Atomic int refs;
+  uint8_t *base;
+  size_t bytes;
+} dlpg__shm_map_t;
 
 /* Bytes of the smallest part a helper thread takes of a copy or reduction (team.h). */
 #define DLPG__SHM_PART_BYTES ((size_t)64 << 10)
@@ -76,8 +94,12 @@ typedef struct dlpg__shm_header {
 struct dlpg__shm {
   /* First: dlpg__shm_steps (step.h) casts the handle to it. */
   dlpg__shm_steps_t st;
-  uint8_t *base;
+  uint8_t *base;       /* this handle's segment: the mapping's start, or a pool area in it */
   size_t map_bytes;
+  dlpg__shm_map_t *map; /* the mapping holding base (one reference is this handle's) */
+  /* A child's area: its claim in the pool (pool.h), -1 for a segment of its own. */
+  int claim;
+  int pool_areas;       /* of a segment this handle creates (config) */
   dlpg__shm_header_t *hdr;
   dlpg__shm_rankctl_t *ctl;  /* [size] */
   size_t stream_bytes; /* output bytes from which copies into the output stream (copy_out.c) */
@@ -113,6 +135,22 @@ struct dlpg__shm {
    * call and kept, so a small call allocates nothing. */
   void *vscratch;
 };
+
+/* handle_new.c: n rounded up to whole lines. */
+size_t dlpg__shm_align(size_t n);
+/* Offsets of a segment's parts for size ranks and slots of slot bytes, pool left out (seg.h);
+ * returns its bytes so far (the pool, if any, starts there). */
+size_t dlpg__shm_layout(dlpg__shm_header_t *h, int size, size_t slot);
+/* Point sh at the segment (or area) at base, whose header is written. */
+void dlpg__shm_bind(dlpg__shm_t *sh, uint8_t *base, size_t bytes);
+/* A handle of rank of size ranks with cfg's settings (defaults resolved), no segment yet;
+ * NULL when out of memory. */
+dlpg__shm_t *dlpg__shm_alloc(int rank, int size, const dlpg__shm_config_t *cfg);
+
+/* handle.c: the mapping's references; the last unmaps. */
+dlpg__shm_map_t *dlpg__shm_map_new(uint8_t *base, size_t bytes);
+void dlpg__shm_map_ref(dlpg__shm_map_t *m);
+void dlpg__shm_map_unref(dlpg__shm_map_t *m);
 
 /* One spin of a waiting loop: tells the core (and its hyperthread sibling) that this
  * thread only waits. */

@@ -59,7 +59,14 @@ typedef struct dlpg__shm_config {
    * (team.h); 0: the default (the CPUs this process may run on per rank, at most
    * DLPG__SHM_DEFAULT_THREADS_MAX); 1: none. */
   int threads;
+  /* Areas of the pool for child groups (pool.h) in a segment this creation makes; 0: the
+   * default (DLPG__SHM_DEFAULT_POOL_AREAS); < 0: none. */
+  int pool_areas;
 } dlpg__shm_config_t;
+
+/* Pool areas of a child's segment of its own (no area of its parent's was free): for its
+ * own children, which are rarer. */
+#define DLPG__SHM_CHILD_POOL_AREAS 16
 
 #define DLPG__SHM_DEFAULT_EAGER_BYTES (64L << 10)
 /* 2-core CI machine, 4 and 8 ranks, allreduce and broadcast up to 4 KiB: 11-72 us per call
@@ -96,6 +103,26 @@ dlpg_status_t dlpg__shm_host_id(char *out, size_t cap);
  * rank and why). Other statuses: the creation itself failed (timeout, store, system). */
 dlpg_status_t dlpg__shm_create(dlpg_store_t *store, const char *name, int rank, int size,
                                const dlpg__shm_config_t *cfg, dlpg__shm_t **out);
+
+/* What a child group (dlpg_group_split, dlpg_group_create_subset) takes from its parent's
+ * handle when it is made, so that its engine can live in an area of the parent's segment
+ * (pool.h) at its first operation: a reference to the parent's mapping (so the parent may
+ * be destroyed first) and its members' pids. Waits for nobody. members[i]: the parent rank
+ * of the child's rank i, n of them; rank: this rank's place among them. NULL when the
+ * parent's segment has no pool, or out of memory (the child then makes its own segment). */
+typedef struct dlpg__shm_seed dlpg__shm_seed_t;
+dlpg__shm_seed_t *dlpg__shm_seed_new(dlpg__shm_t *parent, int rank, int n, const int *members);
+void dlpg__shm_seed_free(dlpg__shm_seed_t *seed);
+
+/* The child's engine in an area of its parent's segment, claimed by the child's rank 0
+ * under key (the child's key scope, alike on its members): no store, no socket. Only the
+ * members call it, and they need not meet: a member that never comes is named by the
+ * peers' first operation. *out NULL and DLPG_OK when the child cannot have an area (the
+ * pool is full, or the child has more ranks than an area holds: said at INFO); every
+ * member learns that alike, and makes its own segment with dlpg__shm_create. Fails
+ * (timeout, abort, rank 0 died) only when rank 0 never published the claim. Frees seed. */
+dlpg_status_t dlpg__shm_create_sub(dlpg__shm_seed_t *seed, const char *key,
+                                   const dlpg__shm_config_t *cfg, dlpg__shm_t **out);
 
 /* Unmap and free. Peers still waiting on this rank fail with "rank r left". NULL ok. */
 void dlpg__shm_destroy(dlpg__shm_t *sh);

@@ -111,6 +111,9 @@ static dlpg_status_t dlpg__split_make(const char *fn, struct dlpg_group *parent,
    * job already and says where it runs now, for the child's choice at its first collective
    * (sends and receives publish it too when they come first). */
   if (!via_coll || !dlpg__backend_choice_inherit(c, parent)) dlpg__backend_where_publish(c);
+  /* What the parent's backend states hand the child (shared memory: an area of the
+   * parent's segment for the child's first operation). */
+  dlpg__line_states_seed(parent, c);
   *out = c;
   return DLPG_OK;
 }

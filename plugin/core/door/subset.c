@@ -5,7 +5,8 @@
  * before -- "<parent scope>/u<ranks>k<k>" -- so children never meet each other's keys, and a
  * re-created parent (a new job) starts clean. Frameworks that make many small subgroups
  * (torch's new_group, DeviceMesh) thus pay no rendezvous and no job admission per subgroup;
- * what is left is the child's own connection at its first operation, as for any group.
+ * what is left is the child's own connection at its first operation, as for any group (on
+ * shared memory not even that: the child runs in an area of the parent's segment).
  * The child keeps copies of the parent (store, job, parent ranks), never the parent itself,
  * and joins the parent's list of children so that the parent's abort reaches it. */
 #include <inttypes.h>
@@ -157,6 +158,9 @@ dlpg_status_t dlpg_group_create_subset(dlpg_group_t *parent, int n, const int *r
    * runs, whichever way it went (one store write, waiting for nobody). */
   dlpg__backend_choice_inherit(c, parent);
   dlpg__backend_where_publish(c);
+  /* What the parent's backend states hand the child (shared memory: an area of the
+   * parent's segment, so the members' first operation needs no meeting). */
+  dlpg__line_states_seed(parent, c);
   DLPG_INFO(INIT, parent->rank, "group \"%s\": made subgroup \"%s\" of %d ranks (%s): rank %d, "
             "keys under %s", parent->name, c->name, n, list, rank, dlpg__job_scope(c->job));
   *child = c;

@@ -318,6 +318,19 @@ typedef struct dlpg__backend_vtbl {
    * the call only: the child's must not need it later. */
   dlpg_status_t (*state_split)(void *parent, const dlpg__be_group_t *child, int color, int key,
                                void **child_state);
+  /* Optional (appended; all three or none): a child that can run inside what its parent's
+   * state made (shm: an area of the parent's segment). child_seed is called on the caller's
+   * thread of each member of a child of dlpg_group_split or dlpg_group_create_subset right
+   * after it was made, when the parent has a state of this backend (parent: that state),
+   * with the child's view (rank, size, timeout and scope set) and its members as parent
+   * ranks, in child rank order. It must not block nor wait for anyone, and reads of the
+   * parent's state only what stays fixed (the parent's worker may be running operations).
+   * It returns a seed (NULL: none) that must outlive the parent: the child's first operation
+   * then makes its state with state_create_seeded, which owns the seed from then on, instead
+   * of state_create; a seed never used goes to seed_free at the child's release. */
+  void *(*child_seed)(void *parent, const dlpg__be_group_t *child, const int *parent_ranks);
+  dlpg_status_t (*state_create_seeded)(const dlpg__be_group_t *g, void *seed, void **state);
+  void (*seed_free)(void *seed);
 } dlpg__backend_vtbl_t;
 
 /* Size of a table that ends at kinds (the fields every table of this version has). */

@@ -82,6 +82,9 @@ struct dlpg_group {
   /* Each line's state of sends and receives when its table has p2p_state_create
    * (backend_abi.h): created on a caller's thread under be_mu, set once, read lock-free. */
   void *p2p_state[DLPG__GROUP_BACKEND_SLOTS];
+  /* A child's seeds from its parent's states (backend_abi.h's child_seed), per line, taken
+   * by the line's state creation (under be_mu) or freed at the release. */
+  void *be_seed[DLPG__GROUP_BACKEND_SLOTS];
   dlpg__group_lines_t lines;
 
   /* What a backend is handed instead of the group (filled by dlpg__group_view_init). */

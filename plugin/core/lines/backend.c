@@ -182,7 +182,14 @@ dlpg_status_t dlpg__backend_state(struct dlpg_group *g, int slot, void **state) 
   pthread_mutex_lock(&g->be_mu);
   s = g->be_state[slot];
   if (!s) {
-    st = vt->state_create(&g->view, &s);
+    /* A child seeded by its parent's state starts from the seed, which the backend owns
+     * from here whatever the outcome. */
+    void *seed = g->be_seed[slot];
+    g->be_seed[slot] = NULL;
+    if (seed && dlpg__vtbl_has(vt, state_create_seeded))
+      st = vt->state_create_seeded(&g->view, seed, &s);
+    else
+      st = vt->state_create(&g->view, &s);
     if (st == DLPG_OK) __atomic_store_n(&g->be_state[slot], s, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&g->be_mu);

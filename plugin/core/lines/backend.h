@@ -73,6 +73,10 @@ dlpg_status_t dlpg__backend_state(struct dlpg_group *g, int slot, void **state);
  * choices made (a collective of the parent completed on every rank). 1 if it took one. */
 int dlpg__backend_choice_inherit(struct dlpg_group *child, const struct dlpg_group *parent);
 
+/* A child just made by split or subset, on each member: every line whose parent state can
+ * seed the child's (backend_abi.h's child_seed) gives it a seed for its first operation.
+ * Waits for nobody; a line without seeds leaves the child as a created group. */
+void dlpg__line_states_seed(struct dlpg_group *parent, struct dlpg_group *child);
 /* dlpg_group_split on every rank of parent (line_split.c): each caller-thread line whose
  * parent state exists and whose table has state_split splits it into child's state (child
  * NULL on a rank whose color is negative). A failure names the backend, prefixed with fn. */

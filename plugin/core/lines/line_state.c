@@ -84,6 +84,7 @@ void dlpg__line_states_free(struct dlpg_group *g) {
   }
   for (int i = 0; i < DLPG__GROUP_BACKEND_SLOTS; i++) {
     if (g->be_state[i]) dlpg__backend_loaded(i)->destroy(g->be_state[i]);
+    if (g->be_seed[i]) dlpg__backend_loaded(i)->seed_free(g->be_seed[i]);
     free(g->lines.state_msg[i]);
     free(g->lines.choice_msg[i]);
   }
