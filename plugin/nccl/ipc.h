@@ -49,6 +49,13 @@ typedef struct dlpg__ipc_flags {
   unsigned long long pad1[15];
   unsigned long long sent[DLPG__IPC_MAX_RANKS];  /* chunks written to mailbox q */
   unsigned long long taken[DLPG__IPC_MAX_RANKS]; /* chunks read from peer p's mailbox */
+  /* Stream-wait mode (DLPG_NCCL_IPC_WAIT=stream): the same counters written by peer q into
+   * THIS rank's block at index q, so every wait reads local memory (cuStreamWaitValue64,
+   * which the host can release by writing its own memory when a peer never comes). */
+  unsigned long long in_ready[DLPG__IPC_MAX_RANKS];
+  unsigned long long in_done[DLPG__IPC_MAX_RANKS];
+  unsigned long long in_sent[DLPG__IPC_MAX_RANKS];  /* chunks q put in its mailbox for this rank */
+  unsigned long long in_taken[DLPG__IPC_MAX_RANKS]; /* chunks q read from this rank's mailbox */
 } dlpg__ipc_flags_t;
 
 /* Host-mapped (cudaHostAllocMapped): the host sets abort; a kernel whose wait failed sets
@@ -93,6 +100,7 @@ typedef struct dlpg__ipc_step {
   dlpg__ipc_flags_t *flags[DLPG__IPC_MAX_RANKS];
   dlpg__ipc_status_t *status;                  /* device view of the host-mapped block */
   unsigned long long timeout_ns;
+  int nowait;               /* the stream waited already (stream-wait mode): no kernel waits */
 } dlpg__ipc_step_t;
 
 /* One chunk of a send (peer: receiver) or receive (peer: sender). */
@@ -105,7 +113,26 @@ typedef struct dlpg__ipc_chunk {
   dlpg__ipc_flags_t *mine, *theirs;
   dlpg__ipc_status_t *status;
   unsigned long long timeout_ns;
+  int nowait;
 } dlpg__ipc_chunk_t;
+
+#ifdef __CUDACC__
+#define DLPG__IPC_HD __host__ __device__
+#else
+#define DLPG__IPC_HD
+#endif
+/* Whether this rank writes its buffer at a step (then it must first wait until every peer
+ * read the step that last used the buffer), and whether it reads rank q's buffer. */
+static inline DLPG__IPC_HD int dlpg__ipc_writes(const dlpg__ipc_step_t *p) {
+  return p->kind != DLPG__IPC_BROADCAST || p->rank == p->root;
+}
+static inline DLPG__IPC_HD int dlpg__ipc_reads(const dlpg__ipc_step_t *p, int q) {
+  switch (p->kind) {
+    case DLPG__IPC_BROADCAST: return p->rank != p->root && q == p->root;
+    case DLPG__IPC_REDUCE: return p->rank == p->root;
+    default: return 1;
+  }
+}
 
 /* Launches on stream s of the current device (ipc_kernels.cu); the CUDA launch error. */
 cudaError_t dlpg__ipc_launch_put(const dlpg__ipc_step_t *p, cudaStream_t s);

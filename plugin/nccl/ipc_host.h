@@ -16,6 +16,10 @@
 extern "C" {
 #endif
 
+/* Ops in flight the stream-wait mode's watchdog follows per group; more go unwatched (the
+ * watched ones before them end first or fail). */
+#define DLPG__IPC_PENDING 64
+
 /* Bytes before the buffers: the flags block, rounded up. */
 #define DLPG__IPC_FLAGS_BYTES 4096
 
@@ -43,7 +47,28 @@ typedef struct dlpg__ipc {
   cudaStream_t own[2][DLPG__IPC_MAX_RANKS];
   cudaEvent_t fork_ev;
   int destroyed;
+  /* Stream-wait mode (ipc_watch.c): the ops in flight, oldest first, each with the event
+   * recorded after it, its deadline and what it waits for; a thread that ends the waits of
+   * an op past its deadline (or of an aborted group) by writing this rank's own counters
+   * on a stream of its own. */
+  int stream_wait;
+  struct dlpg__ipc_pending {
+    cudaEvent_t ev;
+    double deadline;
+    int kind;                  /* DLPG__IPC_PEND_* */
+    int peer;                  /* send/recv */
+    unsigned long long want;   /* the op's last step or chunk */
+  } pend[DLPG__IPC_PENDING];
+  int pend_head, pend_n;
+  cudaStream_t rescue;
+  pthread_t watch;
+  int watch_started;
+  pthread_mutex_t watch_mu;
+  pthread_cond_t watch_cv;
+  int watch_stop;
 } dlpg__ipc_t;
+
+enum { DLPG__IPC_PEND_COLL, DLPG__IPC_PEND_SEND, DLPG__IPC_PEND_RECV };
 
 /* route.c: which ops of the batch run on the IPC path (is_ipc[k] = 1; *nipc of them) and
  * which on NCCL; decides, once per group for collectives and once per pair for sends and
@@ -81,6 +106,23 @@ static inline dlpg__ipc_flags_t *dlpg__ipc_flags(const dlpg__ipc_t *ipc, int q) 
 /* ipc_state.c: the failure the status block holds, as a status and message prefixed with
  * fn; DLPG_OK when none. */
 dlpg_status_t dlpg__ipc_failure(const char *fn, const dlpg__ipc_t *ipc);
+
+/* ipc_memops.c: the driver's stream memory operations (1 when found), a wait until *word
+ * >= v (cyclic) and a fenced write of v, queued on s. */
+int dlpg__ipc_memops_loaded(void);
+cudaError_t dlpg__ipc_wait_ge(cudaStream_t s, const unsigned long long *word, unsigned long long v);
+cudaError_t dlpg__ipc_write(cudaStream_t s, unsigned long long *word, unsigned long long v);
+
+/* ipc_watch.c (stream-wait mode): start the watchdog; follow an op just queued on s (caller
+ * holds ipc->mu); end every wait of this rank at once (abort, destroy past the deadline);
+ * stop the watchdog. */
+dlpg_status_t dlpg__ipc_watch_start(const char *fn, dlpg__ipc_t *ipc);
+void dlpg__ipc_watch_add(dlpg__ipc_t *ipc, cudaStream_t s, int kind, int peer,
+                         unsigned long long want, double timeout_s);
+void dlpg__ipc_release(dlpg__ipc_t *ipc);
+void dlpg__ipc_watch_stop(dlpg__ipc_t *ipc);
+/* Whether every op the watchdog follows completed (or none is followed). */
+int dlpg__ipc_watch_idle(dlpg__ipc_t *ipc);
 
 /* ipc_issue.c: run a batch on the IPC path (every op of one group, one tensor each). */
 dlpg_status_t dlpg__ipc_issue(const char *fn, dlpg__be_op_t *const *ops, int n);

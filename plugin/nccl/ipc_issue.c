@@ -67,6 +67,33 @@ static dlpg_status_t dlpg__ipc_leave(const char *fn, cudaEvent_t ev, cudaStream_
   return dlpg__ipc_cuda(cudaEventRecord(ev, s), fn, "cudaEventRecord");
 }
 
+/* One collective step in stream-wait mode: the stream waits on this rank's own counters,
+ * which the peers write (ipc.h's in_* fields), and the kernels only move and reduce. */
+static dlpg_status_t dlpg__ipc_step_streamed(const char *fn, dlpg__ipc_t *ipc,
+                                             const dlpg__ipc_step_t *p, cudaStream_t s) {
+  dlpg__ipc_flags_t *mine = p->flags[ipc->rank];
+  if (p->seq > 2 && dlpg__ipc_writes(p))
+    for (int q = 0; q < ipc->size; q++)
+      if (q != ipc->rank)
+        DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_wait_ge(s, &mine->in_done[q], p->seq - 2), fn,
+                                  "cuStreamWaitValue64 (CUDA IPC)"));
+  DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_put(p, s), fn, "CUDA IPC put kernel"));
+  for (int q = 0; q < ipc->size; q++)
+    if (q != ipc->rank)
+      DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_write(s, &p->flags[q]->in_ready[ipc->rank], p->seq), fn,
+                                "cuStreamWriteValue64 (CUDA IPC)"));
+  for (int q = 0; q < ipc->size; q++)
+    if (q != ipc->rank && dlpg__ipc_reads(p, q))
+      DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_wait_ge(s, &mine->in_ready[q], p->seq), fn,
+                                "cuStreamWaitValue64 (CUDA IPC)"));
+  DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_get(p, s), fn, "CUDA IPC get kernel"));
+  for (int q = 0; q < ipc->size; q++)
+    if (q != ipc->rank)
+      DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_write(s, &p->flags[q]->in_done[ipc->rank], p->seq), fn,
+                                "cuStreamWriteValue64 (CUDA IPC)"));
+  return DLPG_OK;
+}
+
 /* One collective, in steps. Caller holds ipc->mu. */
 static dlpg_status_t dlpg__ipc_collective(const char *fn, dlpg__ipc_t *ipc, const dlpg__be_op_t *op,
                                           cudaStream_t s) {
@@ -77,6 +104,7 @@ static dlpg_status_t dlpg__ipc_collective(const char *fn, dlpg__ipc_t *ipc, cons
   p.root = op->root;
   p.status = ipc->status_d;
   p.timeout_ns = (unsigned long long)(op->gview->timeout_s * 1e9);
+  p.nowait = ipc->stream_wait;
   p.esize = 1;
   long long total = 0;
   int parts = 1;
@@ -130,11 +158,17 @@ static dlpg_status_t dlpg__ipc_collective(const char *fn, dlpg__ipc_t *ipc, cons
     for (int q = 0; q < ipc->size; q++) p.buf[q] = dlpg__ipc_buf(ipc, q, (int)(p.seq & 1));
     p.src = src + off * p.esize;
     p.dst = dst + off * p.esize;
+    if (ipc->stream_wait) {
+      DLPG_CHECK(dlpg__ipc_step_streamed(fn, ipc, &p, s));
+      continue;
+    }
     DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_put(&p, s), fn, "CUDA IPC put kernel"));
     DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_get(&p, s), fn, "CUDA IPC get kernel"));
     DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_flag(&p.flags[ipc->rank]->done, p.seq, p.status, s),
                               fn, "CUDA IPC flag kernel"));
   }
+  if (ipc->stream_wait)
+    dlpg__ipc_watch_add(ipc, s, DLPG__IPC_PEND_COLL, -1, ipc->coll_seq, op->gview->timeout_s);
   return dlpg__ipc_leave(fn, ipc->coll_last, s);
 }
 
@@ -154,20 +188,34 @@ static int dlpg__ipc_p2p_chunk(const char *fn, dlpg__ipc_t *ipc, const dlpg__be_
   k.theirs = dlpg__ipc_flags(ipc, q);
   k.status = ipc->status_d;
   k.timeout_ns = (unsigned long long)(op->gview->timeout_s * 1e9);
+  k.nowait = ipc->stream_wait;
+  const char *wait_what = "cuStreamWaitValue64 (CUDA IPC)";
+  const char *write_what = "cuStreamWriteValue64 (CUDA IPC)";
   if (op->kind == DLPG__OP_SEND) {
     k.k = ++ipc->sent[q];
     k.src = (const char *)op->in[0].ptr + off;
     k.dst = dlpg__ipc_mbox(ipc, ipc->rank, q, (int)(k.k & 1));
-    *st = dlpg__ipc_cuda(dlpg__ipc_launch_send(&k, s), fn, "CUDA IPC send kernel");
+    /* Stream-wait mode: the mailbox of parity k%2 is free once q took chunk k-2. */
+    if (k.nowait && k.k > 2)
+      *st = dlpg__ipc_cuda(dlpg__ipc_wait_ge(s, &k.mine->in_taken[q], k.k - 2), fn, wait_what);
     if (*st == DLPG_OK)
+      *st = dlpg__ipc_cuda(dlpg__ipc_launch_send(&k, s), fn, "CUDA IPC send kernel");
+    if (*st == DLPG_OK && k.nowait)
+      *st = dlpg__ipc_cuda(dlpg__ipc_write(s, &k.theirs->in_sent[ipc->rank], k.k), fn, write_what);
+    else if (*st == DLPG_OK)
       *st = dlpg__ipc_cuda(dlpg__ipc_launch_flag(&k.mine->sent[q], k.k, k.status, s), fn,
                            "CUDA IPC flag kernel");
   } else {
     k.k = ++ipc->recvd[q];
     k.src = dlpg__ipc_mbox(ipc, q, ipc->rank, (int)(k.k & 1));
     k.dst = (char *)op->in[0].ptr + off;
-    *st = dlpg__ipc_cuda(dlpg__ipc_launch_recv(&k, s), fn, "CUDA IPC recv kernel");
+    if (k.nowait)
+      *st = dlpg__ipc_cuda(dlpg__ipc_wait_ge(s, &k.mine->in_sent[q], k.k), fn, wait_what);
     if (*st == DLPG_OK)
+      *st = dlpg__ipc_cuda(dlpg__ipc_launch_recv(&k, s), fn, "CUDA IPC recv kernel");
+    if (*st == DLPG_OK && k.nowait)
+      *st = dlpg__ipc_cuda(dlpg__ipc_write(s, &k.theirs->in_taken[ipc->rank], k.k), fn, write_what);
+    else if (*st == DLPG_OK)
       *st = dlpg__ipc_cuda(dlpg__ipc_launch_flag(&k.mine->taken[q], k.k, k.status, s), fn,
                            "CUDA IPC flag kernel");
   }
@@ -319,6 +367,15 @@ static dlpg_status_t dlpg__ipc_run(const char *fn, dlpg__ipc_t *ipc, dlpg__be_op
     more = 0;
     for (int k = 0; k < n && s == DLPG_OK; k++)
       if (dlpg__ipc_is_p2p(ops[k])) more |= dlpg__ipc_p2p_chunk(fn, ipc, ops[k], streams[k], c, &s);
+  }
+  for (int k = 0; k < n && s == DLPG_OK && ipc->stream_wait; k++) {
+    const dlpg__be_op_t *o = ops[k];
+    if (o->kind == DLPG__OP_SEND)
+      dlpg__ipc_watch_add(ipc, streams[k], DLPG__IPC_PEND_SEND, o->peer, ipc->sent[o->peer],
+                          o->gview->timeout_s);
+    else if (o->kind == DLPG__OP_RECV)
+      dlpg__ipc_watch_add(ipc, streams[k], DLPG__IPC_PEND_RECV, o->peer, ipc->recvd[o->peer],
+                          o->gview->timeout_s);
   }
   for (int k = 0; k < n && s == DLPG_OK; k++)
     if (dlpg__ipc_is_p2p(ops[k])) s = dlpg__ipc_leave(fn, dlpg__ipc_chan(ipc, ops[k]), streams[k]);

@@ -145,30 +145,15 @@ __device__ void Reduce(const dlpg__ipc_step_t &p, long long off, char *dst) {
   }
 }
 
-// Whether this rank writes its buffer at this step (then it must first wait until every
-// peer read the step that last used the buffer).
-__device__ __forceinline__ bool Writes(const dlpg__ipc_step_t &p) {
-  return p.kind != DLPG__IPC_BROADCAST || p.rank == p.root;
-}
-
-// Whether this rank reads rank q's buffer at this step.
-__device__ __forceinline__ bool Reads(const dlpg__ipc_step_t &p, int q) {
-  switch (p.kind) {
-    case DLPG__IPC_BROADCAST: return p.rank != p.root && q == p.root;
-    case DLPG__IPC_REDUCE: return p.rank == p.root;
-    default: return true;
-  }
-}
-
 __global__ void PutKernel(dlpg__ipc_step_t p) {
   __shared__ int ok;
-  if (!Writes(p)) return;
+  if (!dlpg__ipc_writes(&p)) return;
   // Thread 0 alone reads the status and waits; the block follows its verdict (threads that
   // read the status apart could disagree, and a barrier must see them all).
   if (threadIdx.x == 0) {
     ok = !Failed(p.status);
     // Buffer s%2 last held step s-2: every peer must have read it.
-    if (p.seq > 2)
+    if (p.seq > 2 && !p.nowait)
       for (int q = 0; q < p.size && ok; q++)
         if (q != p.rank)
           ok = WaitGe(&p.flags[q]->done, p.seq - 2, p.status, p.timeout_ns, q, p.seq);
@@ -192,13 +177,13 @@ __global__ void GetKernel(dlpg__ipc_step_t p) {
   // scheduled (with MPS, peers' spinning blocks may hold the other SMs).
   if (threadIdx.x == 0) {
     ok = !Failed(p.status);
-    if (ok) {
+    if (ok && !p.nowait) {
       __threadfence_system();
       *(volatile unsigned long long *)&p.flags[p.rank]->ready = p.seq;
       __threadfence_system();
     }
-    for (int q = 0; q < p.size && ok; q++)
-      if (q != p.rank && Reads(p, q))
+    for (int q = 0; q < p.size && ok && !p.nowait; q++)
+      if (q != p.rank && dlpg__ipc_reads(&p, q))
         ok = WaitGe(&p.flags[q]->ready, p.seq, p.status, p.timeout_ns, q, p.seq);
   }
   __syncthreads();
@@ -238,7 +223,7 @@ __global__ void FlagKernel(unsigned long long *flag, unsigned long long v, dlpg_
 __global__ void SendKernel(dlpg__ipc_chunk_t c) {
   __shared__ int ok;
   if (threadIdx.x == 0)
-    ok = !Failed(c.status) && (c.k <= 2 || WaitGe(&c.theirs->taken[c.rank], c.k - 2, c.status, c.timeout_ns, c.peer, c.k));
+    ok = !Failed(c.status) && (c.k <= 2 || c.nowait || WaitGe(&c.theirs->taken[c.rank], c.k - 2, c.status, c.timeout_ns, c.peer, c.k));
   __syncthreads();
   if (ok) CopyBytes(c.dst, c.src, c.bytes);
 }
@@ -246,7 +231,7 @@ __global__ void SendKernel(dlpg__ipc_chunk_t c) {
 __global__ void RecvKernel(dlpg__ipc_chunk_t c) {
   __shared__ int ok;
   if (threadIdx.x == 0)
-    ok = !Failed(c.status) && WaitGe(&c.theirs->sent[c.rank], c.k, c.status, c.timeout_ns, c.peer, c.k);
+    ok = !Failed(c.status) && (c.nowait || WaitGe(&c.theirs->sent[c.rank], c.k, c.status, c.timeout_ns, c.peer, c.k));
   __syncthreads();
   if (ok) CopyBytes(c.dst, c.src, c.bytes);
 }

@@ -14,6 +14,7 @@
 typedef struct dlpg__ipc_rec {
   cudaIpcMemHandle_t handle;
   int32_t pid, size;
+  int32_t stream_wait, pad;
   uint64_t ptr;   /* this process's address: a peer in the same process uses it directly */
   uint64_t chunk, mbox, bytes;
 } dlpg__ipc_rec_t;
@@ -41,6 +42,13 @@ static dlpg_status_t dlpg__ipc_create(const char *fn, struct dlpg__nccl *st, int
   ipc->size = st->size;
   ipc->dev = dev;
   ipc->chunk = dlpg__ipc_chunk_bytes();
+  ipc->stream_wait = dlpg__ipc_wait_stream();
+  if (ipc->stream_wait && !dlpg__ipc_memops_loaded()) {
+    free(ipc);
+    return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: group '%s': DLPG_NCCL_IPC_WAIT=stream needs "
+                       "the driver's stream memory operations (cuStreamWaitValue64), which this "
+                       "CUDA driver does not offer; use DLPG_NCCL_IPC_WAIT=kernel", fn, st->name);
+  }
   /* A mailbox per peer and direction of a quarter chunk: sends move in pieces of it. */
   ipc->mbox = ipc->chunk / 4;
   ipc->bytes = DLPG__IPC_FLAGS_BYTES + 2 * ipc->chunk + 2 * (size_t)st->size * ipc->mbox;
@@ -79,6 +87,7 @@ static dlpg_status_t dlpg__ipc_create(const char *fn, struct dlpg__nccl *st, int
       s = dlpg__cuda_result(cudaEventCreateWithFlags(&ipc->recv_last[q], cudaEventDisableTiming),
                             fn, "cudaEventCreateWithFlags");
   }
+  if (s == DLPG_OK && ipc->stream_wait) s = dlpg__ipc_watch_start(fn, ipc);
   dlpg__ipc_rec_t rec;
   memset(&rec, 0, sizeof rec);
   if (s == DLPG_OK)
@@ -86,6 +95,7 @@ static dlpg_status_t dlpg__ipc_create(const char *fn, struct dlpg__nccl *st, int
   if (s == DLPG_OK) {
     rec.pid = (int32_t)getpid();
     rec.size = st->size;
+    rec.stream_wait = ipc->stream_wait;
     rec.ptr = (uint64_t)(uintptr_t)ipc->base;
     rec.chunk = ipc->chunk;
     rec.mbox = ipc->mbox;
@@ -144,6 +154,11 @@ dlpg_status_t dlpg__ipc_map(const char *fn, dlpg__ipc_t *ipc, int q, double dead
                        "collectives in %llu-byte buffers, rank %d in %zu-byte ones (set "
                        "DLPG_NCCL_IPC_CHUNK_BYTES alike on every rank)", fn, st->name, q,
                        (unsigned long long)rec.chunk, ipc->rank, ipc->chunk);
+  if (rec.stream_wait != ipc->stream_wait)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: group '%s': rank %d waits for its peers "
+                       "with %s, rank %d with %s (set DLPG_NCCL_IPC_WAIT alike on every rank)",
+                       fn, st->name, q, rec.stream_wait ? "stream" : "kernel", ipc->rank,
+                       ipc->stream_wait ? "stream" : "kernel");
   pthread_mutex_lock(&ipc->mu);
   dlpg_status_t s = DLPG_OK;
   if (!ipc->peer[q]) {
@@ -171,14 +186,21 @@ dlpg_status_t dlpg__ipc_map(const char *fn, dlpg__ipc_t *ipc, int q, double dead
 
 void dlpg__ipc_abort(dlpg__ipc_t *ipc) {
   if (ipc && ipc->status_h) ipc->status_h->abort = 1;
+  /* Stream-wait mode: the kernels see the abort, the stream's waits need their counters. */
+  if (ipc && ipc->stream_wait) dlpg__ipc_release(ipc);
 }
 
 dlpg_status_t dlpg__ipc_failure(const char *fn, const dlpg__ipc_t *ipc) {
   const dlpg__ipc_status_t *s = ipc->status_h;
   if (!s || !s->failed) return DLPG_OK;
-  if (s->failed == DLPG__IPC_FAIL_ABORTED || s->peer < 0)
+  if (s->failed == DLPG__IPC_FAIL_ABORTED)
     return dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted (CUDA IPC)", fn,
                        ipc->st->name);
+  if (s->peer < 0)
+    return dlpg__error(DLPG_ERR_TIMEOUT, "%s: group '%s': a CUDA IPC operation of rank %d did "
+                       "not complete within %g s, and no peer's counter lags (which peer is "
+                       "missing is not known); the group's CUDA operations fail from then on",
+                       fn, ipc->st->name, ipc->rank, ipc->st->g ? ipc->st->g->timeout_s : 0.0);
   return dlpg__error(DLPG_ERR_TIMEOUT, "%s: group '%s': rank %d did not arrive within %g s "
                      "(rank %d's CUDA IPC kernel waited for it at step %llu); the group's CUDA "
                      "operations fail from then on", fn, ipc->st->name, s->peer,
@@ -198,6 +220,12 @@ static int dlpg__peers_drained(const dlpg__ipc_t *ipc, cudaStream_t s) {
   for (int q = 0; q < ipc->size; q++) {
     if (q == ipc->rank || !ipc->peer[q]) continue;
     dlpg__ipc_flags_t f;
+    if (ipc->stream_wait) {
+      /* The peers write what they read into this rank's own block. */
+      if (!dlpg__peer_flags(ipc, ipc->rank, s, &f)) return 1;
+      if (f.in_done[q] < ipc->coll_seq || f.in_taken[q] < ipc->sent[q]) return 0;
+      continue;
+    }
     if (!dlpg__peer_flags(ipc, q, s, &f)) return 1; /* unreadable: nothing to wait for */
     if (f.done < ipc->coll_seq || f.taken[ipc->rank] < ipc->sent[q]) return 0;
   }
@@ -229,6 +257,14 @@ void dlpg__ipc_destroy(dlpg__ipc_t *ipc) {
     if (!busy || dlpg__now() > deadline) break;
     dlpg__sleep(200e-6);
   }
+  /* Stream-wait mode: waits still blocked at the deadline would hold the streams for good. */
+  if (ipc->stream_wait && !dlpg__ipc_watch_idle(ipc)) {
+    if (ipc->status_h && !ipc->status_h->failed) ipc->status_h->abort = 1;
+    dlpg__ipc_release(ipc);
+    for (double end = dlpg__now() + 1.0; !dlpg__ipc_watch_idle(ipc) && dlpg__now() < end;)
+      dlpg__sleep(1e-3);
+  }
+  dlpg__ipc_watch_stop(ipc);
   /* Peers still reading this rank's buffers would read freed memory: wait until they have
    * read every step, unless the group failed (they will not). */
   cudaStream_t s = NULL;

@@ -15,6 +15,7 @@ enum {
   DLPG__NCCL_PARAM_RUNTIME_CONNECT,
   DLPG__NCCL_PARAM_CUDA_BACKEND,
   DLPG__NCCL_PARAM_IPC_CHUNK,
+  DLPG__NCCL_PARAM_IPC_WAIT,
   DLPG__NCCL_NPARAMS
 };
 extern const dlpg__be_param_t dlpg__nccl_params[DLPG__NCCL_NPARAMS];
@@ -43,6 +44,9 @@ typedef enum dlpg__cuda_path {
 dlpg__cuda_path_t dlpg__cuda_path(void);
 /* DLPG_NCCL_IPC_CHUNK_BYTES: bytes of each of the IPC path's two collective buffers. */
 size_t dlpg__ipc_chunk_bytes(void);
+/* DLPG_NCCL_IPC_WAIT: 1 when the IPC path's waits are stream memory operations, 0 when
+ * its kernels wait. */
+int dlpg__ipc_wait_stream(void);
 
 #ifdef __cplusplus
 }
