@@ -51,6 +51,8 @@ typedef struct bench_opts {
   int warmup, iters, reps;
   size_t iters_bytes;     /* --iters-bytes B: per size, iters = clamp(B / size, 1, -n) */
   int memcpy_ref;         /* --memcpy: one process's single-core memcpy instead of dlpg */
+  int shared_gpu;         /* --shared-gpu: every local rank drives GPUs 0..gpus-1 (the CUDA
+                             IPC path; NCCL refuses ranks that share a GPU) */
   int check;              /* -c */
   int average;            /* -a: 0 rank 0's time, 1 mean over ranks, 2 min, 3 max */
   int blocking;           /* -z 1: wait for each operation before issuing the next */

@@ -62,6 +62,8 @@ static void usage(FILE *f) {
           "                         mpirun job)\n"
           "      --reps N           timed loops per size; the median is reported (default 5)\n"
           "      --device D         cpu|cuda (default cpu)\n"
+          "      --shared-gpu       cuda: every rank on GPU 0 (..G-1), which the CUDA IPC path\n"
+          "                         serves (NCCL refuses ranks sharing a GPU)\n"
           "      --iters-bytes B    per size, -n and -w at most B / size (at least 1), so\n"
           "                         one run spans small and large sizes\n"
           "      --memcpy           no ranks: memcpy of each size on one core (the memory-speed\n"
@@ -168,7 +170,7 @@ static int op_from_program(const char *argv0, bench_op_t *op) {
 
 enum {
   OPT_NRANKS = 256, OPT_REPS, OPT_DEVICE, OPT_ASYNC, OPT_INPLACE, OPT_OUTOFPLACE, OPT_BASELINE,
-  OPT_NO_DLPG, OPT_ITERS_BYTES, OPT_MEMCPY, OPT_SKEW
+  OPT_NO_DLPG, OPT_ITERS_BYTES, OPT_MEMCPY, OPT_SKEW, OPT_SHARED_GPU
 };
 
 static int parse_opts(int argc, char **argv, bench_opts_t *o) {
@@ -188,7 +190,8 @@ static int parse_opts(int argc, char **argv, bench_opts_t *o) {
       {"async", 0, 0, OPT_ASYNC}, {"inplace", 0, 0, OPT_INPLACE},
       {"outofplace", 0, 0, OPT_OUTOFPLACE}, {"baseline", 1, 0, OPT_BASELINE},
       {"no-dlpg", 0, 0, OPT_NO_DLPG}, {"iters-bytes", 1, 0, OPT_ITERS_BYTES},
-      {"memcpy", 0, 0, OPT_MEMCPY}, {"skew", 1, 0, OPT_SKEW}, {0, 0, 0, 0}};
+      {"memcpy", 0, 0, OPT_MEMCPY}, {"skew", 1, 0, OPT_SKEW},
+      {"shared-gpu", 0, 0, OPT_SHARED_GPU}, {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   o->min_bytes = 8;
   o->max_bytes = 32u << 20;
@@ -317,6 +320,7 @@ static int parse_opts(int argc, char **argv, bench_opts_t *o) {
           return bad("--iters-bytes", optarg, "a size > 0");
         break;
       case OPT_MEMCPY: o->memcpy_ref = 1; break;
+      case OPT_SHARED_GPU: o->shared_gpu = 1; break;
       case OPT_SKEW: if (parse_int(optarg, 1, 1024, &o->skew)) return bad("--skew", optarg, "1..1024"); break;
       case 'h': usage(stdout); exit(0);
       default:
@@ -350,6 +354,11 @@ static int parse_opts(int argc, char **argv, bench_opts_t *o) {
     return -1;
   }
   if (o->min_bytes == 0) o->min_bytes = 1;
+  if (o->shared_gpu && (!o->cuda || o->baseline)) {
+    fprintf(stderr, "dlpg-bench: --shared-gpu needs --device cuda and no --baseline (NCCL "
+            "refuses ranks that share a GPU)\n");
+    return -1;
+  }
   if ((o->baseline || o->gpus > 1) && !o->cuda) {
     fprintf(stderr, "dlpg-bench: --baseline nccl and -g > 1 need --device cuda\n");
     return -1;

@@ -316,7 +316,7 @@ int bench_rank_main(const bench_opts_t *o, dlpg_store_t *store, int rank, int wo
   x.local_rank = local_rank;
   x.nparts = world * o->gpus;
   x.store = store;
-  for (int g = 0; g < o->gpus; g++) x.dev[g] = local_rank * o->gpus + g;
+  for (int g = 0; g < o->gpus; g++) x.dev[g] = (o->shared_gpu ? 0 : local_rank * o->gpus) + g;
   if (validate(&x) != 0) return 1;
   if (!o->no_dlpg) {
     dlpg_group_options_t go = DLPG_GROUP_OPTIONS_INIT;

@@ -39,7 +39,7 @@ grep -q "NCCL path ON" "$build.configure.log" || {
 # Build the library, the tools and the tests; the bench is another area's and may not
 # build yet, which must not stop the bundle.
 cmake --build "$build" -j"$jobs" --target dlpg dlpg_nccl
-for t in test_cuda test_collectives test_p2p test_errors test_group test_abi_c dlpg-store dlpg-info; do
+for t in test_cuda test_cuda_ipc test_collectives test_p2p test_errors test_group test_abi_c dlpg-store dlpg-info; do
   cmake --build "$build" -j"$jobs" --target "$t" >/dev/null 2>&1 || echo "gpu-bundle: target $t did not build (skipped)"
 done
 cmake --build "$build" -j"$jobs" --target dlpg-bench >/dev/null 2>&1 || echo "gpu-bundle: dlpg-bench did not build (skipped)"

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "nccl/ipc_host.h"
 #include "nccl/nccl_internal.h"
 
 /* ------------------------------------------------------------------ process-wide lock */
@@ -41,6 +42,8 @@ void dlpg__nccl_state_retain(struct dlpg__nccl *st) { atomic_fetch_add(&st->refs
 
 void dlpg__nccl_state_release(struct dlpg__nccl *st) {
   if (atomic_fetch_sub(&st->refs, 1) != 1) return;
+  dlpg__ipc_free(st->ipc); /* after the last poller that reads its status */
+  dlpg__nccl_route_free(st);
   dlpg__nccl_free_events(st);
   free(st->pair_created);
   pthread_cond_destroy(&st->cv);
@@ -160,6 +163,7 @@ void dlpg__nccl_abort(dlpg__nccl_t *st) {
   for (dlpg__nccl_comm_t *c = st->comms; c; c = c->next)
     if (c->state != DLPG__COMM_DESTROYED) c->state = DLPG__COMM_ABORTED;
   memset(st->by_dev, 0, sizeof(st->by_dev));
+  dlpg__ipc_abort(st->ipc);
   pthread_cond_broadcast(&st->cv);
   pthread_mutex_unlock(&st->mu);
   dlpg__nccl_unlock();
@@ -330,6 +334,11 @@ void dlpg__nccl_destroy(dlpg__nccl_t *st) {
       if (c->fork_ev[i]) cudaEventDestroy(c->fork_ev[i]), c->fork_ev[i] = NULL;
     }
   if (cur >= 0) cudaSetDevice(cur);
+  /* The CUDA IPC path's mappings and staging (its struct stays for pollers). */
+  pthread_mutex_lock(&st->mu);
+  dlpg__ipc_t *ipc = st->ipc;
+  pthread_mutex_unlock(&st->mu);
+  dlpg__ipc_destroy(ipc);
 
   while (list) {
     dlpg__nccl_comm_t *next = list->next;

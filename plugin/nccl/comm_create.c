@@ -26,9 +26,6 @@
 
 #include "nccl/nccl_internal.h"
 
-/* Longest single store wait, so an abort is noticed while a peer is awaited. */
-#define DLPG__STORE_SLICE_S 0.5
-
 static void dlpg__sleep_us(long us) { dlpg__sleep((double)us * 1e-6); }
 
 static int dlpg__is_sendrecv(const dlpg__be_op_t *op) {
@@ -50,28 +47,6 @@ static void dlpg__devkey(const dlpg__be_op_t *op, int rank, char *key, size_t ca
 static int dlpg__member_rank(const dlpg__nccl_comm_t *c, int m) {
   if (c->peer == DLPG__NCCL_GROUP) return m;
   return m == c->member ? c->st->rank : c->peer;
-}
-
-/* dlpg_store_get in slices, so the abort flag is seen; TIMEOUT with a message naming what
- * was awaited. */
-static dlpg_status_t dlpg__store_get_slices(const char *fn, struct dlpg__nccl *st, const char *key,
-                                            void *buf, size_t cap, size_t *len, double deadline,
-                                            const char *what) {
-  for (;;) {
-    if (atomic_load(&st->aborted) || (st->g && dlpg__be_group_aborted(st->g)))
-      return dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted while waiting for %s", fn,
-                         st->name, what);
-    double left = deadline - dlpg__now();
-    if (left <= 0)
-      return dlpg__error(DLPG_ERR_TIMEOUT,
-                         "%s: rank %d of group '%s' timed out after %.1f s waiting for %s (store "
-                         "key '%s'); is every rank alive and issuing the same CUDA operations?",
-                         fn, st->rank, st->name, st->g ? st->g->timeout_s : 0.0, what, key);
-    double slice = left < DLPG__STORE_SLICE_S ? left : DLPG__STORE_SLICE_S;
-    dlpg_status_t s = dlpg__nccl_store_get(st->g->store, key, slice, buf, cap, len);
-    if (s == DLPG_OK) return DLPG_OK;
-    if (s != DLPG_ERR_TIMEOUT) return dlpg__error_prefix(s, fn);
-  }
 }
 
 /* Step a of one new entry: publish ndev. A single store set that waits on no peer, so it

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nccl/ipc_host.h"
 #include "nccl/nccl_internal.h"
 
 /* Enqueue one op on its communicator (inside the caller's ncclGroupStart/End, read lock
@@ -331,10 +332,37 @@ static dlpg_status_t dlpg__fork_streams(const char *fn, dlpg__nccl_comm_t *c, in
   return DLPG_OK;
 }
 
+/* A batch of both paths (a group on two GPUs with two ranks on each: its pairs on one GPU
+ * are IPC's, the others NCCL's): the IPC part first, then the NCCL part, on every rank alike,
+ * so on each stream every IPC kernel comes before every NCCL one and waits only for IPC
+ * kernels of its peers, which come first on theirs too. */
+static dlpg_status_t dlpg__nccl_issue_split(const char *fn, dlpg__be_op_t *const *ops, int n,
+                                           const unsigned char *is_ipc, int nipc) {
+  dlpg__be_op_t **part = malloc((size_t)n * sizeof *part);
+  if (!part) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
+  int a = 0, b = nipc;
+  for (int k = 0; k < n; k++) part[is_ipc[k] ? a++ : b++] = ops[k];
+  dlpg_status_t s = dlpg__ipc_issue(fn, part, nipc);
+  if (s == DLPG_OK) s = dlpg__nccl_issue(part + nipc, n - nipc);
+  free(part);
+  return s;
+}
+
 dlpg_status_t dlpg__nccl_issue(dlpg__be_op_t *const *ops, int n) {
   if (!ops || n < 1) return dlpg__error(DLPG_ERR_INTERNAL, "dlpg__nccl_issue: empty batch");
   const char *fn = n == 1 ? dlpg__op_name(ops[0]->kind) : "dlpg_group_end";
   for (int k = 0; k < n; k++) DLPG_CHECK(dlpg__precheck(fn, ops[k]));
+  /* Ranks sharing a GPU, which NCCL refuses, run on the CUDA IPC path (route.c). */
+  {
+    unsigned char stack_ipc[8], *is_ipc = n <= 8 ? stack_ipc : malloc((size_t)n);
+    if (!is_ipc) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
+    int nipc = 0;
+    dlpg_status_t rs = dlpg__nccl_route(fn, ops, n, is_ipc, &nipc);
+    if (rs == DLPG_OK && nipc == n) rs = dlpg__ipc_issue(fn, ops, n);
+    else if (rs == DLPG_OK && nipc > 0) rs = dlpg__nccl_issue_split(fn, ops, n, is_ipc, nipc);
+    if (is_ipc != stack_ipc) free(is_ipc);
+    if (rs != DLPG_OK || nipc > 0) return rs;
+  }
 
   /* Up to 4 ops (single ops, send/recv pairs, small coalesced batches) use the stack; a
    * larger batch allocates. */

@@ -140,6 +140,17 @@ struct dlpg__nccl {
   /* READY single-device entries by device ordinal (under mu): the per-call lookup of the
    * common case without formatting a key or walking the list. Cleared by abort/destroy. */
   dlpg__nccl_comm_t *by_dev[DLPG__NCCL_MAX_DEVICE];
+  /* The CUDA IPC path for ranks that share a GPU (ipc_host.h). route: the collectives'
+   * DLPG__ROUTE_* (atomic), pair_route[peer] the sends' and receives'; a failed decision is
+   * repeated from route_err/route_msg. where[q]: rank q's published host and GPU, once read.
+   * ipc: the staging allocation and its mappings, made at the first IPC operation. */
+  atomic_int route;
+  unsigned char *pair_route;
+  dlpg_status_t route_err;
+  char route_msg[768];
+  char **where;
+  int where_published;
+  struct dlpg__ipc *ipc;
 };
 
 /* Process-wide lock that orders NCCL calls on cached communicators (read side: issue, poll,
@@ -155,6 +166,12 @@ void dlpg__nccl_describe_config(const struct dlpg__nccl *st, char *buf, size_t c
 void dlpg__nccl_rdlock(void);
 void dlpg__nccl_wrlock(void);
 void dlpg__nccl_unlock(void);
+
+/* dlpg_store_get in slices up to deadline, so an abort is seen; TIMEOUT naming what was
+ * awaited (store_wait.c). */
+dlpg_status_t dlpg__store_get_slices(const char *fn, struct dlpg__nccl *st, const char *key,
+                                     void *buf, size_t cap, size_t *len, double deadline,
+                                     const char *what);
 
 /* Turn an NCCL result into a status + message naming fn and what ("ncclAllReduce")
  * (errors.c). */

@@ -20,7 +20,46 @@ const dlpg__be_param_t dlpg__nccl_params[DLPG__NCCL_NPARAMS] = {
     [DLPG__NCCL_PARAM_RUNTIME_CONNECT] = {"NCCL_RUNTIME_CONNECT", NULL, 0,
         "NCCL's own variable; dlpg sets 0 when it is unset, so collective connections are made "
         "inside the deadline-polled creation"},
+    [DLPG__NCCL_PARAM_CUDA_BACKEND] = {"DLPG_CUDA_BACKEND", "auto", DLPG__BE_PARAM_CACHED,
+        "auto (default): NCCL, or CUDA IPC (kernels over shared GPU memory) for a group or pair "
+        "of one host in which ranks share a GPU, which NCCL refuses; nccl; ipc (ranks of one "
+        "host)"},
+    [DLPG__NCCL_PARAM_IPC_CHUNK] = {"DLPG_NCCL_IPC_CHUNK_BYTES", "4194304", DLPG__BE_PARAM_CACHED,
+        "CUDA IPC path: bytes of each of a rank's two staging buffers per group (a larger "
+        "collective moves through them in steps); every rank must use the same"},
+    [DLPG__NCCL_PARAM_IPC_WAIT] = {"DLPG_NCCL_IPC_WAIT", "kernel", DLPG__BE_PARAM_CACHED,
+        "CUDA IPC path: how a rank waits for its peers: kernel (the copy kernels wait, bounded "
+        "by the GPU's timer) or stream (stream memory operations wait; the GPU runs other "
+        "processes' work meanwhile; a watchdog thread ends a wait at the group's timeout); "
+        "every rank must use the same"},
 };
+
+dlpg__cuda_path_t dlpg__cuda_path(void) {
+  const char *m = dlpg__nccl_param_str(&dlpg__nccl_params[DLPG__NCCL_PARAM_CUDA_BACKEND]);
+  if (!m || !m[0] || strcmp(m, "auto") == 0) return DLPG__CUDA_AUTO;
+  if (strcmp(m, "nccl") == 0) return DLPG__CUDA_NCCL;
+  if (strcmp(m, "ipc") == 0) return DLPG__CUDA_IPC;
+  DLPG_NCCL_WARN(-1, "DLPG_CUDA_BACKEND=\"%s\" is not auto, nccl or ipc; using auto", m);
+  return DLPG__CUDA_AUTO;
+}
+
+int dlpg__ipc_wait_stream(void) {
+  const char *m = dlpg__nccl_param_str(&dlpg__nccl_params[DLPG__NCCL_PARAM_IPC_WAIT]);
+  if (!m || !m[0] || strcmp(m, "kernel") == 0) return 0;
+  if (strcmp(m, "stream") == 0) return 1;
+  DLPG_NCCL_WARN(-1, "DLPG_NCCL_IPC_WAIT=\"%s\" is not kernel or stream; using kernel", m);
+  return 0;
+}
+
+size_t dlpg__ipc_chunk_bytes(void) {
+  long v = 0;
+  if (!dlpg__nccl_param_long(&dlpg__nccl_params[DLPG__NCCL_PARAM_IPC_CHUNK], &v) || v < 65536) {
+    if (v) DLPG_NCCL_WARN(-1, "DLPG_NCCL_IPC_CHUNK_BYTES=%ld is below 65536; using 4194304", v);
+    return 4194304;
+  }
+  /* 16-byte multiples keep every rank's part of a step aligned for vector copies. */
+  return (size_t)v & ~(size_t)15;
+}
 
 dlpg__nccl_mode_t dlpg__nccl_mode(int nranks) {
   const char *m = dlpg__nccl_param_str(&dlpg__nccl_params[DLPG__NCCL_PARAM_COMM_MODE]);

@@ -13,6 +13,9 @@ enum {
   DLPG__NCCL_PARAM_COMM_MODE,
   DLPG__NCCL_PARAM_BLOCKING_INIT,
   DLPG__NCCL_PARAM_RUNTIME_CONNECT,
+  DLPG__NCCL_PARAM_CUDA_BACKEND,
+  DLPG__NCCL_PARAM_IPC_CHUNK,
+  DLPG__NCCL_PARAM_IPC_WAIT,
   DLPG__NCCL_NPARAMS
 };
 extern const dlpg__be_param_t dlpg__nccl_params[DLPG__NCCL_NPARAMS];
@@ -31,6 +34,19 @@ dlpg__nccl_mode_t dlpg__nccl_mode(int nranks);
 /* Whether NCCL connects collectives lazily: NCCL_RUNTIME_CONNECT not 0. Sets it to 0 first
  * when unset (once, before NCCL's first communicator). */
 int dlpg__nccl_lazy_colls(void);
+
+/* DLPG_CUDA_BACKEND: which path CUDA tensors take. */
+typedef enum dlpg__cuda_path {
+  DLPG__CUDA_AUTO = 0, /* NCCL, or the IPC path where ranks share a GPU (route.c) */
+  DLPG__CUDA_NCCL = 1,
+  DLPG__CUDA_IPC = 2
+} dlpg__cuda_path_t;
+dlpg__cuda_path_t dlpg__cuda_path(void);
+/* DLPG_NCCL_IPC_CHUNK_BYTES: bytes of each of the IPC path's two collective buffers. */
+size_t dlpg__ipc_chunk_bytes(void);
+/* DLPG_NCCL_IPC_WAIT: 1 when the IPC path's waits are stream memory operations, 0 when
+ * its kernels wait. */
+int dlpg__ipc_wait_stream(void);
 
 #ifdef __cplusplus
 }

@@ -9,4 +9,8 @@ if(DLPG_HAVE_NCCL)
     SOURCES ${D}/test_cuda_ops.cc ${D}/test_cuda_faults.cc ${D}/test_cuda_p2p.cc
     ${D}/test_cuda_split.cc ${D}/test_cuda_vcoll.cc ${D}/cuda_util.cc
     LIBS CUDA::cudart)
+  # The CUDA IPC path (ranks sharing cuda:0): its own binary, so the GPU script runs it alone.
+  dlpg_add_gtest(test_cuda_ipc TIMEOUT 300
+    SOURCES ${D}/test_cuda_ipc.cc ${D}/cuda_util.cc
+    LIBS CUDA::cudart)
 endif()

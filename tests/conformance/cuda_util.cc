@@ -156,10 +156,10 @@ std::vector<std::string> RunProcs(int nprocs, int world, double deadline_s,
   std::vector<Child> cs((size_t)nprocs);
   int portpipe[2];
   if (pipe(portpipe) != 0) return {"pipe failed"};
+  int port = 0;
   for (int r = 0; r < nprocs; r++) {
-    int port = 0;
-    if (r > 0) {
-      // Child 0 reports the port its store serves on before the others start.
+    if (r == 1) {
+      // Child 0 reports the port its store serves on (once) before the others start.
       pollfd pf{portpipe[0], POLLIN, 0};
       if (poll(&pf, 1, 30000) <= 0 || read(portpipe[0], &port, sizeof port) != sizeof port) {
         auto f = Collect(cs, Now());

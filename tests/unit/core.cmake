@@ -11,3 +11,6 @@ dlpg_add_gtest(test_core ${DLPG_CORE_ENV} SOURCES ${CMAKE_CURRENT_LIST_DIR}/test
 set_target_properties(test_core PROPERTIES BUILD_RPATH ${PROJECT_BINARY_DIR})
 # The NCCL backend's support rule is a pure function (no CUDA): tested with fake versions.
 target_sources(test_core PRIVATE ${PROJECT_SOURCE_DIR}/plugin/nccl/rules.c)
+# The CUDA module's choice between NCCL and its CUDA IPC path: a pure rule (no CUDA).
+dlpg_add_gtest(test_route_rule SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_route_rule.cc
+  ${PROJECT_SOURCE_DIR}/plugin/nccl/route_rule.c LIBS dlpg_obj)

@@ -105,6 +105,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       // _set_pg_timeout reaches only those two classes).
       .def("_set_default_timeout", &ProcessGroupDlpg::setTimeout, py::arg("timeout"))
       .def("getBackendName", &ProcessGroupDlpg::getBackendName)
+      // dist.split_group deep-copies parent_backend.options as the child's pg_options.
+      // torch 2.11's Backend binding has no such property and c10d's Options cannot be
+      // deep-copied (pickled), so None: the child then inherits this group's settings,
+      // which is what dist.split_group means by default (split's opts are optional).
+      .def_property_readonly("options", [](ProcessGroupDlpg&) { return py::none(); })
       // new_group calls this on its non-members where the default group has a bound device
       // (ProcessGroupNCCL's no-color split). Its members make their group through the
       // creator, not by a split of this one, so there is nothing to take part in here.

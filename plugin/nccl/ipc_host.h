@@ -1,0 +1,133 @@
+/* The host side of the CUDA IPC path (ipc.h says the protocol): which path a group's CUDA
+ * operations take (route.c), the group's staging allocation and its peers' mappings
+ * (ipc_state.c), and the operations as kernel launches with their work pollers
+ * (ipc_issue.c). Calls go one way: issue.c -> route.c -> ipc_issue.c -> ipc_state.c. */
+#ifndef DLPG_NCCL_IPC_HOST_H_
+#define DLPG_NCCL_IPC_HOST_H_
+
+#include <pthread.h>
+#include <cuda_runtime_api.h>
+
+#include "nccl/ipc.h"
+#include "nccl/nccl_internal.h"
+#include "nccl/route_rule.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Ops in flight the stream-wait mode's watchdog follows per group; more go unwatched (the
+ * watched ones before them end first or fail). */
+#define DLPG__IPC_PENDING 64
+
+/* Bytes before the buffers: the flags block, rounded up. */
+#define DLPG__IPC_FLAGS_BYTES 4096
+
+/* One group's IPC path on this rank (st->ipc), made at its first IPC operation. */
+typedef struct dlpg__ipc {
+  struct dlpg__nccl *st;
+  int rank, size, dev;
+  size_t chunk;               /* bytes of each of the two collective buffers */
+  size_t mbox;                /* bytes of each of the two mailboxes per peer */
+  size_t bytes;               /* the whole allocation */
+  char *base;                 /* this rank's allocation (cudaMalloc) */
+  char *peer[DLPG__IPC_MAX_RANKS];  /* every rank's allocation as this device sees it;
+                                       NULL until mapped; peer[rank] == base */
+  int opened[DLPG__IPC_MAX_RANKS];  /* mapped with cudaIpcOpenMemHandle (closed at destroy) */
+  dlpg__ipc_status_t *status_h, *status_d; /* cudaHostAllocMapped, host and device views */
+  /* Issue order, under mu: the last collective step, and per peer the chunks sent to it and
+   * received from it. Each channel's last event orders the next use of its buffers after
+   * the previous one whatever stream it was issued on. */
+  pthread_mutex_t mu;
+  unsigned long long coll_seq;
+  unsigned long long sent[DLPG__IPC_MAX_RANKS], recvd[DLPG__IPC_MAX_RANKS];
+  cudaEvent_t coll_last, send_last[DLPG__IPC_MAX_RANKS], recv_last[DLPG__IPC_MAX_RANKS];
+  /* The internal streams of sends [0] and receives [1] with a work handle, per peer, and
+   * the event that orders one after the caller's stream (made at first use). */
+  cudaStream_t own[2][DLPG__IPC_MAX_RANKS];
+  cudaEvent_t fork_ev;
+  int destroyed;
+  /* Stream-wait mode (ipc_watch.c): the ops in flight, oldest first, each with the event
+   * recorded after it, its deadline and what it waits for; a thread that ends the waits of
+   * an op past its deadline (or of an aborted group) by writing this rank's own counters
+   * on a stream of its own. */
+  int stream_wait;
+  struct dlpg__ipc_pending {
+    cudaEvent_t ev;
+    double deadline;
+    int kind;                  /* DLPG__IPC_PEND_* */
+    int peer;                  /* send/recv */
+    unsigned long long want;   /* the op's last step or chunk */
+  } pend[DLPG__IPC_PENDING];
+  int pend_head, pend_n;
+  cudaStream_t rescue;
+  pthread_t watch;
+  int watch_started;
+  pthread_mutex_t watch_mu;
+  pthread_cond_t watch_cv;
+  int watch_stop;
+} dlpg__ipc_t;
+
+enum { DLPG__IPC_PEND_COLL, DLPG__IPC_PEND_SEND, DLPG__IPC_PEND_RECV };
+
+/* route.c: which ops of the batch run on the IPC path (is_ipc[k] = 1; *nipc of them) and
+ * which on NCCL; decides, once per group for collectives and once per pair for sends and
+ * receives, from every concerned rank's published host and GPU (waiting for them up to the
+ * group's timeout). A group NCCL cannot serve (ranks sharing a GPU) and the IPC path cannot
+ * either (ranks on several hosts) fails with a message naming the ranks and the GPU. */
+dlpg_status_t dlpg__nccl_route(const char *fn, dlpg__be_op_t *const *ops, int n,
+                               unsigned char *is_ipc, int *nipc);
+/* route.c: free what the decisions kept (the state's last release). */
+void dlpg__nccl_route_free(struct dlpg__nccl *st);
+
+/* ipc_state.c: st's IPC path on device dev, made (allocated, exported, published) at the
+ * first call; an error when a later call names another device. */
+dlpg_status_t dlpg__ipc_get(const char *fn, struct dlpg__nccl *st, int dev, dlpg__ipc_t **out);
+/* ipc_state.c: map rank q's allocation (once), waiting for its record up to deadline. */
+dlpg_status_t dlpg__ipc_map(const char *fn, dlpg__ipc_t *ipc, int q, double deadline);
+/* ipc_state.c: every waiting kernel of the group gives up (status abort). */
+void dlpg__ipc_abort(dlpg__ipc_t *ipc);
+/* ipc_state.c: wait (bounded by the group's timeout) for this rank's queued kernels and for
+ * the peers to have read this rank's buffers, then close every mapping and free the
+ * allocation. The struct itself stays for pollers until dlpg__ipc_free. */
+void dlpg__ipc_destroy(dlpg__ipc_t *ipc);
+void dlpg__ipc_free(dlpg__ipc_t *ipc);
+/* ipc_state.c: buffer b (0, 1) of rank q, mailbox parity b of rank q for peer p, and q's
+ * flags, as this device sees them. */
+static inline char *dlpg__ipc_buf(const dlpg__ipc_t *ipc, int q, int b) {
+  return ipc->peer[q] + DLPG__IPC_FLAGS_BYTES + (size_t)b * ipc->chunk;
+}
+static inline char *dlpg__ipc_mbox(const dlpg__ipc_t *ipc, int q, int p, int b) {
+  return ipc->peer[q] + DLPG__IPC_FLAGS_BYTES + 2 * ipc->chunk + ((size_t)p * 2 + (size_t)b) * ipc->mbox;
+}
+static inline dlpg__ipc_flags_t *dlpg__ipc_flags(const dlpg__ipc_t *ipc, int q) {
+  return (dlpg__ipc_flags_t *)(void *)ipc->peer[q];
+}
+/* ipc_state.c: the failure the status block holds, as a status and message prefixed with
+ * fn; DLPG_OK when none. */
+dlpg_status_t dlpg__ipc_failure(const char *fn, const dlpg__ipc_t *ipc);
+
+/* ipc_memops.c: the driver's stream memory operations (1 when found), a wait until *word
+ * >= v (cyclic) and a fenced write of v, queued on s. */
+int dlpg__ipc_memops_loaded(void);
+cudaError_t dlpg__ipc_wait_ge(cudaStream_t s, const unsigned long long *word, unsigned long long v);
+cudaError_t dlpg__ipc_write(cudaStream_t s, unsigned long long *word, unsigned long long v);
+
+/* ipc_watch.c (stream-wait mode): start the watchdog; follow an op just queued on s (caller
+ * holds ipc->mu); end every wait of this rank at once (abort, destroy past the deadline);
+ * stop the watchdog. */
+dlpg_status_t dlpg__ipc_watch_start(const char *fn, dlpg__ipc_t *ipc);
+void dlpg__ipc_watch_add(dlpg__ipc_t *ipc, cudaStream_t s, int kind, int peer,
+                         unsigned long long want, double timeout_s);
+void dlpg__ipc_release(dlpg__ipc_t *ipc);
+void dlpg__ipc_watch_stop(dlpg__ipc_t *ipc);
+/* Whether every op the watchdog follows completed (or none is followed). */
+int dlpg__ipc_watch_idle(dlpg__ipc_t *ipc);
+
+/* ipc_issue.c: run a batch on the IPC path (every op of one group, one tensor each). */
+dlpg_status_t dlpg__ipc_issue(const char *fn, dlpg__be_op_t *const *ops, int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,407 @@
+/* Operations on the CUDA IPC path (ipc.h): a collective as steps of three kernels (put, get,
+ * done) through the two staging buffers, a send or receive as chunks through the pair's
+ * mailboxes, all on the caller's stream and ordered against the group's earlier operations
+ * through one event per channel (the collectives' buffers, each peer's mailboxes), so ops
+ * issued on different streams never share a buffer at once. A send or receive with a work
+ * handle runs on an internal stream of its pair, as on NCCL, so a receive posted before a
+ * send does not hold the send behind it; in a batch, sends and receives advance chunk by
+ * chunk in turn, so a ring of them never waits on itself. Work handles get one pooled event
+ * each; the poller reads the status block once it completed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nccl/ipc_host.h"
+
+static dlpg_status_t dlpg__ipc_unsupported(const char *fn, const char *what) {
+  return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: %s on the CUDA IPC path (ranks sharing a GPU); "
+                     "it serves allreduce, reduce, broadcast, allgather, reduce_scatter, "
+                     "alltoall, send and recv of one tensor", fn, what);
+}
+
+/* The kernels' element type and reduce op of a reducing op. */
+static dlpg_status_t dlpg__ipc_types(const char *fn, const dlpg__be_op_t *op, int *type, int *rop) {
+  char what[160];
+  switch (op->in[0].dtype) {
+    case DLPG__DT_FLOAT32: *type = DLPG__IPC_F32; break;
+    case DLPG__DT_FLOAT16: *type = DLPG__IPC_F16; break;
+    case DLPG__DT_BFLOAT16: *type = DLPG__IPC_BF16; break;
+    case DLPG__DT_FLOAT64: *type = DLPG__IPC_F64; break;
+    case DLPG__DT_INT32: *type = DLPG__IPC_I32; break;
+    case DLPG__DT_INT64: *type = DLPG__IPC_I64; break;
+    case DLPG__DT_UINT8: *type = DLPG__IPC_U8; break;
+    case DLPG__DT_INT8: *type = DLPG__IPC_I8; break;
+    case DLPG__DT_BOOL: *type = DLPG__IPC_BOOL; break;
+    case DLPG__DT_UINT32: *type = DLPG__IPC_U32; break;
+    case DLPG__DT_UINT64: *type = DLPG__IPC_U64; break;
+    default:
+      snprintf(what, sizeof what, "dtype %s is not reduced", dlpg__dtype_name(op->in[0].dtype));
+      return dlpg__ipc_unsupported(fn, what);
+  }
+  switch (op->rop) {
+    case DLPG_SUM: *rop = DLPG__IPC_SUM; break;
+    case DLPG_PROD: *rop = DLPG__IPC_PROD; break;
+    case DLPG_MAX: *rop = DLPG__IPC_MAX; break;
+    case DLPG_MIN: *rop = DLPG__IPC_MIN; break;
+    case DLPG_AVG: *rop = DLPG__IPC_AVG; break;
+    default:
+      snprintf(what, sizeof what, "reduce op %s is not available", dlpg__reduce_op_name(op->rop));
+      return dlpg__ipc_unsupported(fn, what);
+  }
+  return DLPG_OK;
+}
+
+static int dlpg__ipc_is_p2p(const dlpg__be_op_t *op) {
+  return op->kind == DLPG__OP_SEND || op->kind == DLPG__OP_RECV;
+}
+
+static dlpg_status_t dlpg__ipc_cuda(cudaError_t e, const char *fn, const char *what) {
+  return dlpg__cuda_result(e, fn, what);
+}
+
+/* Order stream s after channel ev's previous use, run the launches, then mark ev. */
+static dlpg_status_t dlpg__ipc_enter(const char *fn, cudaEvent_t ev, cudaStream_t s) {
+  return dlpg__ipc_cuda(cudaStreamWaitEvent(s, ev, 0), fn, "cudaStreamWaitEvent");
+}
+static dlpg_status_t dlpg__ipc_leave(const char *fn, cudaEvent_t ev, cudaStream_t s) {
+  return dlpg__ipc_cuda(cudaEventRecord(ev, s), fn, "cudaEventRecord");
+}
+
+/* One collective step in stream-wait mode: the stream waits on this rank's own counters,
+ * which the peers write (ipc.h's in_* fields), and the kernels only move and reduce. */
+static dlpg_status_t dlpg__ipc_step_streamed(const char *fn, dlpg__ipc_t *ipc,
+                                             const dlpg__ipc_step_t *p, cudaStream_t s) {
+  dlpg__ipc_flags_t *mine = p->flags[ipc->rank];
+  if (p->seq > 2 && dlpg__ipc_writes(p))
+    for (int q = 0; q < ipc->size; q++)
+      if (q != ipc->rank)
+        DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_wait_ge(s, &mine->in_done[q], p->seq - 2), fn,
+                                  "cuStreamWaitValue64 (CUDA IPC)"));
+  DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_put(p, s), fn, "CUDA IPC put kernel"));
+  for (int q = 0; q < ipc->size; q++)
+    if (q != ipc->rank)
+      DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_write(s, &p->flags[q]->in_ready[ipc->rank], p->seq), fn,
+                                "cuStreamWriteValue64 (CUDA IPC)"));
+  for (int q = 0; q < ipc->size; q++)
+    if (q != ipc->rank && dlpg__ipc_reads(p, q))
+      DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_wait_ge(s, &mine->in_ready[q], p->seq), fn,
+                                "cuStreamWaitValue64 (CUDA IPC)"));
+  DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_get(p, s), fn, "CUDA IPC get kernel"));
+  for (int q = 0; q < ipc->size; q++)
+    if (q != ipc->rank)
+      DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_write(s, &p->flags[q]->in_done[ipc->rank], p->seq), fn,
+                                "cuStreamWriteValue64 (CUDA IPC)"));
+  return DLPG_OK;
+}
+
+/* One collective, in steps. Caller holds ipc->mu. */
+static dlpg_status_t dlpg__ipc_collective(const char *fn, dlpg__ipc_t *ipc, const dlpg__be_op_t *op,
+                                          cudaStream_t s) {
+  dlpg__ipc_step_t p;
+  memset(&p, 0, sizeof p);
+  p.rank = ipc->rank;
+  p.size = ipc->size;
+  p.root = op->root;
+  p.status = ipc->status_d;
+  p.timeout_ns = (unsigned long long)(op->gview->timeout_s * 1e9);
+  p.nowait = ipc->stream_wait;
+  p.esize = 1;
+  long long total = 0;
+  int parts = 1;
+  const dlpg__tensor_t *in = &op->in[0], *out = &op->out[0];
+  switch (op->kind) {
+    case DLPG__OP_ALLREDUCE:
+    case DLPG__OP_REDUCE:
+      p.kind = op->kind == DLPG__OP_ALLREDUCE ? DLPG__IPC_ALLREDUCE : DLPG__IPC_REDUCE;
+      DLPG_CHECK(dlpg__ipc_types(fn, op, &p.type, &p.rop));
+      p.esize = (int)(in->nbytes / (size_t)(in->numel ? in->numel : 1));
+      total = in->numel;
+      break;
+    case DLPG__OP_REDUCE_SCATTER:
+      p.kind = DLPG__IPC_REDUCE_SCATTER;
+      DLPG_CHECK(dlpg__ipc_types(fn, op, &p.type, &p.rop));
+      p.esize = (int)(out->nbytes / (size_t)(out->numel ? out->numel : 1));
+      total = out->numel;
+      p.src_stride = total;
+      parts = ipc->size;
+      break;
+    case DLPG__OP_BROADCAST:
+      p.kind = DLPG__IPC_BROADCAST;
+      total = (long long)in->nbytes;
+      break;
+    case DLPG__OP_ALLGATHER:
+      p.kind = DLPG__IPC_ALLGATHER;
+      total = (long long)in->nbytes;
+      p.dst_stride = total;
+      break;
+    case DLPG__OP_ALLTOALL:
+      p.kind = DLPG__IPC_ALLTOALL;
+      total = (long long)in->nbytes / ipc->size;
+      p.src_stride = p.dst_stride = total;
+      parts = ipc->size;
+      break;
+    default:
+      return dlpg__ipc_unsupported(fn, dlpg__op_name(op->kind));
+  }
+  if (p.esize < 1 || 16 % p.esize != 0) p.esize = 1; /* complex and the like: not reduced here */
+  if (total == 0) return DLPG_OK; /* every rank has the same sizes: nothing to exchange */
+  /* Elements per step: each rank part a multiple of 16 bytes, so vector copies apply. */
+  long long maxlen = (long long)(ipc->chunk / (size_t)parts / 16) * 16 / p.esize;
+  if (maxlen < 1) return dlpg__ipc_unsupported(fn, "a group this large for the staging size");
+  const char *src = in->ptr;
+  char *dst = out->ptr;
+  for (int q = 0; q < ipc->size; q++) p.flags[q] = dlpg__ipc_flags(ipc, q);
+  DLPG_CHECK(dlpg__ipc_enter(fn, ipc->coll_last, s));
+  for (long long off = 0; off < total; off += maxlen) {
+    p.len = total - off < maxlen ? total - off : maxlen;
+    p.seq = ++ipc->coll_seq;
+    for (int q = 0; q < ipc->size; q++) p.buf[q] = dlpg__ipc_buf(ipc, q, (int)(p.seq & 1));
+    p.src = src + off * p.esize;
+    p.dst = dst + off * p.esize;
+    if (ipc->stream_wait) {
+      DLPG_CHECK(dlpg__ipc_step_streamed(fn, ipc, &p, s));
+      continue;
+    }
+    DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_put(&p, s), fn, "CUDA IPC put kernel"));
+    DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_get(&p, s), fn, "CUDA IPC get kernel"));
+    DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_flag(&p.flags[ipc->rank]->done, p.seq, p.status, s),
+                              fn, "CUDA IPC flag kernel"));
+  }
+  if (ipc->stream_wait)
+    dlpg__ipc_watch_add(ipc, s, DLPG__IPC_PEND_COLL, -1, ipc->coll_seq, op->gview->timeout_s);
+  return dlpg__ipc_leave(fn, ipc->coll_last, s);
+}
+
+/* Chunk c (from 0) of a send or receive, if it has one; 1 when launched. Caller holds
+ * ipc->mu. */
+static int dlpg__ipc_p2p_chunk(const char *fn, dlpg__ipc_t *ipc, const dlpg__be_op_t *op,
+                               cudaStream_t s, long long c, dlpg_status_t *st) {
+  long long nbytes = (long long)op->in[0].nbytes, off = c * (long long)ipc->mbox;
+  if (off >= nbytes) return 0;
+  int q = op->peer;
+  dlpg__ipc_chunk_t k;
+  memset(&k, 0, sizeof k);
+  k.rank = ipc->rank;
+  k.peer = q;
+  k.bytes = nbytes - off < (long long)ipc->mbox ? nbytes - off : (long long)ipc->mbox;
+  k.mine = dlpg__ipc_flags(ipc, ipc->rank);
+  k.theirs = dlpg__ipc_flags(ipc, q);
+  k.status = ipc->status_d;
+  k.timeout_ns = (unsigned long long)(op->gview->timeout_s * 1e9);
+  k.nowait = ipc->stream_wait;
+  const char *wait_what = "cuStreamWaitValue64 (CUDA IPC)";
+  const char *write_what = "cuStreamWriteValue64 (CUDA IPC)";
+  if (op->kind == DLPG__OP_SEND) {
+    k.k = ++ipc->sent[q];
+    k.src = (const char *)op->in[0].ptr + off;
+    k.dst = dlpg__ipc_mbox(ipc, ipc->rank, q, (int)(k.k & 1));
+    /* Stream-wait mode: the mailbox of parity k%2 is free once q took chunk k-2. */
+    if (k.nowait && k.k > 2)
+      *st = dlpg__ipc_cuda(dlpg__ipc_wait_ge(s, &k.mine->in_taken[q], k.k - 2), fn, wait_what);
+    if (*st == DLPG_OK)
+      *st = dlpg__ipc_cuda(dlpg__ipc_launch_send(&k, s), fn, "CUDA IPC send kernel");
+    if (*st == DLPG_OK && k.nowait)
+      *st = dlpg__ipc_cuda(dlpg__ipc_write(s, &k.theirs->in_sent[ipc->rank], k.k), fn, write_what);
+    else if (*st == DLPG_OK)
+      *st = dlpg__ipc_cuda(dlpg__ipc_launch_flag(&k.mine->sent[q], k.k, k.status, s), fn,
+                           "CUDA IPC flag kernel");
+  } else {
+    k.k = ++ipc->recvd[q];
+    k.src = dlpg__ipc_mbox(ipc, q, ipc->rank, (int)(k.k & 1));
+    k.dst = (char *)op->in[0].ptr + off;
+    if (k.nowait)
+      *st = dlpg__ipc_cuda(dlpg__ipc_wait_ge(s, &k.mine->in_sent[q], k.k), fn, wait_what);
+    if (*st == DLPG_OK)
+      *st = dlpg__ipc_cuda(dlpg__ipc_launch_recv(&k, s), fn, "CUDA IPC recv kernel");
+    if (*st == DLPG_OK && k.nowait)
+      *st = dlpg__ipc_cuda(dlpg__ipc_write(s, &k.theirs->in_taken[ipc->rank], k.k), fn, write_what);
+    else if (*st == DLPG_OK)
+      *st = dlpg__ipc_cuda(dlpg__ipc_launch_flag(&k.mine->taken[q], k.k, k.status, s), fn,
+                           "CUDA IPC flag kernel");
+  }
+  return *st == DLPG_OK;
+}
+
+static cudaEvent_t dlpg__ipc_chan(dlpg__ipc_t *ipc, const dlpg__be_op_t *op) {
+  if (op->kind == DLPG__OP_SEND) return ipc->send_last[op->peer];
+  if (op->kind == DLPG__OP_RECV) return ipc->recv_last[op->peer];
+  return ipc->coll_last;
+}
+
+/* ------------------------------------------------------------------ work pollers */
+
+typedef struct dlpg__ipc_poll {
+  struct dlpg__nccl *st;  /* retained: ipc lives until its last release */
+  dlpg__ipc_t *ipc;
+  const char *fn;
+  dlpg__nccl_event_t *ev;
+  int done;
+} dlpg__ipc_poll_t;
+
+/* cudaEventQuery in relaxed capture mode, so another thread's graph capture is left alone
+ * (events.c says why). */
+static cudaError_t dlpg__ipc_query(cudaEvent_t ev) {
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  cudaError_t e = cudaEventQuery(ev);
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  return e;
+}
+
+static dlpg_status_t dlpg__ipc_poll(void *data, int *done) {
+  dlpg__ipc_poll_t *p = data;
+  *done = 0;
+  cudaError_t e = dlpg__ipc_query(p->ev->ev);
+  if (e == cudaErrorNotReady) return DLPG_OK;
+  *done = 1;
+  p->done = 1;
+  if (e != cudaSuccess) return dlpg__cuda_result(e, p->fn, "cudaEventQuery");
+  return dlpg__ipc_failure(p->fn, p->ipc);
+}
+
+static void dlpg__ipc_poll_release(void *data) {
+  dlpg__ipc_poll_t *p = data;
+  if (p->done || dlpg__ipc_query(p->ev->ev) == cudaSuccess) {
+    dlpg__nccl_event_put(p->st, p->ev);
+  } else {
+    cudaEventDestroy(p->ev->ev);
+    free(p->ev);
+  }
+  dlpg__nccl_state_release(p->st);
+  free(p);
+}
+
+static const dlpg__work_backend_t dlpg__ipc_work_backend = {dlpg__ipc_poll, dlpg__ipc_poll_release};
+
+static dlpg_status_t dlpg__ipc_attach(const char *fn, dlpg__ipc_t *ipc, dlpg__be_op_t *op,
+                                      cudaStream_t s) {
+  dlpg__ipc_poll_t *p = calloc(1, sizeof *p);
+  if (!p) return dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
+  dlpg_status_t r = dlpg__nccl_event_get(fn, ipc->st, ipc->dev, &p->ev);
+  if (r == DLPG_OK) {
+    r = dlpg__cuda_result(cudaEventRecord(p->ev->ev, s), fn, "cudaEventRecord");
+    if (r != DLPG_OK) dlpg__nccl_event_put(ipc->st, p->ev);
+  }
+  if (r != DLPG_OK) {
+    free(p);
+    return r;
+  }
+  p->st = ipc->st;
+  p->ipc = ipc;
+  p->fn = fn;
+  dlpg__nccl_state_retain(p->st);
+  dlpg__nccl_work_set_backend(op->work, &dlpg__ipc_work_backend, p);
+  return DLPG_OK;
+}
+
+/* ------------------------------------------------------------------ the batch */
+
+/* The internal stream of a send or receive with a work (outside a batch), ordered after
+ * the caller's stream. Caller holds ipc->mu. */
+static dlpg_status_t dlpg__ipc_own_stream(const char *fn, dlpg__ipc_t *ipc, const dlpg__be_op_t *op,
+                                          cudaStream_t *s) {
+  static const int kSendSide = 0;
+  cudaStream_t *own = op->kind == DLPG__OP_SEND ? &ipc->own[kSendSide][op->peer]
+                                                : &ipc->own[1 - kSendSide][op->peer];
+  if (!*own)
+    DLPG_CHECK(dlpg__cuda_result(cudaStreamCreateWithFlags(own, cudaStreamNonBlocking), fn,
+                                 "cudaStreamCreateWithFlags (CUDA IPC pair stream)"));
+  if (!ipc->fork_ev)
+    DLPG_CHECK(dlpg__cuda_result(cudaEventCreateWithFlags(&ipc->fork_ev, cudaEventDisableTiming),
+                                 fn, "cudaEventCreateWithFlags"));
+  DLPG_CHECK(dlpg__cuda_result(cudaEventRecord(ipc->fork_ev, *s), fn, "cudaEventRecord"));
+  DLPG_CHECK(dlpg__cuda_result(cudaStreamWaitEvent(*own, ipc->fork_ev, 0), fn, "cudaStreamWaitEvent"));
+  *s = *own;
+  return DLPG_OK;
+}
+
+static dlpg_status_t dlpg__ipc_check_op(const char *fn, const dlpg__be_op_t *op,
+                                        const dlpg__be_op_t *first) {
+  if (op->state != first->state)
+    return dlpg__ipc_unsupported(fn, "a batch spanning several groups");
+  if (op->ntensors != 1) return dlpg__ipc_unsupported(fn, "more than one tensor per rank");
+  switch (op->kind) {
+    case DLPG__OP_ALLREDUCE: case DLPG__OP_REDUCE: case DLPG__OP_BROADCAST:
+    case DLPG__OP_ALLGATHER: case DLPG__OP_REDUCE_SCATTER: case DLPG__OP_ALLTOALL:
+    case DLPG__OP_SEND: case DLPG__OP_RECV:
+      break;
+    default:
+      return dlpg__ipc_unsupported(fn, dlpg__op_name(op->kind));
+  }
+  if (op->kind == DLPG__OP_ALLTOALL && op->in[0].ptr == op->out[0].ptr && op->in[0].nbytes)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: input and output are the same memory "
+                       "(%p); alltoall needs distinct buffers", fn, op->in[0].ptr);
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  DLPG_CHECK(dlpg__cuda_result(cudaStreamIsCapturing((cudaStream_t)op->streams[0], &cs), fn,
+                               "cudaStreamIsCapturing"));
+  if (cs != cudaStreamCaptureStatusNone)
+    return dlpg__ipc_unsupported(fn, "CUDA graph capture (each replay would reuse the steps "
+                                 "the capture numbered)");
+  return DLPG_OK;
+}
+
+static dlpg_status_t dlpg__ipc_run(const char *fn, dlpg__ipc_t *ipc, dlpg__be_op_t *const *ops,
+                                   int n, cudaStream_t *streams) {
+  double deadline = dlpg__now() + ops[0]->gview->timeout_s;
+  for (int k = 0; k < n; k++) {
+    if (dlpg__ipc_is_p2p(ops[k])) {
+      DLPG_CHECK(dlpg__ipc_map(fn, ipc, ops[k]->peer, deadline));
+    } else {
+      for (int q = 0; q < ipc->size; q++) DLPG_CHECK(dlpg__ipc_map(fn, ipc, q, deadline));
+    }
+  }
+  pthread_mutex_lock(&ipc->mu);
+  dlpg_status_t s = DLPG_OK;
+  for (int k = 0; k < n && s == DLPG_OK; k++) {
+    streams[k] = (cudaStream_t)ops[k]->streams[0];
+    if (n == 1 && ops[k]->work && dlpg__ipc_is_p2p(ops[k]))
+      s = dlpg__ipc_own_stream(fn, ipc, ops[k], &streams[k]);
+  }
+  /* Collectives in issue order (every rank issues the same sequence), then the sends and
+   * receives a chunk each in turn. */
+  for (int k = 0; k < n && s == DLPG_OK; k++)
+    if (!dlpg__ipc_is_p2p(ops[k])) s = dlpg__ipc_collective(fn, ipc, ops[k], streams[k]);
+  for (int k = 0; k < n && s == DLPG_OK; k++)
+    if (dlpg__ipc_is_p2p(ops[k])) s = dlpg__ipc_enter(fn, dlpg__ipc_chan(ipc, ops[k]), streams[k]);
+  for (long long c = 0, more = 1; more && s == DLPG_OK; c++) {
+    more = 0;
+    for (int k = 0; k < n && s == DLPG_OK; k++)
+      if (dlpg__ipc_is_p2p(ops[k])) more |= dlpg__ipc_p2p_chunk(fn, ipc, ops[k], streams[k], c, &s);
+  }
+  for (int k = 0; k < n && s == DLPG_OK && ipc->stream_wait; k++) {
+    const dlpg__be_op_t *o = ops[k];
+    if (o->kind == DLPG__OP_SEND)
+      dlpg__ipc_watch_add(ipc, streams[k], DLPG__IPC_PEND_SEND, o->peer, ipc->sent[o->peer],
+                          o->gview->timeout_s);
+    else if (o->kind == DLPG__OP_RECV)
+      dlpg__ipc_watch_add(ipc, streams[k], DLPG__IPC_PEND_RECV, o->peer, ipc->recvd[o->peer],
+                          o->gview->timeout_s);
+  }
+  for (int k = 0; k < n && s == DLPG_OK; k++)
+    if (dlpg__ipc_is_p2p(ops[k])) s = dlpg__ipc_leave(fn, dlpg__ipc_chan(ipc, ops[k]), streams[k]);
+  for (int k = 0; k < n && s == DLPG_OK; k++)
+    if (ops[k]->work) s = dlpg__ipc_attach(fn, ipc, ops[k], streams[k]);
+  pthread_mutex_unlock(&ipc->mu);
+  return s;
+}
+
+dlpg_status_t dlpg__ipc_issue(const char *fn, dlpg__be_op_t *const *ops, int n) {
+  for (int k = 0; k < n; k++) DLPG_CHECK(dlpg__ipc_check_op(fn, ops[k], ops[0]));
+  struct dlpg__nccl *st = ops[0]->state;
+  if (atomic_load(&st->aborted))
+    return dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted", fn, st->name);
+  int dev = ops[0]->in[0].device_id, cur = -1;
+  cudaGetDevice(&cur);
+  if (cur != dev)
+    DLPG_CHECK(dlpg__cuda_result(cudaSetDevice(dev), fn, "cudaSetDevice"));
+  dlpg__ipc_t *ipc = NULL;
+  dlpg_status_t s = dlpg__ipc_get(fn, st, dev, &ipc);
+  /* A group whose kernels failed (a peer that never came, an abort) stays failed. */
+  if (s == DLPG_OK) s = dlpg__ipc_failure(fn, ipc);
+  cudaStream_t stack[4], *streams = n <= 4 ? stack : calloc((size_t)n, sizeof *streams);
+  if (s == DLPG_OK && !streams) s = dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
+  if (s == DLPG_OK) s = dlpg__ipc_run(fn, ipc, ops, n, streams);
+  if (streams != stack) free(streams);
+  if (cur >= 0 && cur != dev) cudaSetDevice(cur);
+  return s;
+}

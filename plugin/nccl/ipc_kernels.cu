@@ -1,0 +1,274 @@
+// The kernels of the CUDA IPC path (ipc.h says the protocol). CUDA C++ only because kernels
+// need it: the host side is C (ipc_issue.c) and reaches these through the extern "C"
+// launchers at the end. Every wait is bounded by the GPU's global timer; a failed wait is
+// written to the host-mapped status block and every later kernel of the group returns at
+// once, so no kernel spins without bound and none traps (a trap would poison the context).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "nccl/ipc.h"
+
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kMaxBlocks = 132;
+
+__device__ __forceinline__ unsigned long long Now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ unsigned long long Load(const unsigned long long *p) {
+  return *(const volatile unsigned long long *)p;
+}
+
+__device__ void Fail(dlpg__ipc_status_t *st, int code, int peer, unsigned long long step) {
+  if (st->failed) return;
+  st->peer = peer;
+  st->step = step;
+  __threadfence_system();
+  st->failed = code;
+  __threadfence_system();
+}
+
+// Whether the group failed or was aborted: the kernel then does nothing. An abort is
+// recorded as the failure, so an op whose kernels were skipped reports it even when no wait
+// of its own saw the abort.
+__device__ __forceinline__ bool Failed(dlpg__ipc_status_t *st) {
+  if (st->failed) return true;
+  if (!st->abort) return false;
+  Fail(st, DLPG__IPC_FAIL_ABORTED, -1, 0);
+  return true;
+}
+
+// One thread: wait until *p >= v, the group's abort, an earlier failure, or the deadline
+// (timeout_ns from now). True when *p reached v.
+__device__ bool WaitGe(const unsigned long long *p, unsigned long long v,
+                       dlpg__ipc_status_t *st, unsigned long long timeout_ns, int peer,
+                       unsigned long long step) {
+  if (Load(p) >= v) {
+    __threadfence_system();  // what the peer wrote before its counter, seen after it
+    return true;
+  }
+  unsigned long long t0 = Now();
+  for (unsigned n = 1;; n++) {
+    if (Load(p) >= v) {
+      __threadfence_system();
+      return true;
+    }
+    if ((n & 63) == 0) {
+      if (st->abort) {
+        Fail(st, DLPG__IPC_FAIL_ABORTED, -1, step);
+        return false;
+      }
+      if (st->failed) return false;
+      if (Now() - t0 > timeout_ns) {
+        Fail(st, DLPG__IPC_FAIL_TIMEOUT, peer, step);
+        return false;
+      }
+    }
+    __nanosleep(n < 1024 ? 64 : 1000);
+  }
+}
+
+// Copy bytes, 16 at a time when both ends and the size allow. Loads bypass L1 (__ldcg):
+// the source may be a peer's buffer, written by another process since this SM last cached
+// it.
+__device__ void CopyBytes(char *dst, const char *src, long long n) {
+  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const long long nth = (long long)gridDim.x * blockDim.x;
+  if ((((uintptr_t)dst | (uintptr_t)src | (uintptr_t)n) & 15) == 0) {
+    uint4 *d = (uint4 *)dst;
+    const uint4 *s = (const uint4 *)src;
+    for (long long i = tid; i < n / 16; i += nth) d[i] = __ldcg(s + i);
+    return;
+  }
+  for (long long i = tid; i < n; i += nth) dst[i] = __ldcg(src + i);
+}
+
+template <typename T> struct Acc { using type = T; };
+template <> struct Acc<__half> { using type = float; };
+template <> struct Acc<__nv_bfloat16> { using type = float; };
+
+template <typename T> __device__ __forceinline__ typename Acc<T>::type ToAcc(T v) { return v; }
+template <> __device__ __forceinline__ float ToAcc<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float ToAcc<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <typename T> __device__ __forceinline__ T FromAcc(typename Acc<T>::type v) { return (T)v; }
+template <> __device__ __forceinline__ __half FromAcc<__half>(float v) { return __float2half(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 FromAcc<__nv_bfloat16>(float v) {
+  return __float2bfloat16(v);
+}
+
+template <typename A> __device__ __forceinline__ A Combine(int rop, A a, A b) {
+  switch (rop) {
+    case DLPG__IPC_PROD: return a * b;
+    case DLPG__IPC_MAX: return a > b ? a : b;
+    case DLPG__IPC_MIN: return a < b ? a : b;
+    default: return a + b;  // sum, avg
+  }
+}
+
+// dst[i] = reduce over ranks q (in rank order, so every rank computes the same bits) of
+// buf[q][off + i], for i < len.
+// kBool: bytes that are 0 or 1, the result normalised to 0 or 1 (a sum is an or).
+template <typename T, bool kBool = false>
+__device__ void ReduceInto(const dlpg__ipc_step_t &p, long long off, T *dst) {
+  using A = typename Acc<T>::type;
+  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const long long nth = (long long)gridDim.x * blockDim.x;
+  for (long long i = tid; i < p.len; i += nth) {
+    A a = ToAcc<T>(__ldcg((const T *)p.buf[0] + off + i));
+    for (int q = 1; q < p.size; q++)
+      a = Combine<A>(p.rop, a, ToAcc<T>(__ldcg((const T *)p.buf[q] + off + i)));
+    if (p.rop == DLPG__IPC_AVG) a = (A)(a / (A)p.size);
+    if (kBool) a = a != 0;
+    dst[i] = FromAcc<T>(a);
+  }
+}
+
+__device__ void Reduce(const dlpg__ipc_step_t &p, long long off, char *dst) {
+  switch (p.type) {
+    case DLPG__IPC_F32: ReduceInto<float>(p, off, (float *)dst); break;
+    case DLPG__IPC_F16: ReduceInto<__half>(p, off, (__half *)dst); break;
+    case DLPG__IPC_BF16: ReduceInto<__nv_bfloat16>(p, off, (__nv_bfloat16 *)dst); break;
+    case DLPG__IPC_F64: ReduceInto<double>(p, off, (double *)dst); break;
+    case DLPG__IPC_I32: ReduceInto<int>(p, off, (int *)dst); break;
+    case DLPG__IPC_I64: ReduceInto<long long>(p, off, (long long *)dst); break;
+    case DLPG__IPC_U8: ReduceInto<unsigned char>(p, off, (unsigned char *)dst); break;
+    case DLPG__IPC_I8: ReduceInto<signed char>(p, off, (signed char *)dst); break;
+    case DLPG__IPC_BOOL: ReduceInto<unsigned char, true>(p, off, (unsigned char *)dst); break;
+    case DLPG__IPC_U32: ReduceInto<unsigned>(p, off, (unsigned *)dst); break;
+    case DLPG__IPC_U64: ReduceInto<unsigned long long>(p, off, (unsigned long long *)dst); break;
+  }
+}
+
+__global__ void PutKernel(dlpg__ipc_step_t p) {
+  __shared__ int ok;
+  if (!dlpg__ipc_writes(&p)) return;
+  // Thread 0 alone reads the status and waits; the block follows its verdict (threads that
+  // read the status apart could disagree, and a barrier must see them all).
+  if (threadIdx.x == 0) {
+    ok = !Failed(p.status);
+    // Buffer s%2 last held step s-2: every peer must have read it.
+    if (p.seq > 2 && !p.nowait)
+      for (int q = 0; q < p.size && ok; q++)
+        if (q != p.rank)
+          ok = WaitGe(&p.flags[q]->done, p.seq - 2, p.status, p.timeout_ns, q, p.seq);
+  }
+  __syncthreads();
+  if (!ok) return;
+  const long long seg = p.len * p.esize;
+  char *mine = p.buf[p.rank];
+  if (p.kind == DLPG__IPC_REDUCE_SCATTER || p.kind == DLPG__IPC_ALLTOALL) {
+    for (int q = 0; q < p.size; q++)
+      CopyBytes(mine + q * seg, p.src + q * p.src_stride * p.esize, seg);
+  } else {
+    CopyBytes(mine, p.src, seg);
+  }
+}
+
+__global__ void GetKernel(dlpg__ipc_step_t p) {
+  __shared__ int ok;
+  // The put kernel before this one on the stream finished: this rank's part is in place.
+  // Every block publishes (the same value), so no block's progress hangs on another's being
+  // scheduled (with MPS, peers' spinning blocks may hold the other SMs).
+  if (threadIdx.x == 0) {
+    ok = !Failed(p.status);
+    if (ok && !p.nowait) {
+      __threadfence_system();
+      *(volatile unsigned long long *)&p.flags[p.rank]->ready = p.seq;
+      __threadfence_system();
+    }
+    for (int q = 0; q < p.size && ok && !p.nowait; q++)
+      if (q != p.rank && dlpg__ipc_reads(&p, q))
+        ok = WaitGe(&p.flags[q]->ready, p.seq, p.status, p.timeout_ns, q, p.seq);
+  }
+  __syncthreads();
+  if (!ok) return;
+  const long long seg = p.len * p.esize;
+  switch (p.kind) {
+    case DLPG__IPC_ALLREDUCE:
+      Reduce(p, 0, p.dst);
+      break;
+    case DLPG__IPC_REDUCE:
+      if (p.rank == p.root) Reduce(p, 0, p.dst);
+      break;
+    case DLPG__IPC_BROADCAST:
+      if (p.rank != p.root) CopyBytes(p.dst, p.buf[p.root], seg);
+      else if (p.dst != p.src) CopyBytes(p.dst, p.src, seg);
+      break;
+    case DLPG__IPC_ALLGATHER:
+      for (int q = 0; q < p.size; q++) CopyBytes(p.dst + q * p.dst_stride * p.esize, p.buf[q], seg);
+      break;
+    case DLPG__IPC_REDUCE_SCATTER:
+      Reduce(p, (long long)p.rank * p.len, p.dst);
+      break;
+    case DLPG__IPC_ALLTOALL:
+      for (int q = 0; q < p.size; q++)
+        CopyBytes(p.dst + q * p.dst_stride * p.esize, p.buf[q] + p.rank * seg, seg);
+      break;
+  }
+}
+
+__global__ void FlagKernel(unsigned long long *flag, unsigned long long v, dlpg__ipc_status_t *st) {
+  if (Failed(st)) return;
+  __threadfence_system();
+  *(volatile unsigned long long *)flag = v;
+  __threadfence_system();
+}
+
+__global__ void SendKernel(dlpg__ipc_chunk_t c) {
+  __shared__ int ok;
+  if (threadIdx.x == 0)
+    ok = !Failed(c.status) && (c.k <= 2 || c.nowait || WaitGe(&c.theirs->taken[c.rank], c.k - 2, c.status, c.timeout_ns, c.peer, c.k));
+  __syncthreads();
+  if (ok) CopyBytes(c.dst, c.src, c.bytes);
+}
+
+__global__ void RecvKernel(dlpg__ipc_chunk_t c) {
+  __shared__ int ok;
+  if (threadIdx.x == 0)
+    ok = !Failed(c.status) && (c.nowait || WaitGe(&c.theirs->sent[c.rank], c.k, c.status, c.timeout_ns, c.peer, c.k));
+  __syncthreads();
+  if (ok) CopyBytes(c.dst, c.src, c.bytes);
+}
+
+int Blocks(long long bytes) {
+  long long b = (bytes + 16LL * kThreads - 1) / (16LL * kThreads);
+  return b < 1 ? 1 : b > kMaxBlocks ? kMaxBlocks : (int)b;
+}
+
+}  // namespace
+
+extern "C" cudaError_t dlpg__ipc_launch_put(const dlpg__ipc_step_t *p, cudaStream_t s) {
+  long long bytes = p->len * p->esize;
+  if (p->kind == DLPG__IPC_REDUCE_SCATTER || p->kind == DLPG__IPC_ALLTOALL) bytes *= p->size;
+  PutKernel<<<Blocks(bytes), kThreads, 0, s>>>(*p);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t dlpg__ipc_launch_get(const dlpg__ipc_step_t *p, cudaStream_t s) {
+  long long bytes = p->len * p->esize;
+  if (p->kind == DLPG__IPC_ALLGATHER || p->kind == DLPG__IPC_ALLTOALL) bytes *= p->size;
+  GetKernel<<<Blocks(bytes), kThreads, 0, s>>>(*p);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t dlpg__ipc_launch_flag(unsigned long long *flag, unsigned long long v,
+                                             dlpg__ipc_status_t *status, cudaStream_t s) {
+  FlagKernel<<<1, 1, 0, s>>>(flag, v, status);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t dlpg__ipc_launch_send(const dlpg__ipc_chunk_t *c, cudaStream_t s) {
+  SendKernel<<<Blocks(c->bytes), kThreads, 0, s>>>(*c);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t dlpg__ipc_launch_recv(const dlpg__ipc_chunk_t *c, cudaStream_t s) {
+  RecvKernel<<<Blocks(c->bytes), kThreads, 0, s>>>(*c);
+  return cudaGetLastError();
+}

@@ -1,0 +1,115 @@
+"""Rank bodies of test_shared_gpu: every rank on cuda:0, which NCCL refuses and dlpg serves
+on its CUDA IPC path. torch: collectives against host-computed references and DDP training
+compared with one process training on the whole batch; dlpg.Group on CuPy arrays."""
+
+import datetime
+import traceback
+
+import numpy as np
+
+
+def _data(rank, key, n):
+    return np.random.default_rng(1000 * key + rank).standard_normal(n).astype(np.float32)
+
+
+def torch_shared(rank, world, init, steps, queue):
+    res = {}
+    try:
+        import torch
+        import torch.distributed as dist
+        import dlpg.torch  # noqa: F401 - registers "dlpg"
+        dev = torch.device("cuda", 0)
+        torch.cuda.set_device(dev)
+        host, port = init
+        store = dist.TCPStore(host, port, world, False, datetime.timedelta(seconds=60))
+        dist.init_process_group("dlpg", store=store, rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=60))
+    except Exception:  # noqa: BLE001
+        queue.put((rank, {"setup": traceback.format_exc()}))
+        return
+
+    def check(name, fn):
+        try:
+            fn()
+            res[name] = "ok"
+        except Exception:  # noqa: BLE001 - reported to the test.
+            res[name] = traceback.format_exc()
+
+    def collectives():
+        n = 100003
+        x = torch.from_numpy(_data(rank, 1, n)).to(dev)
+        dist.all_reduce(x)
+        want = sum(_data(r, 1, n).astype(np.float64) for r in range(world))
+        np.testing.assert_allclose(x.cpu().numpy(), want, rtol=1e-5, atol=1e-5)
+        y = torch.from_numpy(_data(rank, 2, 4099)).to(dev)
+        dist.broadcast(y, src=world - 1)
+        np.testing.assert_array_equal(y.cpu().numpy(), _data(world - 1, 2, 4099))
+        outs = [torch.empty(777, device=dev) for _ in range(world)]
+        dist.all_gather(outs, torch.from_numpy(_data(rank, 3, 777)).to(dev))
+        for r in range(world):
+            np.testing.assert_array_equal(outs[r].cpu().numpy(), _data(r, 3, 777))
+        z = torch.from_numpy(_data(rank, 4, 64)).to(dev)
+        if rank == 0:
+            dist.send(z, dst=1)
+        elif rank == 1:
+            dist.recv(z, src=0)
+            np.testing.assert_array_equal(z.cpu().numpy(), _data(0, 4, 64))
+        torch.cuda.synchronize()
+
+    def ddp():
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        torch.manual_seed(0)
+        ref = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 4))
+        model = DDP(torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(),
+                                        torch.nn.Linear(64, 4)).to(dev), device_ids=[0])
+        model.module.load_state_dict(ref.state_dict())
+        ref = ref.to(dev)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
+        for step in range(steps):
+            # Every rank's batch of 8, and the whole batch for the one-process reference:
+            # DDP's average of the ranks' mean-loss gradients is the whole batch's.
+            g = torch.Generator().manual_seed(step)
+            xs = torch.randn(world, 8, 32, generator=g)
+            ys = torch.randn(world, 8, 4, generator=g)
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(xs[rank].to(dev)), ys[rank].to(dev)).backward()
+            opt.step()
+            ropt.zero_grad()
+            torch.nn.functional.mse_loss(ref(xs.reshape(-1, 32).to(dev)),
+                                         ys.reshape(-1, 4).to(dev)).backward()
+            ropt.step()
+        for a, b in zip(model.module.parameters(), ref.parameters()):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+    check("collectives", collectives)
+    check("ddp", ddp)
+    try:
+        dist.destroy_process_group()
+    except Exception:  # noqa: BLE001
+        res["teardown"] = traceback.format_exc()
+    queue.put((rank, res))
+
+
+def cupy_shared(rank, world, url, queue):
+    res = {}
+    try:
+        import cupy as cp
+        import dlpg
+        cp.cuda.Device(0).use()
+        store = dlpg.Store(url)
+        g = dlpg.Group(store, rank, world, name="shared-gpu-cupy")
+        n = 65537
+        x = cp.asarray(_data(rank, 5, n))
+        g.allreduce(x, op="max")
+        want = np.max([_data(r, 5, n) for r in range(world)], axis=0)
+        np.testing.assert_array_equal(cp.asnumpy(x), want)
+        out = cp.empty(world * 1000, dtype=cp.float32)
+        g.allgather(cp.asarray(_data(rank, 6, 1000)), out)
+        np.testing.assert_array_equal(cp.asnumpy(out),
+                                      np.concatenate([_data(r, 6, 1000) for r in range(world)]))
+        cp.cuda.Device(0).synchronize()
+        res["cupy"] = "ok"
+    except Exception:  # noqa: BLE001
+        res["cupy"] = traceback.format_exc()
+    queue.put((rank, res))
