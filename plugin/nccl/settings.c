@@ -27,11 +27,11 @@ const dlpg__be_param_t dlpg__nccl_params[DLPG__NCCL_NPARAMS] = {
     [DLPG__NCCL_PARAM_IPC_CHUNK] = {"DLPG_NCCL_IPC_CHUNK_BYTES", "4194304", DLPG__BE_PARAM_CACHED,
         "CUDA IPC path: bytes of each of a rank's two staging buffers per group (a larger "
         "collective moves through them in steps); every rank must use the same"},
-    [DLPG__NCCL_PARAM_IPC_WAIT] = {"DLPG_NCCL_IPC_WAIT", "kernel", DLPG__BE_PARAM_CACHED,
-        "CUDA IPC path: how a rank waits for its peers: kernel (the copy kernels wait, bounded "
-        "by the GPU's timer) or stream (stream memory operations wait; the GPU runs other "
-        "processes' work meanwhile; a watchdog thread ends a wait at the group's timeout); "
-        "every rank must use the same"},
+    [DLPG__NCCL_PARAM_IPC_WAIT] = {"DLPG_NCCL_IPC_WAIT", "stream", DLPG__BE_PARAM_CACHED,
+        "CUDA IPC path: how a rank waits for its peers: stream (default: stream memory "
+        "operations wait, the GPU runs other processes' work meanwhile, a watchdog thread ends "
+        "a wait at the group's timeout) or kernel (the copy kernels spin, bounded by the GPU's "
+        "timer: for ranks under MPS); every rank must use the same"},
 };
 
 dlpg__cuda_path_t dlpg__cuda_path(void) {
@@ -45,10 +45,10 @@ dlpg__cuda_path_t dlpg__cuda_path(void) {
 
 int dlpg__ipc_wait_stream(void) {
   const char *m = dlpg__nccl_param_str(&dlpg__nccl_params[DLPG__NCCL_PARAM_IPC_WAIT]);
-  if (!m || !m[0] || strcmp(m, "kernel") == 0) return 0;
-  if (strcmp(m, "stream") == 0) return 1;
-  DLPG_NCCL_WARN(-1, "DLPG_NCCL_IPC_WAIT=\"%s\" is not kernel or stream; using kernel", m);
-  return 0;
+  if (!m || !m[0] || strcmp(m, "stream") == 0) return 1;
+  if (strcmp(m, "kernel") == 0) return 0;
+  DLPG_NCCL_WARN(-1, "DLPG_NCCL_IPC_WAIT=\"%s\" is not stream or kernel; using stream", m);
+  return 1;
 }
 
 size_t dlpg__ipc_chunk_bytes(void) {
