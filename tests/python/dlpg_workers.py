@@ -8,6 +8,15 @@ import traceback
 TIMEOUT = datetime.timedelta(seconds=60)
 
 
+def run_check(res, name, fn):
+    """res[name] = "ok" when fn() returns, else its traceback (reported to the test)."""
+    try:
+        fn()
+        res[name] = "ok"
+    except Exception:  # noqa: BLE001 - reported to the test.
+        res[name] = traceback.format_exc()
+
+
 def init_torch(backend, init, rank, world, timeout=TIMEOUT):
     """dist.init_process_group on init: a "file://" URL, or the (host, port) of the TCPStore
     the test serves (conftest.torch_store), which every rank joins as a client."""

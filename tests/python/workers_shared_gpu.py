@@ -2,10 +2,11 @@
 on its CUDA IPC path. torch: collectives against host-computed references and DDP training
 compared with one process training on the whole batch; dlpg.Group on CuPy arrays."""
 
-import datetime
 import traceback
 
 import numpy as np
+
+from dlpg_workers import init_torch, run_check
 
 
 def _data(rank, key, n):
@@ -20,20 +21,10 @@ def torch_shared(rank, world, init, steps, queue):
         import dlpg.torch  # noqa: F401 - registers "dlpg"
         dev = torch.device("cuda", 0)
         torch.cuda.set_device(dev)
-        host, port = init
-        store = dist.TCPStore(host, port, world, False, datetime.timedelta(seconds=60))
-        dist.init_process_group("dlpg", store=store, rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=60))
+        init_torch("dlpg", init, rank, world)
     except Exception:  # noqa: BLE001
         queue.put((rank, {"setup": traceback.format_exc()}))
         return
-
-    def check(name, fn):
-        try:
-            fn()
-            res[name] = "ok"
-        except Exception:  # noqa: BLE001 - reported to the test.
-            res[name] = traceback.format_exc()
 
     def collectives():
         n = 100003
@@ -82,8 +73,8 @@ def torch_shared(rank, world, init, steps, queue):
         for a, b in zip(model.module.parameters(), ref.parameters()):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
-    check("collectives", collectives)
-    check("ddp", ddp)
+    run_check(res, "collectives", collectives)
+    run_check(res, "ddp", ddp)
     try:
         dist.destroy_process_group()
     except Exception:  # noqa: BLE001
