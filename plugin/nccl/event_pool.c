@@ -51,3 +51,17 @@ void dlpg__nccl_free_events(struct dlpg__nccl *st) {
     }
   }
 }
+
+/* cudaEventQuery is a "potentially unsafe" call while a CUDA graph is being captured in the
+ * default (global) mode, on this thread or any other: it would invalidate that capture (a
+ * work handle tested or freed while a framework captures, e.g. a parked handle reaped during
+ * torch.cuda.graph). The events queried here were recorded outside any capture, so querying
+ * them in relaxed mode is safe, and other threads' captures are left alone (torch's NCCL
+ * watchdog switches its capture mode for the same reason). */
+cudaError_t dlpg__nccl_event_query(cudaEvent_t ev) {
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  cudaError_t e = cudaEventQuery(ev);
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  return e;
+}

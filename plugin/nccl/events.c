@@ -17,26 +17,12 @@ typedef struct dlpg__nccl_poll {
   int done[DLPG__MAX_LOCAL_DEVICES];
 } dlpg__nccl_poll_t;
 
-/* cudaEventQuery is a "potentially unsafe" call while a CUDA graph is being captured in the
- * default (global) mode, on this thread or any other: it would invalidate that capture (a
- * work handle tested or freed while a framework captures, e.g. a parked handle reaped during
- * torch.cuda.graph). The events queried here were recorded outside any capture, so querying
- * them in relaxed mode is safe, and other threads' captures are left alone (torch's NCCL
- * watchdog switches its capture mode for the same reason). */
-static cudaError_t dlpg__event_query(cudaEvent_t ev) {
-  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  cudaThreadExchangeStreamCaptureMode(&mode);
-  cudaError_t e = cudaEventQuery(ev);
-  cudaThreadExchangeStreamCaptureMode(&mode);
-  return e;
-}
-
 static dlpg_status_t dlpg__nccl_poll(void *data, int *done) {
   dlpg__nccl_poll_t *p = data;
   *done = 0;
   for (int i = 0; i < p->n; i++) {
     if (p->done[i]) continue;
-    cudaError_t e = dlpg__event_query(p->ev[i]->ev);
+    cudaError_t e = dlpg__nccl_event_query(p->ev[i]->ev);
     if (e == cudaSuccess) {
       p->done[i] = 1;
       p->ndone++;
@@ -76,7 +62,7 @@ static void dlpg__nccl_poll_release(void *data) {
   /* An event whose work never finished may still be pending on a stream: destroying it is
    * safe (CUDA defers the release), but it must not go back to the pool. */
   for (int i = 0; i < p->n; i++) {
-    if (p->done[i] || dlpg__event_query(p->ev[i]->ev) == cudaSuccess) {
+    if (p->done[i] || dlpg__nccl_event_query(p->ev[i]->ev) == cudaSuccess) {
       dlpg__nccl_event_put(st, p->ev[i]);
     } else {
       cudaEventDestroy(p->ev[i]->ev);

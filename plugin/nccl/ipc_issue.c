@@ -238,20 +238,10 @@ typedef struct dlpg__ipc_poll {
   int done;
 } dlpg__ipc_poll_t;
 
-/* cudaEventQuery in relaxed capture mode, so another thread's graph capture is left alone
- * (events.c says why). */
-static cudaError_t dlpg__ipc_query(cudaEvent_t ev) {
-  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  cudaThreadExchangeStreamCaptureMode(&mode);
-  cudaError_t e = cudaEventQuery(ev);
-  cudaThreadExchangeStreamCaptureMode(&mode);
-  return e;
-}
-
 static dlpg_status_t dlpg__ipc_poll(void *data, int *done) {
   dlpg__ipc_poll_t *p = data;
   *done = 0;
-  cudaError_t e = dlpg__ipc_query(p->ev->ev);
+  cudaError_t e = dlpg__nccl_event_query(p->ev->ev);
   if (e == cudaErrorNotReady) return DLPG_OK;
   *done = 1;
   p->done = 1;
@@ -261,7 +251,7 @@ static dlpg_status_t dlpg__ipc_poll(void *data, int *done) {
 
 static void dlpg__ipc_poll_release(void *data) {
   dlpg__ipc_poll_t *p = data;
-  if (p->done || dlpg__ipc_query(p->ev->ev) == cudaSuccess) {
+  if (p->done || dlpg__nccl_event_query(p->ev->ev) == cudaSuccess) {
     dlpg__nccl_event_put(p->st, p->ev);
   } else {
     cudaEventDestroy(p->ev->ev);

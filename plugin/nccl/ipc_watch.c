@@ -13,15 +13,6 @@
 /* Far ahead of any step or chunk number, and still "ahead" for the cyclic comparison. */
 #define DLPG__IPC_RELEASE (1ull << 62)
 
-/* cudaEventQuery in relaxed capture mode, so another thread's graph capture is left alone. */
-static cudaError_t dlpg__watch_query(cudaEvent_t ev) {
-  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  cudaThreadExchangeStreamCaptureMode(&mode);
-  cudaError_t e = cudaEventQuery(ev);
-  cudaThreadExchangeStreamCaptureMode(&mode);
-  return e;
-}
-
 void dlpg__ipc_release(dlpg__ipc_t *ipc) {
   unsigned long long far[4 * DLPG__IPC_MAX_RANKS];
   for (int i = 0; i < 4 * DLPG__IPC_MAX_RANKS; i++) far[i] = DLPG__IPC_RELEASE;
@@ -65,7 +56,7 @@ static void dlpg__watch_check(dlpg__ipc_t *ipc) {
   pthread_mutex_lock(&ipc->mu);
   while (ipc->pend_n > 0) {
     struct dlpg__ipc_pending *e = &ipc->pend[ipc->pend_head];
-    cudaError_t r = dlpg__watch_query(e->ev);
+    cudaError_t r = dlpg__nccl_event_query(e->ev);
     if (r == cudaErrorNotReady) {
       if (!ipc->status_h->failed && !ipc->status_h->abort && dlpg__now() > e->deadline) {
         int q = dlpg__watch_laggard(ipc, e);
@@ -148,8 +139,10 @@ void dlpg__ipc_watch_add(dlpg__ipc_t *ipc, cudaStream_t s, int kind, int peer,
 int dlpg__ipc_watch_idle(dlpg__ipc_t *ipc) {
   pthread_mutex_lock(&ipc->mu);
   int idle = 1;
-  for (int i = 0; i < ipc->pend_n && idle; i++)
-    idle = dlpg__watch_query(ipc->pend[(ipc->pend_head + i) % DLPG__IPC_PENDING].ev) != cudaErrorNotReady;
+  for (int i = 0; i < ipc->pend_n && idle; i++) {
+    cudaEvent_t ev = ipc->pend[(ipc->pend_head + i) % DLPG__IPC_PENDING].ev;
+    idle = dlpg__nccl_event_query(ev) != cudaErrorNotReady;
+  }
   cudaGetLastError();
   pthread_mutex_unlock(&ipc->mu);
   return idle;

@@ -258,6 +258,9 @@ dlpg_status_t dlpg__nccl_enqueue_v(const char *fn, const dlpg__be_op_t *op,
                                    dlpg__nccl_comm_t *c, int i, ncclComm_t comm,
                                    cudaStream_t s);
 
+/* event_pool.c: cudaEventQuery in relaxed capture mode, so that no thread's CUDA graph capture
+ * is invalidated (for events recorded outside any capture). */
+cudaError_t dlpg__nccl_event_query(cudaEvent_t ev);
 /* Work pollers (events.c). Attach a poller to w covering the ndev events recorded on
  * streams after the op, or complete w as enqueued when capturing. */
 dlpg_status_t dlpg__nccl_attach_work(const char *fn, dlpg__be_op_t *op, dlpg__nccl_comm_t *c,
