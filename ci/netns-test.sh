@@ -5,7 +5,9 @@
 # allreduces; after a few seconds rank 3's link is cut (ip link set ... down). Every rank must
 # end within the group's timeout + 2 s with an error, and rank 3's failure is reported.
 # The survivors must name the unreachable rank (failure propagation);
-# DLPG_NETNS_STRICT=0 turns that check off. Needs root and iproute2; cleans up on every exit.
+# DLPG_NETNS_STRICT=0 turns that check off. Rank 0 serves the store until ranks 1 and 2 are done
+# (as a launcher's store outlives its ranks), so a survivor whose deadline expires after rank
+# 0's still reads the records. Needs root and iproute2; cleans up on every exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -52,7 +54,7 @@ for r in 0 1 2 3; do
   # INFO lines of INIT say which backend each group chose: ranks in different network
   # namespaces are different hosts, so host memory must stay on Gloo here.
   DLPG_DEBUG=INFO DLPG_DEBUG_SUBSYS=INIT ip netns exec "${tag}r$r" "$bin" "$r" 4 "$url" \
-    "$TIMEOUT" "$RUN_FOR" >"$work/r$r.out" 2>"$work/r$r.err" &
+    "$TIMEOUT" "$RUN_FOR" 3 >"$work/r$r.out" 2>"$work/r$r.err" &
   echo $! >"$work/r$r.pid"
 done
 # Wait until every rank has completed an allreduce, then cut rank 3's link.
