@@ -46,12 +46,33 @@ import sys, traceback
 sys.excepthook = lambda *e: (traceback.print_exception(*e, file=sys.stdout), sys.stdout.flush())
 import torch, torch.distributed as dist, dlpg.torch
 dist.init_process_group("dlpg")
-t = torch.ones(4) * dist.get_rank()
+rank = dist.get_rank()
+# Pairs on one host and across the hosts (ranks 0, 1 on hostA; 2, 3 on hostB), made before
+# the default group's first collective: each pair decides where its host memory runs from
+# where its two ranks run (shared memory on one host, Gloo across).
+pairs = [[0, 1], [1, 2], [2, 3]]
+groups = [dist.new_group(p) for p in pairs]
+t = torch.ones(4) * rank
 dist.all_reduce(t)
 n = dist.get_world_size()
 assert t.tolist() == [float(n * (n - 1) // 2)] * 4, t
-print("rank %d of %d: all_reduce %s OK (dlpg %s)" % (dist.get_rank(), n, t.tolist(),
+print("rank %d of %d: all_reduce %s OK (dlpg %s)" % (rank, n, t.tolist(),
                                                      dlpg.torch.IMPLEMENTATION), flush=True)
+for p, g in zip(pairs, groups):
+    if rank not in p:
+        continue
+    other = p[1] if rank == p[0] else p[0]
+    x = torch.full((5,), float(rank + 1))
+    dist.all_reduce(x, group=g)
+    assert x.tolist() == [float(p[0] + p[1] + 2)] * 5, (p, x)
+    mine, got = torch.full((3,), float(10 * rank + other)), torch.empty(3)
+    for step in (0, 1):  # the lower rank sends first
+        if (rank == p[0]) == (step == 0):
+            dist.send(mine, other, group=g)
+        else:
+            dist.recv(got, other, group=g)
+    assert got.tolist() == [float(10 * other + rank)] * 3, (p, got)
+    print("rank %d: pair %s all_reduce and send/recv OK" % (rank, p), flush=True)
 dist.destroy_process_group()
 PYEOF
 fail=0
@@ -73,9 +94,17 @@ both() {  # both NAME PORT CMD...: node 0 on hostA, node 1 on hostB, each must s
 }
 # Step 3: torch on both hosts. A host's two ranks share its output file and their lines can
 # run together, so the checks count the matches, not the lines.
-both torch 29600 "$work/train.py"
+DLPG_DEBUG=INFO DLPG_DEBUG_SUBSYS=INIT both torch 29600 "$work/train.py"
 n=$(grep -ho "all_reduce \[6.0, 6.0, 6.0, 6.0\] OK" "$work"/torch.*.out | wc -l || true)
 [ "$n" = 4 ] || { echo "FAIL: $n of 4 torch ranks reported OK"; fail=1; }
+n=$(grep -ho "pair \[[0-9], [0-9]\] all_reduce and send/recv OK" "$work"/torch.*.out | wc -l || true)
+[ "$n" = 6 ] || { echo "FAIL: $n of 6 pair checks reported OK"; fail=1; }
+for p in "0-1 shm" "2-3 shm" "1-2 gloo"; do  # the pairs' choices, which each rank logs at INFO
+  if ! grep -q "/${p% *}\": collectives on cpu.* run on ${p#* } " "$work"/torch.*.out; then
+    echo "FAIL: pair ${p% *} did not choose ${p#* }:"; grep -h "collectives on cpu" "$work"/torch.*.out
+    fail=1
+  fi
+done
 # Step 4: the C demo, rank 0 serving the store on MASTER_ADDR.
 both demo 29610 --no_python "$BUILD_DIR/examples/dlpg-demo"
 n=$(grep -ho "results checked: OK" "$work"/demo.*.out | wc -l || true)

@@ -107,10 +107,11 @@ static dlpg_status_t dlpg__split_make(const char *fn, struct dlpg_group *parent,
     return dlpg__error_prefix(st, fn);
   }
   /* The parent's choice of backend where the child's ranks would make the same (every
-   * parent rank has made it: the exchange was its collective); else every rank is in the
-   * job already and says where it runs now, for the child's choice at its first collective
-   * (sends and receives publish it too when they come first). */
-  if (!via_coll || !dlpg__backend_choice_inherit(c, parent)) dlpg__backend_where_publish(c);
+   * parent rank has made it: the exchange was its collective); else the child's choice at
+   * its first collective (or a send's or receive's per pair) reads where its ranks run:
+   * the parent's records, which every rank published before the exchange. */
+  int inherited = via_coll && dlpg__backend_choice_inherit(c, parent);
+  if (!dlpg__backend_where_inherit(c, parent) && !inherited) dlpg__backend_where_publish(c);
   /* What the parent's backend states hand the child (shared memory: an area of the
    * parent's segment for the child's first operation). */
   dlpg__line_states_seed(parent, c);

@@ -154,10 +154,10 @@ dlpg_status_t dlpg_group_create_subset(dlpg_group_t *parent, int n, const int *r
   }
   /* The parent's choice where the members would make the same (a subset of ranks that all
    * share the parent's locality, or a forced line). A member whose parent has not chosen
-   * yet applies the rule instead, reading every member's locality: so each says where it
-   * runs, whichever way it went (one store write, waiting for nobody). */
+   * yet applies the rule instead, reading every member's locality: the parent's records,
+   * so the child writes none (the parent's are written once per rank, waiting for nobody). */
   dlpg__backend_choice_inherit(c, parent);
-  dlpg__backend_where_publish(c);
+  if (!dlpg__backend_where_inherit(c, parent)) dlpg__backend_where_publish(c);
   /* What the parent's backend states hand the child (shared memory: an area of the
    * parent's segment, so the members' first operation needs no meeting). */
   dlpg__line_states_seed(parent, c);

@@ -123,4 +123,8 @@ void dlpg__family_release_all(struct dlpg_group *g) {
   g->kids = NULL;
   free(g->parent_ranks);
   g->parent_ranks = NULL;
+  free(g->where_scope);
+  g->where_scope = NULL;
+  free(g->where_ranks);
+  g->where_ranks = NULL;
 }

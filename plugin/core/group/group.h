@@ -73,8 +73,14 @@ struct dlpg_group {
    * serve the group may give way to the next line; 0 when DLPG_CPU_BACKEND forced it. */
   int be_choice_auto[DLPG__GROUP_BACKEND_SLOTS];
   /* Nonzero once this rank published its localities (under the job's scope: rank 0 when it
-   * makes the group, the others when they join the job). */
-  int64_t where_gen;
+   * makes the group, the others when they join the job), or once a child took its parent's
+   * (where_scope below). Set by whichever thread publishes first. */
+  atomic_int where_gen;
+  /* A child's ranks' localities are its parent's records (the child writes none): the job
+   * scope they are under and, per child rank, the rank there (an ancestor's, through a
+   * child of a child). NULL: the group's own job scope and ranks. */
+  char *where_scope;
+  int *where_ranks;
   /* The job this group belongs to (core/group/job.h): the scope of every key above. NULL: no
    * memory (the first operation fails). */
   struct dlpg__job *job;

@@ -95,6 +95,12 @@ dlpg_status_t dlpg__line_states_split(const char *fn, struct dlpg_group *parent,
  * for each line with a locality (backend_abi.h), this rank's locality under the job's
  * scope; later calls do nothing. Store writes only: waits for no other rank. */
 void dlpg__backend_where_publish(struct dlpg_group *g);
+
+/* A child (split or subset: its parent_ranks set) of a parent this rank is in the job of:
+ * the child's ranks' localities are the parent's records, read through parent_ranks (the
+ * parent publishes this rank's now if it has not), so the child writes none. 1 when taken;
+ * 0 when the child must publish its own (no records to take, no memory). */
+int dlpg__backend_where_inherit(struct dlpg_group *child, struct dlpg_group *parent);
 /* The line serving kind for an operation on slot's device: slot, or the next line serving
  * that device when slot's table leaves kind out (its kinds mask). Never blocks. */
 int dlpg__backend_for_kind(int slot, dlpg__op_kind_t kind);

@@ -21,6 +21,7 @@
  * locality functions come from the tables. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
@@ -59,23 +60,34 @@ static const dlpg__backend_vtbl_t *dlpg__candidate(int slot, int i) {
   return vt;
 }
 
-/* "<job scope>/where/<backend>/<rank>": one job's, whatever earlier jobs of the name did. */
+/* "<job scope>/where/<backend>/<rank>": one job's, whatever earlier jobs of the name did;
+ * for a child that took its parent's records, the parent's scope and rank. */
 static void dlpg__where_key(struct dlpg_group *g, const char *backend, int rank, char *key,
                             size_t cap) {
-  snprintf(key, cap, "%s/where/%s/%d", dlpg__job_scope(g->job), backend, rank);
+  if (g->where_scope)
+    snprintf(key, cap, "%s/where/%s/%d", g->where_scope, backend, g->where_ranks[rank]);
+  else
+    snprintf(key, cap, "%s/where/%s/%d", dlpg__job_scope(g->job), backend, rank);
+}
+
+static int dlpg__any_locality(void) {
+  int n = dlpg__backend_count();
+  for (int i = 0; i < n; i++) {
+    const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(i);
+    if (vt && vt->locality) return 1;
+  }
+  return 0;
 }
 
 void dlpg__backend_where_publish(struct dlpg_group *g) {
   /* One rank shares everything with itself; a rank not in its job yet publishes later. */
-  if (g->size < 2 || g->where_gen || !dlpg__job_scope(g->job)) return;
-  int n = dlpg__backend_count(), any = 0;
-  for (int i = 0; i < n && !any; i++) {
-    const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(i);
-    any = vt && vt->locality;
-  }
-  if (!any) return;
+  if (g->size < 2 || atomic_load(&g->where_gen) || !dlpg__job_scope(g->job) ||
+      !dlpg__any_locality())
+    return;
+  /* The caller's thread (a split) and the group's worker may both get here: one writes. */
+  if (atomic_exchange(&g->where_gen, 1)) return;
+  int n = dlpg__backend_count();
   char key[DLPG__WHERE_KEY_MAX];
-  g->where_gen = 1;
   for (int i = 0; i < n; i++) {
     const dlpg__backend_vtbl_t *vt = dlpg__backend_loaded(i);
     if (!vt || !vt->locality) continue;
@@ -90,6 +102,28 @@ void dlpg__backend_where_publish(struct dlpg_group *g) {
     /* Posted (core/group/rendezvous.h): a peer polls for it without a get that may time out. */
     dlpg__rdv_post(g->store, key, where);
   }
+}
+
+int dlpg__backend_where_inherit(struct dlpg_group *child, struct dlpg_group *parent) {
+  if (child->size < 2 || !child->parent_ranks) return 0;
+  dlpg__backend_where_publish(parent);
+  const char *scope = parent->where_scope ? parent->where_scope : dlpg__job_scope(parent->job);
+  if (!atomic_load(&parent->where_gen) || !scope) return 0;
+  char *s = strdup(scope);
+  int *ranks = malloc(sizeof *ranks * (size_t)child->size);
+  if (!s || !ranks) { /* no memory: the child publishes its own */
+    free(s);
+    free(ranks);
+    return 0;
+  }
+  for (int i = 0; i < child->size; i++) {
+    int p = child->parent_ranks[i];
+    ranks[i] = parent->where_ranks ? parent->where_ranks[p] : p;
+  }
+  child->where_scope = s;
+  child->where_ranks = ranks;
+  atomic_store(&child->where_gen, 1);
+  return 1;
 }
 
 int dlpg__backend_for_kind(int slot, dlpg__op_kind_t kind) {
