@@ -23,6 +23,11 @@ the ratio dlpg / gloo (target: <= 0.2x). Writes bench/results/torch-split-group-
 (or --out).
 
     PYTHONPATH=python_shim DLPG_LIBRARY=build/libdlpg.so python3 bench/torch_split_group.py [--ranks 8]
+
+torch's TCPStore asks the host's resolver for the peer's name at every connection it makes,
+split_group's store clone included: where the resolver drops queries, that clone stalls for
+glibc's 5 s retry whatever the backend. Run the bench where no resolver answers to time the
+backends alone, e.g. `unshare -n sh -c 'ip link set lo up; python3 bench/torch_split_group.py'`.
 """
 
 import argparse
