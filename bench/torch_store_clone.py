@@ -3,6 +3,9 @@
 loopback (rank 0 serves), 5 rounds of (all ranks meet on a counter, then each clones its
 store client and times the call). ProcessGroup.split_group clones the default store before
 it calls any backend, so a stall here is in every split_group's time whatever the backend.
+The 5 s stalls seen on the 2-core VM are glibc's resolver retry: TCPStore looks up the
+peer's name at each connection (client and server), and that VM's resolver drops some of
+those queries; run it under `unshare -n` (loopback only) to see the clone without them.
 
     python3 bench/torch_store_clone.py [--ranks 8] [--rounds 5]
 
