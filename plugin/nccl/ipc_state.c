@@ -235,7 +235,7 @@ static int dlpg__peers_drained(const dlpg__ipc_t *ipc, cudaStream_t s) {
 /* Whether the event completed (or cannot say). */
 static int dlpg__ev_done(cudaEvent_t ev) {
   if (!ev) return 1;
-  cudaError_t e = cudaEventQuery(ev);
+  cudaError_t e = dlpg__nccl_event_query(ev); /* as the pollers: safe beside a capture */
   if (e == cudaErrorNotReady) return 0;
   if (e != cudaSuccess) cudaGetLastError();
   return 1;
