@@ -36,6 +36,10 @@ void dlpg__progress_format(const dlpg__flight_progress_t *p, char *v, size_t cap
            p->coll_done, p->p2p_started, p->p2p_done, issued);
 }
 
+void dlpg__progress_stamp(const char *state, char *rec, size_t cap) {
+  snprintf(rec, cap, "%s %.3f", state, dlpg__unix_now());
+}
+
 typedef struct dlpg__rank_text {
   char text[400];
   size_t len;
@@ -67,7 +71,8 @@ static size_t dlpg__put(char *buf, size_t cap, size_t n, const char *fmt, ...) {
 void dlpg__progress_coll_note(struct dlpg_group *g, const dlpg__flight_entry_t *e, int read_max,
                               char *buf, size_t cap, int *read, int *named) {
   const char *op = dlpg__op_name(e->kind);
-  dlpg__rank_text_t more = {0}, behind = {0}, unknown = {0};
+  dlpg__rank_text_t more = {0}, behind = {0}, unknown = {0}, stuck = {0};
+  double stuck_s = 0; /* the most recent of the stuck ranks' records: how long all were silent */
   char behind_detail[400] = "";
   size_t n = 0, nd = 0;
   int quoted = 0;
@@ -80,13 +85,22 @@ void dlpg__progress_coll_note(struct dlpg_group *g, const dlpg__flight_entry_t *
     (*read)++;
     char v[160];
     unsigned long long cs = 0, cd = 0, ps = 0, pd = 0;
-    double at = 0;
+    double at = 0, wrote = 0;
     int f = dlpg__fail_read(g, "progress", r, 0, v, sizeof v)
-                ? sscanf(v, "%llu %llu %llu %llu %lf", &cs, &cd, &ps, &pd, &at) : 0;
-    if (f >= 1 && cs >= e->seq) continue;
+                ? sscanf(v, "%llu %llu %llu %llu %lf %lf", &cs, &cd, &ps, &pd, &at, &wrote) : 0;
+    if (f >= 1 && cs >= e->seq) {
+      /* Inside it as of its record, which it has not rewritten since (a record without the
+       * write time is a peer of an earlier version: no such claim). */
+      double silent = unix_now - wrote;
+      if (f == 6 && settled && cd < e->seq && silent >= DLPG__PROGRESS_STALE_S) {
+        if (!stuck.n || silent < stuck_s) stuck_s = silent;
+        dlpg__rank_text_add(g, &stuck, r);
+      }
+      continue;
+    }
     if (f < 1) {
       dlpg__rank_text_add(g, &unknown, r);
-    } else if (f == 5 && settled) { /* the record says when it last called a collective */
+    } else if (f >= 5 && settled) { /* the record says when it last called a collective */
       if (quoted == DLPG__PROGRESS_QUOTE_MAX) {
         dlpg__rank_text_add(g, &more, r);
         continue;
@@ -122,5 +136,12 @@ void dlpg__progress_coll_note(struct dlpg_group *g, const dlpg__flight_entry_t *
     n = dlpg__put(buf, cap, n, "; rank%s %s published no progress, so whether %s reached "
                   "coll_seq %" PRIu64 " is unknown", unknown.n > 1 ? "s" : "", unknown.text,
                   unknown.n > 1 ? "they" : "it", e->seq);
-  *named = quoted + more.n + behind.n + unknown.n;
+  if (stuck.n)
+    n = dlpg__put(buf, cap, n, "; rank%s %s reached coll_seq %" PRIu64 " but ha%s not rewritten "
+                  "%s progress record%s for %.1f s (a rank blocked in an operation does every "
+                  "%g s): %s may be stopped, hung or starved of CPU", stuck.n > 1 ? "s" : "",
+                  stuck.text, e->seq, stuck.n > 1 ? "ve" : "s", stuck.n > 1 ? "their" : "its",
+                  stuck.n > 1 ? "s" : "", stuck_s, DLPG__PROGRESS_BEAT_S,
+                  stuck.n > 1 ? "they" : "it");
+  *named = quoted + more.n + behind.n + unknown.n + stuck.n;
 }

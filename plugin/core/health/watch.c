@@ -69,21 +69,28 @@ typedef struct dlpg__watch_loop {
   char last_progress[128];
   uint64_t published_coll; /* coll_started of the last record written */
   double published_at;     /* when it was written (dlpg__now()) */
+  int published_open;      /* it showed a collective in flight */
   char soft_seen[DLPG__ERROR_MAX + 64];
   double soft_seen_at;
   double rejected_until; /* this rank rejected a call: read the failure key until then */
   uint64_t stall_warned; /* the flight id of the operation last warned about (stall.h) */
 } dlpg__watch_loop_t;
 
+/* Write the record when it changed, or (beat: blocked) when the last write is
+ * DLPG__PROGRESS_BEAT_S old: peers tell a rank that still runs from one that stopped. */
 static void dlpg__publish_progress(struct dlpg_group *g, dlpg__watch_loop_t *L,
-                                   const dlpg__flight_progress_t *p) {
-  char v[128];
+                                   const dlpg__flight_progress_t *p, int beat) {
+  char v[128], rec[160];
   dlpg__progress_format(p, v, sizeof v);
-  if (strcmp(v, L->last_progress) == 0) return;
-  dlpg__fail_put(g, "progress", g->rank, v);
+  double now = dlpg__now();
+  if (strcmp(v, L->last_progress) == 0 && (!beat || now - L->published_at < DLPG__PROGRESS_BEAT_S))
+    return;
+  dlpg__progress_stamp(v, rec, sizeof rec);
+  dlpg__fail_put(g, "progress", g->rank, rec);
   snprintf(L->last_progress, sizeof L->last_progress, "%s", v);
   L->published_coll = p->coll_started;
-  L->published_at = dlpg__now();
+  L->published_at = now;
+  L->published_open = p->coll_started > p->coll_done;
 }
 
 /* Not blocked: publish the collective this rank last issued if it changed since the last
@@ -93,7 +100,7 @@ static void dlpg__publish_issued(struct dlpg_group *g, dlpg__watch_loop_t *L,
                                  const dlpg__flight_progress_t *p, double now) {
   if (p->coll_started == L->published_coll || now - L->published_at < DLPG__WATCH_PUBLISH_S)
     return;
-  dlpg__publish_progress(g, L, p);
+  dlpg__publish_progress(g, L, p, 0);
 }
 
 /* Does a peer's rejected call match the operation this rank is blocked in? */
@@ -148,7 +155,7 @@ void dlpg__watch_check_rejected(struct dlpg_group *g) {
 /* One look while blocked. Returns 1 when the group was aborted. */
 static int dlpg__watch_blocked(struct dlpg_group *g, dlpg__watch_loop_t *L,
                                const dlpg__flight_progress_t *p, double blocked_s) {
-  dlpg__publish_progress(g, L, p);
+  dlpg__publish_progress(g, L, p, 1);
   L->published_blocked = 1;
   double poll = blocked_s < DLPG__WATCH_LONG_S ? DLPG__WATCH_POLL_S : DLPG__WATCH_LONG_POLL_S;
   dlpg__watch_cap(poll);
@@ -240,10 +247,13 @@ static void *dlpg__watch_main(void *arg) {
         dlpg__watch_cap(DLPG__WATCH_STORE_S * 3); /* a warning reads the peers' records */
         dlpg__stall_check(g, &p, dlpg__now() - since, &L.stall_warned);
       }
-    } else if (L.published_blocked && p.inflight == 0) {
+    } else if ((L.published_blocked || L.published_open) && p.inflight == 0) {
+      /* Unblocked, or done with what the record showed in flight: where this rank got to
+       * (a record left showing a collective open would read as a rank stuck in it). */
       dlpg__watch_cap(0);
-      dlpg__publish_progress(g, &L, &p); /* unblocked: where this rank got to */
+      dlpg__publish_progress(g, &L, &p, 0);
       L.published_blocked = 0;
+      L.published_open = 0;
     } else {
       dlpg__watch_cap(DLPG__WATCH_POLL_S);
       if (now < L.rejected_until) dlpg__watch_failed(g, DLPG__WATCH_POLL_S);
