@@ -232,6 +232,31 @@ TEST(Faults, PeerStoppedMidAllreduce) {
   }
 }
 
+// A peer stopped (SIGSTOP) while it waits inside an allreduce the others call 1.5 s later:
+// its progress record shows it inside the collective and is no longer rewritten, so the
+// others' timeout names it as possibly stopped. (PeerStoppedMidAllreduce stops it 10 ms into
+// a call all ranks made together, before or after its record shows the call: both named.)
+TEST(Faults, PeerStoppedWhileWaitingInAllreduce) {
+  Trial t;
+  RunTrial(3, UniqueName(), 40, [](FaultRank &c) {
+    dlpg_group_t *g = JoinTrialGroup(c, kTimeout);
+    if (!g) return;
+    TimedAllreduce(c, g, 1000, "warm");
+    if (c.rank != 2) usleep(1500000);
+    TimedAllreduce(c, g, kBig, "op", [&c] {
+      if (c.rank == 2) SignalSelfAfter(SIGSTOP, 0.8);
+    });
+    c.Mark("done");
+    AfterFailure(c, g, c.rank, 2);
+  }, [](Trial &t) {
+    t.WaitMark(0, "done", 30);
+    t.WaitMark(1, "done", 30);
+    kill(t.pids[2], SIGKILL);
+  }, &t);
+  RecordOutcome("sigstop-waiting-in-allreduce", 0, t, {0, 1}, "op");
+  ExpectSurvived(t, {0, 1}, "op", {"rank 2", "reached coll_seq 2", "may be stopped"});
+}
+
 // A peer that skips one collective (alive, idle): the others time out within the bound.
 // The flight recorder names the rank that did not reach the operation.
 void SkipCollective(int trial, bool strict) {
