@@ -208,43 +208,19 @@ TEST(Faults, ReceiverKilledMidSend) {
 
 // ---------------------------------------------------------------- SIGSTOP, skip, late
 
-// A peer stopped (SIGSTOP) in the middle of an allreduce: alive, connected, silent. The
-// survivors time out; the parent kills the stopped rank once they are done.
-TEST(Faults, PeerStoppedMidAllreduce) {
-  for (int i = 0; i < TrialCount(2); i++) {
-    Trial t;
-    RunTrial(3, UniqueName(), 40, [](FaultRank &c) {
-      dlpg_group_t *g = JoinTrialGroup(c, kTimeout);
-      if (!g) return;
-      TimedAllreduce(c, g, 1000, "warm");
-      TimedAllreduce(c, g, kBig, "op", [&c] {
-        if (c.rank == 2) SignalSelfAfter(SIGSTOP, 0.01);
-      });
-      c.Mark("done");
-      AfterFailure(c, g, c.rank, 2);
-    }, [](Trial &t) {
-      t.WaitMark(0, "done", 30);
-      t.WaitMark(1, "done", 30);
-      kill(t.pids[2], SIGKILL);
-    }, &t);
-    RecordOutcome("sigstop-mid-allreduce", i, t, {0, 1}, "op");
-    ExpectSurvived(t, {0, 1}, "op", {"rank 2", "allreduce"});
-  }
-}
-
-// A peer stopped (SIGSTOP) while it waits inside an allreduce the others call 1.5 s later:
-// its progress record shows it inside the collective and is no longer rewritten, so the
-// others' timeout names it as possibly stopped. (PeerStoppedMidAllreduce stops it 10 ms into
-// a call all ranks made together, before or after its record shows the call: both named.)
-TEST(Faults, PeerStoppedWhileWaitingInAllreduce) {
+// A peer stopped (SIGSTOP) stop_after_s into an allreduce that the others call others_late_s
+// after it: alive, connected, silent. The survivors time out, naming it with every string
+// of names; the parent kills the stopped rank once they are done.
+void StopInAllreduce(const char *fault, int trial, double others_late_s, double stop_after_s,
+                     const std::vector<std::string> &names) {
   Trial t;
-  RunTrial(3, UniqueName(), 40, [](FaultRank &c) {
+  RunTrial(3, UniqueName(), 40, [=](FaultRank &c) {
     dlpg_group_t *g = JoinTrialGroup(c, kTimeout);
     if (!g) return;
     TimedAllreduce(c, g, 1000, "warm");
-    if (c.rank != 2) usleep(1500000);
-    TimedAllreduce(c, g, kBig, "op", [&c] {
-      if (c.rank == 2) SignalSelfAfter(SIGSTOP, 0.8);
+    if (c.rank != 2 && others_late_s > 0) usleep(static_cast<useconds_t>(others_late_s * 1e6));
+    TimedAllreduce(c, g, kBig, "op", [&c, stop_after_s] {
+      if (c.rank == 2) SignalSelfAfter(SIGSTOP, stop_after_s);
     });
     c.Mark("done");
     AfterFailure(c, g, c.rank, 2);
@@ -253,8 +229,22 @@ TEST(Faults, PeerStoppedWhileWaitingInAllreduce) {
     t.WaitMark(1, "done", 30);
     kill(t.pids[2], SIGKILL);
   }, &t);
-  RecordOutcome("sigstop-waiting-in-allreduce", 0, t, {0, 1}, "op");
-  ExpectSurvived(t, {0, 1}, "op", {"rank 2", "reached coll_seq 2", "may be stopped"});
+  RecordOutcome(fault, trial, t, {0, 1}, "op");
+  ExpectSurvived(t, {0, 1}, "op", names);
+}
+
+// 10 ms into a call all ranks made together: before or after its progress record shows the
+// call, both named.
+TEST(Faults, PeerStoppedMidAllreduce) {
+  for (int i = 0; i < TrialCount(2); i++)
+    StopInAllreduce("sigstop-mid-allreduce", i, 0, 0.01, {"rank 2", "allreduce"});
+}
+
+// While it waits inside the allreduce, the others 1.5 s late: its record shows it inside
+// and is no longer rewritten, so the others' timeout names it as possibly stopped.
+TEST(Faults, PeerStoppedWhileWaitingInAllreduce) {
+  StopInAllreduce("sigstop-waiting-in-allreduce", 0, 1.5, 0.8,
+                  {"rank 2", "reached coll_seq 2", "may be stopped"});
 }
 
 // A peer that skips one collective (alive, idle): the others time out within the bound.
