@@ -27,7 +27,9 @@
 /* The watcher's blocking read of the failure key (its poll period while blocked); a record
  * ends the read at once, so a longer read only slows the rejected-call check. After
  * DLPG__WATCH_LONG_S of blocking the reads lengthen, keeping the store's load from many
- * ranks waiting in one long operation at about two requests a second each. */
+ * ranks waiting in one long operation at about two requests a second each, besides the
+ * progress record's rewrite every DLPG__PROGRESS_BEAT_S (progress.h: two writes a second),
+ * by which the peers tell a rank that stopped running from one that waits. */
 #define DLPG__WATCH_POLL_S 0.2
 #define DLPG__WATCH_LONG_S 5.0
 #define DLPG__WATCH_LONG_POLL_S 1.0
