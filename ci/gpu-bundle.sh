@@ -43,7 +43,7 @@ for t in test_cuda test_cuda_ipc test_collectives test_p2p test_errors test_grou
   cmake --build "$build" -j"$jobs" --target "$t" >/dev/null 2>&1 || echo "gpu-bundle: target $t did not build (skipped)"
 done
 cmake --build "$build" -j"$jobs" --target dlpg-bench >/dev/null 2>&1 || echo "gpu-bundle: dlpg-bench did not build (skipped)"
-for t in cross-core-read fresh-pages; do
+for t in cross-core-read fresh-pages cuda-share-probe; do
   cmake --build "$build" -j"$jobs" --target "$t" >/dev/null 2>&1 || echo "gpu-bundle: $t did not build (skipped)"
 done
 # The MPI column of bench/cpu-compare.py (only where CMake found MPI).
@@ -57,7 +57,7 @@ if ldd "$build/libdlpg.so" | grep -qE "libcudart|libnccl"; then
   echo "gpu-bundle: $build/libdlpg.so links CUDA or NCCL; it must not" >&2
   exit 1
 fi
-for f in "$build"/tests/test_* "$build"/tools/dlpg-store "$build"/tools/dlpg-info "$build"/bench/dlpg-bench "$build"/bench/cross-core-read "$build"/bench/fresh-pages "$build"/bench/split-create \
+for f in "$build"/tests/test_* "$build"/tools/dlpg-store "$build"/tools/dlpg-info "$build"/bench/dlpg-bench "$build"/bench/cross-core-read "$build"/bench/fresh-pages "$build"/bench/split-create "$build"/bench/cuda-share-probe \
          "$build"/bench/mpi_bench; do
   [ -f "$f" ] && [ -x "$f" ] && cp "$f" .gpu/bin/
 done

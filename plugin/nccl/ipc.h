@@ -56,10 +56,16 @@ typedef struct dlpg__ipc_flags {
   unsigned long long in_done[DLPG__IPC_MAX_RANKS];
   unsigned long long in_sent[DLPG__IPC_MAX_RANKS];  /* chunks q put in its mailbox for this rank */
   unsigned long long in_taken[DLPG__IPC_MAX_RANKS]; /* chunks q read from this rank's mailbox */
+  /* Non-zero once this rank's group failed or was aborted: set by a kernel whose wait
+   * failed and by the host (one small copy, dlpg__ipc_release), read by every kernel of this
+   * rank before it works. Device memory: a read of the host-mapped status block crosses
+   * PCIe, and 132 blocks each reading it took about 270 us per kernel on an H100. */
+  unsigned long long stop;
 } dlpg__ipc_flags_t;
 
 /* Host-mapped (cudaHostAllocMapped): the host sets abort; a kernel whose wait failed sets
- * failed (first failure wins, best effort), peer and step. */
+ * failed (first failure wins, best effort), peer and step. Kernels read it only while they
+ * wait (the flags block's stop word tells the others). */
 typedef struct dlpg__ipc_status {
   volatile int abort;
   volatile int failed;    /* DLPG__IPC_FAIL_* */
@@ -137,9 +143,9 @@ static inline DLPG__IPC_HD int dlpg__ipc_reads(const dlpg__ipc_step_t *p, int q)
 /* Launches on stream s of the current device (ipc_kernels.cu); the CUDA launch error. */
 cudaError_t dlpg__ipc_launch_put(const dlpg__ipc_step_t *p, cudaStream_t s);
 cudaError_t dlpg__ipc_launch_get(const dlpg__ipc_step_t *p, cudaStream_t s);
-/* Publish *flag = v after everything before it on s (skipped once the group failed). */
+/* Publish *flag = v after everything before it on s (skipped once mine->stop is set). */
 cudaError_t dlpg__ipc_launch_flag(unsigned long long *flag, unsigned long long v,
-                                  dlpg__ipc_status_t *status, cudaStream_t s);
+                                  const dlpg__ipc_flags_t *mine, cudaStream_t s);
 cudaError_t dlpg__ipc_launch_send(const dlpg__ipc_chunk_t *c, cudaStream_t s);
 cudaError_t dlpg__ipc_launch_recv(const dlpg__ipc_chunk_t *c, cudaStream_t s);
 

@@ -60,6 +60,8 @@ typedef struct dlpg__ipc {
     unsigned long long want;   /* the op's last step or chunk */
   } pend[DLPG__IPC_PENDING];
   int pend_head, pend_n;
+  /* A stream of this path's own (both modes): the counters' zeroing, the stop word and the
+   * waits' release (dlpg__ipc_release), the watchdog's reads. */
   cudaStream_t rescue;
   pthread_t watch;
   int watch_started;
@@ -85,7 +87,8 @@ void dlpg__nccl_route_free(struct dlpg__nccl *st);
 dlpg_status_t dlpg__ipc_get(const char *fn, struct dlpg__nccl *st, int dev, dlpg__ipc_t **out);
 /* ipc_state.c: map rank q's allocation (once), waiting for its record up to deadline. */
 dlpg_status_t dlpg__ipc_map(const char *fn, dlpg__ipc_t *ipc, int q, double deadline);
-/* ipc_state.c: every waiting kernel of the group gives up (status abort). */
+/* ipc_state.c: every waiting kernel of the group gives up (status abort), every wait ends
+ * and later kernels skip their work (dlpg__ipc_release). */
 void dlpg__ipc_abort(dlpg__ipc_t *ipc);
 /* ipc_state.c: wait (bounded by the group's timeout) for this rank's queued kernels and for
  * the peers to have read this rank's buffers, then close every mapping and free the

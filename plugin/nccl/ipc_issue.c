@@ -164,7 +164,7 @@ static dlpg_status_t dlpg__ipc_collective(const char *fn, dlpg__ipc_t *ipc, cons
     }
     DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_put(&p, s), fn, "CUDA IPC put kernel"));
     DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_get(&p, s), fn, "CUDA IPC get kernel"));
-    DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_flag(&p.flags[ipc->rank]->done, p.seq, p.status, s),
+    DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_flag(&p.flags[ipc->rank]->done, p.seq, p.flags[ipc->rank], s),
                               fn, "CUDA IPC flag kernel"));
   }
   if (ipc->stream_wait)
@@ -203,7 +203,7 @@ static int dlpg__ipc_p2p_chunk(const char *fn, dlpg__ipc_t *ipc, const dlpg__be_
     if (*st == DLPG_OK && k.nowait)
       *st = dlpg__ipc_cuda(dlpg__ipc_write(s, &k.theirs->in_sent[ipc->rank], k.k), fn, write_what);
     else if (*st == DLPG_OK)
-      *st = dlpg__ipc_cuda(dlpg__ipc_launch_flag(&k.mine->sent[q], k.k, k.status, s), fn,
+      *st = dlpg__ipc_cuda(dlpg__ipc_launch_flag(&k.mine->sent[q], k.k, k.mine, s), fn,
                            "CUDA IPC flag kernel");
   } else {
     k.k = ++ipc->recvd[q];
@@ -216,7 +216,7 @@ static int dlpg__ipc_p2p_chunk(const char *fn, dlpg__ipc_t *ipc, const dlpg__be_
     if (*st == DLPG_OK && k.nowait)
       *st = dlpg__ipc_cuda(dlpg__ipc_write(s, &k.theirs->in_taken[ipc->rank], k.k), fn, write_what);
     else if (*st == DLPG_OK)
-      *st = dlpg__ipc_cuda(dlpg__ipc_launch_flag(&k.mine->taken[q], k.k, k.status, s), fn,
+      *st = dlpg__ipc_cuda(dlpg__ipc_launch_flag(&k.mine->taken[q], k.k, k.mine, s), fn,
                            "CUDA IPC flag kernel");
   }
   return *st == DLPG_OK;

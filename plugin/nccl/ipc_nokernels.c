@@ -13,8 +13,8 @@ cudaError_t dlpg__ipc_launch_get(const dlpg__ipc_step_t *p, cudaStream_t s) {
   return cudaErrorNotSupported;
 }
 cudaError_t dlpg__ipc_launch_flag(unsigned long long *flag, unsigned long long v,
-                                  dlpg__ipc_status_t *status, cudaStream_t s) {
-  (void)flag, (void)v, (void)status, (void)s;
+                                  const dlpg__ipc_flags_t *mine, cudaStream_t s) {
+  (void)flag, (void)v, (void)mine, (void)s;
   return cudaErrorNotSupported;
 }
 cudaError_t dlpg__ipc_launch_send(const dlpg__ipc_chunk_t *c, cudaStream_t s) {

@@ -14,14 +14,15 @@
 #define DLPG__IPC_RELEASE (1ull << 62)
 
 void dlpg__ipc_release(dlpg__ipc_t *ipc) {
-  unsigned long long far[4 * DLPG__IPC_MAX_RANKS];
-  for (int i = 0; i < 4 * DLPG__IPC_MAX_RANKS; i++) far[i] = DLPG__IPC_RELEASE;
+  /* in_ready, in_done, in_sent, in_taken and stop, adjacent: every wait ends, every later
+   * kernel skips its work. */
+  unsigned long long far[4 * DLPG__IPC_MAX_RANKS + 1];
+  for (int i = 0; i < 4 * DLPG__IPC_MAX_RANKS + 1; i++) far[i] = DLPG__IPC_RELEASE;
   if (!ipc || !ipc->base || !ipc->rescue) return;
   dlpg__ipc_flags_t *mine = (dlpg__ipc_flags_t *)(void *)ipc->base;
   int cur = -1;
   cudaGetDevice(&cur);
   if (cur != ipc->dev) cudaSetDevice(ipc->dev);
-  /* in_ready, in_done, in_sent and in_taken are adjacent. */
   if (cudaMemcpyAsync(mine->in_ready, far, sizeof far, cudaMemcpyHostToDevice, ipc->rescue) ==
       cudaSuccess)
     cudaStreamSynchronize(ipc->rescue);
@@ -102,8 +103,6 @@ static void *dlpg__watch_main(void *arg) {
 dlpg_status_t dlpg__ipc_watch_start(const char *fn, dlpg__ipc_t *ipc) {
   pthread_mutex_init(&ipc->watch_mu, NULL);
   pthread_cond_init(&ipc->watch_cv, NULL);
-  DLPG_CHECK(dlpg__cuda_result(cudaStreamCreateWithFlags(&ipc->rescue, cudaStreamNonBlocking), fn,
-                               "cudaStreamCreateWithFlags (CUDA IPC watchdog)"));
   int e = pthread_create(&ipc->watch, NULL, dlpg__watch_main, ipc);
   if (e != 0)
     return dlpg__error(DLPG_ERR_SYSTEM, "%s: group '%s': cannot start the CUDA IPC watchdog "
@@ -158,7 +157,6 @@ void dlpg__ipc_watch_stop(dlpg__ipc_t *ipc) {
   ipc->watch_started = 0;
   for (int i = 0; i < DLPG__IPC_PENDING; i++)
     if (ipc->pend[i].ev) cudaEventDestroy(ipc->pend[i].ev), ipc->pend[i].ev = NULL;
-  if (ipc->rescue) cudaStreamDestroy(ipc->rescue), ipc->rescue = NULL;
   pthread_cond_destroy(&ipc->watch_cv);
   pthread_mutex_destroy(&ipc->watch_mu);
 }
