@@ -141,8 +141,12 @@ int bench_mem_restore_in(bench_ctx_t *x, size_t count) {
 #ifdef DLPG_BENCH_CUDA
     bench_fill(o->dtype, o->redop, c, x->host, count);
     CUDA_TRY(cudaSetDevice(x->dev[g]));
-    CUDA_TRY(cudaMemcpy(x->in[g], x->host, count * bench_dtype_size(o->dtype),
-                        cudaMemcpyHostToDevice));
+    /* On the operations' stream, and waited for: a cudaMemcpy from pageable memory may return
+     * before its DMA lands, and the legacy stream it uses does not order the bench's
+     * non-blocking stream, so the next operation could read the old input. */
+    CUDA_TRY(cudaMemcpyAsync(x->in[g], x->host, count * bench_dtype_size(o->dtype),
+                             cudaMemcpyHostToDevice, (cudaStream_t)x->stream[g]));
+    CUDA_TRY(cudaStreamSynchronize((cudaStream_t)x->stream[g]));
 #endif
   }
   return 0;
