@@ -14,7 +14,12 @@ NAME = "_C_dlpg"
 STAMP = NAME + ".stamp"
 # Warnings on; the C++ standard is torch's own (torch 2.13 compiles extensions as C++20).
 CFLAGS = ["-O2", "-Wall", "-Wextra"]
-LIBRARIES = ["dl"]
+# libstdc++ by its soname, ahead of the compiler's own -lstdc++, so that every libstdc++
+# function the extension calls is the process's one: built without it on the GPU machine
+# (g++ 13.3, Ubuntu 24.04, torch 2.11), the extension ran its own copy of the iostream code
+# (gdb: the crash in basic_ostream::_M_insert<long> inside _C_dlpg.so) and crashed formatting
+# its first error message; built with it, the same tests passed there.
+LIBRARIES = ["dl", ":libstdc++.so.6"]
 
 
 def sources():
