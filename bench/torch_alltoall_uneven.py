@@ -21,14 +21,13 @@ bench/results/torch-alltoall-uneven-<cores>core.md (or --out).
 
 import argparse
 import datetime
-import multiprocessing as mp
 import os
 import platform
 import statistics
 import sys
 import time
 
-from bench_util import cpu_model, fmt_size
+from bench_util import cpu_model, fmt_size, spawn_ranks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -117,25 +116,7 @@ def _worker(rank, world, port, sizes, rounds, q):
 
 
 def _measure(world, sizes, rounds):
-    import torch.distributed as dist
-    master = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=600),
-                           wait_for_workers=False)
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(r, world, master.port, sizes, rounds, q))
-             for r in range(world)]
-    for p in procs:
-        p.start()
-    res = {}
-    try:
-        for _ in procs:
-            rank, r = q.get(timeout=540)
-            res[rank] = r
-    finally:
-        for p in procs:
-            p.join(30)
-            if p.is_alive():
-                p.kill()
+    res = spawn_ranks(_worker, world, (sizes, rounds))
     impl = res[0]["impl"]
     keys = [k for k in res[0] if k != "impl"]
     return {k: max(res[r][k] for r in res) for k in keys}, impl

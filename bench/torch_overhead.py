@@ -13,14 +13,13 @@ rounds. Prints one markdown table and writes it to bench/results/torch-overhead-
 
 import argparse
 import datetime
-import multiprocessing as mp
 import os
 import platform
 import statistics
 import sys
 import time
 
-from bench_util import cpu_model
+from bench_util import cpu_model, spawn_ranks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -93,26 +92,7 @@ def _machine(device):
 
 def _measure(world, device, args):
     """{(backend, "small"|"large"): slowest rank's median seconds per call}, implementation."""
-    import torch.distributed as dist
-    master = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=600),
-                           wait_for_workers=False)
-    port = master.port
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(r, world, port, device, args.rounds,
-                                                args.rounds_large, q)) for r in range(world)]
-    for p in procs:
-        p.start()
-    res = {}
-    try:
-        for _ in procs:
-            rank, r = q.get(timeout=540)
-            res[rank] = r
-    finally:
-        for p in procs:
-            p.join(30)
-            if p.is_alive():
-                p.kill()
+    res = spawn_ranks(_worker, world, (device, args.rounds, args.rounds_large))
     impl = res[0].pop("impl")
     for r in res.values():
         r.pop("impl", None)

@@ -19,11 +19,12 @@ processes take turns on the GPU.
 
 import argparse
 import datetime
-import multiprocessing as mp
 import os
 import statistics
 import sys
 import time
+
+from bench_util import spawn_ranks, write_text
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python_shim"))
@@ -126,25 +127,7 @@ def main():
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     import torch
-    import torch.distributed as dist
-    master = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=600),
-                           wait_for_workers=False)
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(r, args.ranks, master.port, args.rounds, q))
-             for r in range(args.ranks)]
-    for p in procs:
-        p.start()
-    res = {}
-    try:
-        for _ in procs:
-            rank, r = q.get(timeout=500)
-            res[rank] = r
-    finally:
-        for p in procs:
-            p.join(30)
-            if p.is_alive():
-                p.kill()
+    res = spawn_ranks(_worker, args.ranks, (args.rounds,), timeout=500)
     slow = {k: max(res[r][k] for r in res if k in res[r]) for k in res[0]}
     lines = ["# %d ranks sharing one GPU: torch gloo (CUDA tensors) vs dlpg (CUDA IPC)" % args.ranks, "",
              "- command: `python3 bench/torch_shared_gpu.py --ranks %d --rounds %d`" % (args.ranks, args.rounds),
@@ -164,11 +147,7 @@ def main():
     g, d = slow[("gloo", "ddp", 0)], slow[("dlpg", "ddp", 0)]
     lines += ["", "DDP step (4 x Linear(1024, 1024), batch 32, SGD): gloo %.2f ms, dlpg %.2f ms: %.3fx" % (
         g * 1e3, d * 1e3, d / g)]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    write_text("\n".join(lines) + "\n", args.out)
 
 
 if __name__ == "__main__":
