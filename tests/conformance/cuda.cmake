@@ -2,7 +2,7 @@
 # no GPU to build and skip at run time on a machine with fewer GPUs than each case needs, so
 # CI without GPUs passes. The test links the CUDA runtime itself for cudaMalloc/cudaMemcpy;
 # the plugin is still reached only through dlopen + dlpg_get_api.
-if(DLPG_HAVE_NCCL)
+if(DLPG_HAVE_NCCL AND DLPG_BUILD_CUDA_TESTS)
   set(D ${CMAKE_CURRENT_LIST_DIR})
   # 120 s a case: NCCL communicators take seconds to create, and a case makes several.
   dlpg_add_gtest(test_cuda TIMEOUT 120
