@@ -2,9 +2,8 @@
 # The unit and conformance suites (CPU) built with AddressSanitizer and UBSan in their own
 # build directory (${SAN_BUILD_DIR:-build-asan}), then run; the resource soak runs its full
 # 1 000 create/destroy cycles here. The CUDA tests and the benchmarks are not built (no GPU
-# in CI: the CUDA tests would only skip, and their instrumented build took minutes of CI's
-# 40; NCCL is built as in the main build, so the CPU suites see the same plugin). Extra
-# arguments go to cmake.
+# in CI: the CUDA tests would only skip; NCCL is built as in the main build, so the CPU
+# suites see the same plugin). Extra arguments go to cmake.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
