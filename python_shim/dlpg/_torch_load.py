@@ -80,7 +80,8 @@ def build(folder, stamp, verbose=False):
     os.makedirs(folder, exist_ok=True)
     includes = spec.include_dirs(os.path.join(folder, "include"), cpp_extension.include_paths())
     try:
-        cpp_extension.load(name=spec.NAME, sources=spec.sources(), extra_include_paths=includes,
+        cpp_extension.load(name=spec.NAME, sources=[spec.unity_source(folder)],
+                           extra_include_paths=includes,
                            extra_cflags=spec.CFLAGS,
                            extra_ldflags=["-l" + lib for lib in spec.LIBRARIES],
                            build_directory=folder, with_cuda=False, verbose=verbose,
