@@ -42,6 +42,7 @@ def _worker(rank, world, port, backend, a, q):
     import torch
     import torch.distributed as dist
     import dlpg.torch  # noqa: F401 - registers "dlpg"
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     torch.set_num_threads(a.threads)
     timeout = datetime.timedelta(seconds=300)
@@ -55,10 +56,13 @@ def _worker(rank, world, port, backend, a, q):
             layers.append(torch.nn.ReLU())
     model = torch.nn.Sequential(*layers)
     nparams = sum(p.numel() for p in model.parameters())
+    # A CPU mesh, named: without one fully_shard takes the machine's accelerator, so on a GPU
+    # host a backend that serves CUDA tensors (dlpg) would train on the GPU instead.
+    mesh = init_device_mesh("cpu", (world,))
     for m in model:
         if isinstance(m, torch.nn.Linear):
-            fully_shard(m)
-    fully_shard(model)
+            fully_shard(m, mesh=mesh)
+    fully_shard(model, mesh=mesh)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(rank)
     times = []

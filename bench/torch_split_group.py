@@ -18,6 +18,12 @@ steps in each, after a first all_reduce on the default group. Each trial times, 
                dlpg's split against gloo's new_group, which is how a gloo user makes them.
   mesh         init_device_mesh("cpu", (2, N/2)) and a first all_reduce on each of its two
                dimensions' groups (on CPU torch makes those by new_group).
+  fresh        a job's whole start as FSDP2/DTensor scripts write it: a new default group
+               (init_process_group on a fresh prefix of the store, after the previous one is
+               destroyed), init_device_mesh("cpu", (2, N/2)) right after it, with no operation
+               on the default group first, and a first all_reduce on both dimensions. The
+               backends' own connection work (gloo's pairs at init, dlpg's at the first
+               operations) is all inside it.
 A trial's time is its slowest rank's; the table has the median over --trials trials and
 the ratio dlpg / gloo (target: <= 0.2x). Writes bench/results/torch-split-group-<cores>core.md
 (or --out).
@@ -45,7 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "python_shim"))
 
-WAYS = ("new_group", "split", "mesh")
+WAYS = ("new_group", "split", "mesh", "fresh")
 
 
 def subgroup_sets(n):
@@ -62,7 +68,6 @@ def _worker(rank, world, port, backend, trials, q):
     timeout = datetime.timedelta(seconds=300)
     store = dist.TCPStore("127.0.0.1", port, world, False, timeout)
     dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
-    default = dist.distributed_c10d._get_default_group()
     dist.all_reduce(torch.ones(4))
     sets = subgroup_sets(world)
     times = {w: [] for w in WAYS}
@@ -76,12 +81,17 @@ def _worker(rank, world, port, backend, trials, q):
                 g.allreduce([x]).wait()
             assert x[0].item() == 2.0, x
 
-    for _ in range(trials):
+    for trial in range(trials):
         for way in WAYS:
             if way == "split" and backend == "gloo":
                 continue  # see the module's docstring
             dist.barrier()
+            if way == "fresh":
+                dist.destroy_process_group()
             t0 = time.perf_counter()
+            if way == "fresh":
+                dist.init_process_group(backend, store=dist.PrefixStore("fresh%d" % trial, store),
+                                        rank=rank, world_size=world, timeout=timeout)
             if way == "new_group":
                 mine = []
                 for pairs in sets:
@@ -92,11 +102,12 @@ def _worker(rank, world, port, backend, trials, q):
                 first_ops(mine, True)
             elif way == "split":
                 mine = []
+                default = dist.distributed_c10d._get_default_group()  # fresh replaces it
                 for pairs in sets:
                     p = next(p for p in pairs if rank in p)
                     mine.append(default.split_group(p, timeout=timeout))
                 first_ops(mine, False)
-            else:
+            else:  # mesh, fresh
                 mesh = init_device_mesh("cpu", (2, world // 2))
                 for dim in range(2):
                     x = torch.ones(4)
@@ -140,7 +151,9 @@ def main():
     label = {"new_group": "%d subgroups by dist.new_group + first all_reduce on each" % k,
              "split": "%d subgroups by 2 ProcessGroup.split_group + first all_reduce on each" % k,
              "mesh": "init_device_mesh(\"cpu\", (2, %d)) + first all_reduce on both dims"
-                     % (a.ranks // 2)}
+                     % (a.ranks // 2),
+             "fresh": "init_process_group, then init_device_mesh(\"cpu\", (2, %d)) + first "
+                      "all_reduce on both dims" % (a.ranks // 2)}
     lines = [
         "# torch.distributed subgroup creation on CPU, %d ranks: dlpg vs gloo" % a.ranks, "",
         "- command: `python3 bench/torch_split_group.py --ranks %d --trials %d` "
