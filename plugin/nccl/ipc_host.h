@@ -117,8 +117,10 @@ cudaError_t dlpg__ipc_wait_ge(cudaStream_t s, const unsigned long long *word, un
 cudaError_t dlpg__ipc_write(cudaStream_t s, unsigned long long *word, unsigned long long v);
 
 /* ipc_watch.c (stream-wait mode): start the watchdog; follow an op just queued on s (caller
- * holds ipc->mu); end every wait of this rank at once (abort, destroy past the deadline);
- * stop the watchdog. */
+ * holds ipc->mu); stop the watchdog. And, in both wait modes, end every wait of this rank at
+ * once and make later kernels skip their work (dlpg__ipc_release: abort, the watchdog's
+ * timeout, destroy past the deadline); it lives beside the watchdog, its first caller, so
+ * that ipc_state.c -> ipc_watch.c stays the only direction between the two files. */
 dlpg_status_t dlpg__ipc_watch_start(const char *fn, dlpg__ipc_t *ipc);
 void dlpg__ipc_watch_add(dlpg__ipc_t *ipc, cudaStream_t s, int kind, int peer,
                          unsigned long long want, double timeout_s);

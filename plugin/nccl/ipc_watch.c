@@ -13,6 +13,8 @@
 /* Far ahead of any step or chunk number, and still "ahead" for the cyclic comparison. */
 #define DLPG__IPC_RELEASE (1ull << 62)
 
+/* Both wait modes call it (ipc_state.c's abort and destroy too): the stream waits read these
+ * counters, the kernels the stop word. */
 void dlpg__ipc_release(dlpg__ipc_t *ipc) {
   /* in_ready, in_done, in_sent, in_taken and stop, adjacent: every wait ends, every later
    * kernel skips its work. */
