@@ -143,6 +143,10 @@ static inline DLPG__IPC_HD int dlpg__ipc_reads(const dlpg__ipc_step_t *p, int q)
 /* Launches on stream s of the current device (ipc_kernels.cu); the CUDA launch error. */
 cudaError_t dlpg__ipc_launch_put(const dlpg__ipc_step_t *p, cudaStream_t s);
 cudaError_t dlpg__ipc_launch_get(const dlpg__ipc_step_t *p, cudaStream_t s);
+/* Kernel-wait mode, a step of at most DLPG__IPC_STEP_ONE_BLOCK bytes per rank part: put,
+ * get and done in one single-block kernel. */
+#define DLPG__IPC_STEP_ONE_BLOCK 65536
+cudaError_t dlpg__ipc_launch_step(const dlpg__ipc_step_t *p, cudaStream_t s);
 /* Publish *flag = v after everything before it on s (skipped once mine->stop is set). */
 cudaError_t dlpg__ipc_launch_flag(unsigned long long *flag, unsigned long long v,
                                   const dlpg__ipc_flags_t *mine, cudaStream_t s);

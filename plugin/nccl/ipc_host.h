@@ -27,6 +27,7 @@ extern "C" {
 typedef struct dlpg__ipc {
   struct dlpg__nccl *st;
   int rank, size, dev;
+  int mps;                    /* cudaDevAttrMpsEnabled of dev (-1: not known) */
   size_t chunk;               /* bytes of each of the two collective buffers */
   size_t mbox;                /* bytes of each of the two mailboxes per peer */
   size_t bytes;               /* the whole allocation */

@@ -162,6 +162,10 @@ static dlpg_status_t dlpg__ipc_collective(const char *fn, dlpg__ipc_t *ipc, cons
       DLPG_CHECK(dlpg__ipc_step_streamed(fn, ipc, &p, s));
       continue;
     }
+    if (p.len * p.esize * parts <= DLPG__IPC_STEP_ONE_BLOCK) {
+      DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_step(&p, s), fn, "CUDA IPC step kernel"));
+      continue;
+    }
     DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_put(&p, s), fn, "CUDA IPC put kernel"));
     DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_get(&p, s), fn, "CUDA IPC get kernel"));
     DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_flag(&p.flags[ipc->rank]->done, p.seq, p.flags[ipc->rank], s),

@@ -172,22 +172,8 @@ __device__ void Reduce(const dlpg__ipc_step_t &p, long long off, char *dst) {
   }
 }
 
-__global__ void PutKernel(dlpg__ipc_step_t p) {
-  __shared__ int ok;
-  if (!dlpg__ipc_writes(&p)) return;
-  // Thread 0 alone reads the status and waits; the block follows its verdict (threads that
-  // read the status apart could disagree, and a barrier must see them all).
-  if (threadIdx.x == 0) {
-    ok = !Stopped(p.flags[p.rank]);
-    // Buffer s%2 last held step s-2: every peer must have read it.
-    if (p.seq > 2 && !p.nowait)
-      for (int q = 0; q < p.size && ok; q++)
-        if (q != p.rank)
-          ok = WaitGe(&p.flags[q]->done, p.seq - 2, p.status, p.flags[p.rank], p.timeout_ns, q,
-                      p.seq);
-  }
-  __syncthreads();
-  if (!ok) return;
+// This rank's part of step p into its buffer (every thread of the grid takes a share).
+__device__ void PutBody(const dlpg__ipc_step_t &p) {
   const long long seg = p.len * p.esize;
   char *mine = p.buf[p.rank];
   if (p.kind == DLPG__IPC_REDUCE_SCATTER || p.kind == DLPG__IPC_ALLTOALL) {
@@ -198,24 +184,8 @@ __global__ void PutKernel(dlpg__ipc_step_t p) {
   }
 }
 
-__global__ void GetKernel(dlpg__ipc_step_t p) {
-  __shared__ int ok;
-  // The put kernel before this one on the stream finished: this rank's part is in place.
-  // Every block publishes (the same value), so no block's progress hangs on another's being
-  // scheduled (with MPS, peers' spinning blocks may hold the other SMs).
-  if (threadIdx.x == 0) {
-    ok = !Stopped(p.flags[p.rank]);
-    if (ok && !p.nowait) {
-      __threadfence_system();
-      *(volatile unsigned long long *)&p.flags[p.rank]->ready = p.seq;
-      __threadfence_system();
-    }
-    for (int q = 0; q < p.size && ok && !p.nowait; q++)
-      if (q != p.rank && dlpg__ipc_reads(&p, q))
-        ok = WaitGe(&p.flags[q]->ready, p.seq, p.status, p.flags[p.rank], p.timeout_ns, q, p.seq);
-  }
-  __syncthreads();
-  if (!ok) return;
+// Step p's result from the buffers into the output.
+__device__ void GetBody(const dlpg__ipc_step_t &p) {
   const long long seg = p.len * p.esize;
   switch (p.kind) {
     case DLPG__IPC_ALLREDUCE:
@@ -238,6 +208,85 @@ __global__ void GetKernel(dlpg__ipc_step_t p) {
       for (int q = 0; q < p.size; q++)
         CopyBytes(p.dst + q * p.dst_stride * p.esize, p.buf[q] + p.rank * seg, seg);
       break;
+  }
+}
+
+__global__ void PutKernel(dlpg__ipc_step_t p) {
+  __shared__ int ok;
+  if (!dlpg__ipc_writes(&p)) return;
+  // Thread 0 alone reads the status and waits; the block follows its verdict (threads that
+  // read the status apart could disagree, and a barrier must see them all).
+  if (threadIdx.x == 0) {
+    ok = !Stopped(p.flags[p.rank]);
+    // Buffer s%2 last held step s-2: every peer must have read it.
+    if (p.seq > 2 && !p.nowait)
+      for (int q = 0; q < p.size && ok; q++)
+        if (q != p.rank)
+          ok = WaitGe(&p.flags[q]->done, p.seq - 2, p.status, p.flags[p.rank], p.timeout_ns, q,
+                      p.seq);
+  }
+  __syncthreads();
+  if (!ok) return;
+  PutBody(p);
+}
+
+__global__ void GetKernel(dlpg__ipc_step_t p) {
+  __shared__ int ok;
+  // The put kernel before this one on the stream finished: this rank's part is in place.
+  // Every block publishes (the same value), so no block's progress hangs on another's being
+  // scheduled (with MPS, peers' spinning blocks may hold the other SMs).
+  if (threadIdx.x == 0) {
+    ok = !Stopped(p.flags[p.rank]);
+    if (ok && !p.nowait) {
+      __threadfence_system();
+      *(volatile unsigned long long *)&p.flags[p.rank]->ready = p.seq;
+      __threadfence_system();
+    }
+    for (int q = 0; q < p.size && ok && !p.nowait; q++)
+      if (q != p.rank && dlpg__ipc_reads(&p, q))
+        ok = WaitGe(&p.flags[q]->ready, p.seq, p.status, p.flags[p.rank], p.timeout_ns, q, p.seq);
+  }
+  __syncthreads();
+  if (!ok) return;
+  GetBody(p);
+}
+
+// A whole collective step in one block (kernel-wait mode, small steps): wait until the
+// peers read this buffer's previous step, put, publish ready, wait for the peers' ready,
+// get, publish done. One launch instead of three: under MPS a step is then mostly the
+// peers' answer, not launches.
+__global__ void StepKernel(dlpg__ipc_step_t p) {
+  __shared__ int ok;
+  dlpg__ipc_flags_t *mine = p.flags[p.rank];
+  if (threadIdx.x == 0) {
+    ok = !Stopped(mine);
+    if (p.seq > 2 && dlpg__ipc_writes(&p))
+      for (int q = 0; q < p.size && ok; q++)
+        if (q != p.rank) ok = WaitGe(&p.flags[q]->done, p.seq - 2, p.status, mine, p.timeout_ns, q, p.seq);
+  }
+  __syncthreads();
+  if (!ok) return;
+  if (dlpg__ipc_writes(&p)) PutBody(p);
+  // Every thread's part is in memory before thread 0 says so.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    *(volatile unsigned long long *)&mine->ready = p.seq;
+    __threadfence_system();
+    for (int q = 0; q < p.size && ok; q++)
+      if (q != p.rank && dlpg__ipc_reads(&p, q))
+        ok = WaitGe(&p.flags[q]->ready, p.seq, p.status, mine, p.timeout_ns, q, p.seq);
+  }
+  __syncthreads();
+  if (!ok) return;
+  GetBody(p);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    *(volatile unsigned long long *)&mine->done = p.seq;
+    __threadfence_system();
   }
 }
 
@@ -282,6 +331,11 @@ extern "C" cudaError_t dlpg__ipc_launch_get(const dlpg__ipc_step_t *p, cudaStrea
   long long bytes = p->len * p->esize;
   if (p->kind == DLPG__IPC_ALLGATHER || p->kind == DLPG__IPC_ALLTOALL) bytes *= p->size;
   GetKernel<<<Blocks(bytes), kThreads, 0, s>>>(*p);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t dlpg__ipc_launch_step(const dlpg__ipc_step_t *p, cudaStream_t s) {
+  StepKernel<<<1, kThreads, 0, s>>>(*p);
   return cudaGetLastError();
 }
 

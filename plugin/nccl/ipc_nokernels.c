@@ -12,6 +12,10 @@ cudaError_t dlpg__ipc_launch_get(const dlpg__ipc_step_t *p, cudaStream_t s) {
   (void)p, (void)s;
   return cudaErrorNotSupported;
 }
+cudaError_t dlpg__ipc_launch_step(const dlpg__ipc_step_t *p, cudaStream_t s) {
+  (void)p, (void)s;
+  return cudaErrorNotSupported;
+}
 cudaError_t dlpg__ipc_launch_flag(unsigned long long *flag, unsigned long long v,
                                   const dlpg__ipc_flags_t *mine, cudaStream_t s) {
   (void)flag, (void)v, (void)mine, (void)s;

@@ -42,7 +42,15 @@ static dlpg_status_t dlpg__ipc_create(const char *fn, struct dlpg__nccl *st, int
   ipc->size = st->size;
   ipc->dev = dev;
   ipc->chunk = dlpg__ipc_chunk_bytes();
-  ipc->stream_wait = dlpg__ipc_wait_stream();
+  /* Without MPS the ranks' contexts take turns on the GPU, and every wait for a peer is a
+   * switch between them: the biggest cost of this path, and the user's to change. */
+  int mps = -1;
+  if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, dev) != cudaSuccess) {
+    cudaGetLastError();
+    mps = -1;
+  }
+  ipc->mps = mps;
+  ipc->stream_wait = dlpg__ipc_wait_stream(mps);
   if (ipc->stream_wait && !dlpg__ipc_memops_loaded()) {
     free(ipc);
     return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: group '%s': DLPG_NCCL_IPC_WAIT=stream needs "
@@ -110,13 +118,6 @@ static dlpg_status_t dlpg__ipc_create(const char *fn, struct dlpg__nccl *st, int
     return s;
   }
   ipc->peer[ipc->rank] = ipc->base;
-  /* Without MPS the ranks' contexts take turns on the GPU, and every wait for a peer is a
-   * switch between them: the biggest cost of this path, and the user's to change. */
-  int mps = -1;
-  if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, dev) != cudaSuccess) {
-    cudaGetLastError();
-    mps = -1;
-  }
   DLPG_NCCL_INFO(st->rank, "group '%s': CUDA IPC staging of %zu bytes on cuda:%d exported, %s "
                  "waits; %s", st->name, ipc->bytes, dev, ipc->stream_wait ? "stream" : "kernel",
                  mps == 1 ? "MPS is on: the ranks' kernels run side by side"
@@ -168,7 +169,8 @@ dlpg_status_t dlpg__ipc_map(const char *fn, dlpg__ipc_t *ipc, int q, double dead
                        (unsigned long long)rec.chunk, ipc->rank, ipc->chunk);
   if (rec.stream_wait != ipc->stream_wait)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: group '%s': rank %d waits for its peers "
-                       "with %s, rank %d with %s (set DLPG_NCCL_IPC_WAIT alike on every rank)",
+                       "with %s, rank %d with %s (set DLPG_NCCL_IPC_WAIT alike on every rank; auto "
+                       "picks kernel for a process under MPS, stream for one outside it)",
                        fn, st->name, q, rec.stream_wait ? "stream" : "kernel", ipc->rank,
                        ipc->stream_wait ? "stream" : "kernel");
   pthread_mutex_lock(&ipc->mu);

@@ -60,6 +60,28 @@ TEST(CudaIpc, ChunkedThroughSmallStaging) {
   }));
 }
 
+// Kernel waits (what auto picks under MPS): steps of at most 64 KiB a rank run as one
+// single-block kernel, larger ones as put and get kernels over the grid; both, mixed in one
+// group, against the references. Without MPS every wait costs the GPU a time slice, so
+// few operations.
+TEST(CudaIpc, KernelWaitsOneBlockAndGridSteps) {
+  NEED_GPUS(1);
+  EXPECT_NO_FAILURES(RunProcs(3, 3, 240, [](Env &e) {
+    setenv("DLPG_NCCL_IPC_WAIT", "kernel", 1);
+    setenv("DLPG_NCCL_IPC_CHUNK_BYTES", "1048576", 1);
+    CT_CUDA(cudaSetDevice(0));
+    dlpg_group_t *g = MakeGroup(e.api, e.store, e.rank, 3, "ipc_kernel_waits", 30);
+    Matrix m{e.api, g, Layout{3, e.rank, {0}}};
+    m.Allreduce(DT::F32, DLPG_SUM, true, 1001, false);     // one block
+    m.Allreduce(DT::F32, DLPG_SUM, true, 270001, false);   // 1 MiB on the grid, then 32 KB
+    m.Allreduce(DT::BF16, DLPG_MAX, false, 300007, true);  // 600 KB: grid, own streams
+    m.ReduceScatter(DT::I32, DLPG_SUM, 3001);
+    m.Broadcast(DT::U8, 2, false, 70001);
+    m.Allgather(DT::I64, 2001);
+    e.api->group_destroy(g);
+  }));
+}
+
 // A send and a receive each with a work handle, outside a batch, receive first: they run
 // on the pair's internal streams, so the receive does not hold the send behind it.
 TEST(CudaIpc, RecvBeforeSendWithWorks) {
