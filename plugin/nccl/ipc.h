@@ -21,7 +21,14 @@
  * Every wait reads the GPU's global timer and gives up at the group's timeout, writing the
  * failure (the peer that did not arrive) into a host-mapped status block; later kernels of
  * the group see it and return at once, so a dead peer never holds the stream for good and
- * the CUDA context stays usable. The host reads the status when an op's event completed. */
+ * the CUDA context stays usable. The host reads the status when an op's event completed.
+ *
+ * Two channels, each with its own flags block, buffers and mailboxes: operations issued
+ * outside graph capture number their steps and chunks on the host; captured ones (each
+ * replay must take the next numbers, which the host never sees) take them on the device,
+ * each kernel reading its rank's own counter (done + 1, sent[q] + 1, taken[p] + 1), and
+ * always wait in the kernels. Either channel's buffer parity is the step's (chunk's)
+ * number modulo 2. */
 #ifndef DLPG_NCCL_IPC_H_
 #define DLPG_NCCL_IPC_H_
 
@@ -58,8 +65,9 @@ typedef struct dlpg__ipc_flags {
   unsigned long long in_taken[DLPG__IPC_MAX_RANKS]; /* chunks q read from this rank's mailbox */
   /* Non-zero once this rank's group failed or was aborted: set by a kernel whose wait
    * failed and by the host (one small copy, dlpg__ipc_release), read by every kernel of this
-   * rank before it works. Device memory: a read of the host-mapped status block crosses
-   * PCIe, and 132 blocks each reading it took about 270 us per kernel on an H100. */
+   * rank, of both channels, before it works (the word of channel 0's block). Device memory:
+   * a read of the host-mapped status block crosses PCIe, and 132 blocks each reading it took
+   * about 270 us per kernel on an H100. */
   unsigned long long stop;
 } dlpg__ipc_flags_t;
 
@@ -83,7 +91,8 @@ typedef enum dlpg__ipc_step_kind {
 /* Element types and reduce ops the kernels know (ipc_issue.c maps dlpg's onto them). */
 typedef enum dlpg__ipc_type {
   DLPG__IPC_F32, DLPG__IPC_F16, DLPG__IPC_BF16, DLPG__IPC_F64, DLPG__IPC_I32, DLPG__IPC_I64,
-  DLPG__IPC_U8, DLPG__IPC_I8, DLPG__IPC_BOOL, DLPG__IPC_U32, DLPG__IPC_U64
+  DLPG__IPC_U8, DLPG__IPC_I8, DLPG__IPC_BOOL, DLPG__IPC_U32, DLPG__IPC_U64,
+  DLPG__IPC_F8E4M3, DLPG__IPC_F8E5M2
 } dlpg__ipc_type_t;
 typedef enum dlpg__ipc_rop {
   DLPG__IPC_SUM, DLPG__IPC_PROD, DLPG__IPC_MAX, DLPG__IPC_MIN, DLPG__IPC_AVG
@@ -102,11 +111,13 @@ typedef struct dlpg__ipc_step {
   char *dst;                /* this step's output, already offset */
   long long src_stride;     /* elements between rank segments of src (reduce_scatter, alltoall) */
   long long dst_stride;     /* elements between rank segments of dst (allgather, alltoall) */
-  char *buf[DLPG__IPC_MAX_RANKS];              /* each rank's buffer of this step's parity */
-  dlpg__ipc_flags_t *flags[DLPG__IPC_MAX_RANKS];
+  char *buf[2][DLPG__IPC_MAX_RANKS];           /* each rank's two buffers: step s uses s%2 */
+  dlpg__ipc_flags_t *flags[DLPG__IPC_MAX_RANKS]; /* the channel's counters of each rank */
+  unsigned long long *stop;                    /* this rank's stop word */
   dlpg__ipc_status_t *status;                  /* device view of the host-mapped block */
   unsigned long long timeout_ns;
   int nowait;               /* the stream waited already (stream-wait mode): no kernel waits */
+  int devseq;               /* captured: the step is this rank's done + 1, seq is unused */
 } dlpg__ipc_step_t;
 
 /* One chunk of a send (peer: receiver) or receive (peer: sender). */
@@ -114,12 +125,14 @@ typedef struct dlpg__ipc_chunk {
   int rank, peer;
   unsigned long long k;     /* the chunk's number on this (pair, direction), from 1 */
   long long bytes;
-  const char *src;          /* send: the user's input; recv: the sender's mailbox */
-  char *dst;                /* send: this rank's mailbox; recv: the user's output */
-  dlpg__ipc_flags_t *mine, *theirs;
+  char *user;               /* send: the user's input; recv: the user's output */
+  char *box[2];             /* the pair's mailboxes (the sender's): chunk k uses k%2 */
+  dlpg__ipc_flags_t *mine, *theirs;  /* the channel's counters */
+  unsigned long long *stop; /* this rank's stop word */
   dlpg__ipc_status_t *status;
   unsigned long long timeout_ns;
   int nowait;
+  int devseq;               /* captured: k is this rank's sent[peer] (taken[peer]) + 1 */
 } dlpg__ipc_chunk_t;
 
 #ifdef __CUDACC__
@@ -147,11 +160,17 @@ cudaError_t dlpg__ipc_launch_get(const dlpg__ipc_step_t *p, cudaStream_t s);
  * get and done in one single-block kernel. */
 #define DLPG__IPC_STEP_ONE_BLOCK 65536
 cudaError_t dlpg__ipc_launch_step(const dlpg__ipc_step_t *p, cudaStream_t s);
-/* Publish *flag = v after everything before it on s (skipped once mine->stop is set). */
+/* Publish *flag = v after everything before it on s, or *flag + 1 for v == 0 (captured
+ * operations); skipped once *stop is set. */
 cudaError_t dlpg__ipc_launch_flag(unsigned long long *flag, unsigned long long v,
-                                  const dlpg__ipc_flags_t *mine, cudaStream_t s);
+                                  const unsigned long long *stop, cudaStream_t s);
 cudaError_t dlpg__ipc_launch_send(const dlpg__ipc_chunk_t *c, cudaStream_t s);
 cudaError_t dlpg__ipc_launch_recv(const dlpg__ipc_chunk_t *c, cudaStream_t s);
+/* Load every kernel above into the current context now. With lazy loading (CUDA's default)
+ * a kernel's first launch may wait for the whole context to go idle, which never happens
+ * while a kernel of this path waits for a peer that waits for that launch (a receive posted
+ * before the send it needs); loaded up front, launches never wait. */
+cudaError_t dlpg__ipc_preload(void);
 
 #ifdef __cplusplus
 }

@@ -20,16 +20,20 @@ extern "C" {
  * watched ones before them end first or fail). */
 #define DLPG__IPC_PENDING 64
 
-/* Bytes before the buffers: the flags block, rounded up. */
+/* Bytes before a channel's buffers: its flags block, rounded up. */
 #define DLPG__IPC_FLAGS_BYTES 4096
+
+/* The channels (ipc.h): operations issued outside graph capture, and captured ones. */
+enum { DLPG__IPC_EAGER = 0, DLPG__IPC_GRAPH = 1, DLPG__IPC_NCHAN = 2 };
 
 /* One group's IPC path on this rank (st->ipc), made at its first IPC operation. */
 typedef struct dlpg__ipc {
   struct dlpg__nccl *st;
   int rank, size, dev;
   int mps;                    /* cudaDevAttrMpsEnabled of dev (-1: not known) */
-  size_t chunk;               /* bytes of each of the two collective buffers */
-  size_t mbox;                /* bytes of each of the two mailboxes per peer */
+  /* Per channel: where it starts in the allocation (its flags block, then two collective
+   * buffers of chunk bytes, then two mailboxes of mbox bytes per peer). */
+  size_t off[DLPG__IPC_NCHAN], chunk[DLPG__IPC_NCHAN], mbox[DLPG__IPC_NCHAN];
   size_t bytes;               /* the whole allocation */
   char *base;                 /* this rank's allocation (cudaMalloc) */
   char *peer[DLPG__IPC_MAX_RANKS];  /* every rank's allocation as this device sees it;
@@ -40,6 +44,10 @@ typedef struct dlpg__ipc {
    * received from it. Each channel's last event orders the next use of its buffers after
    * the previous one whatever stream it was issued on. */
   pthread_mutex_t mu;
+  /* Captured operations: the event recorded after the last one, and its capture's id (a
+   * later op of the same capture waits for it: ops on two streams never share a step). */
+  cudaEvent_t graph_last;
+  unsigned long long graph_capture;
   unsigned long long coll_seq;
   unsigned long long sent[DLPG__IPC_MAX_RANKS], recvd[DLPG__IPC_MAX_RANKS];
   cudaEvent_t coll_last, send_last[DLPG__IPC_MAX_RANKS], recv_last[DLPG__IPC_MAX_RANKS];
@@ -96,16 +104,17 @@ void dlpg__ipc_abort(dlpg__ipc_t *ipc);
  * allocation. The struct itself stays for pollers until dlpg__ipc_free. */
 void dlpg__ipc_destroy(dlpg__ipc_t *ipc);
 void dlpg__ipc_free(dlpg__ipc_t *ipc);
-/* ipc_state.c: buffer b (0, 1) of rank q, mailbox parity b of rank q for peer p, and q's
- * flags, as this device sees them. */
-static inline char *dlpg__ipc_buf(const dlpg__ipc_t *ipc, int q, int b) {
-  return ipc->peer[q] + DLPG__IPC_FLAGS_BYTES + (size_t)b * ipc->chunk;
+/* ipc_state.c: in channel ch, buffer b (0, 1) of rank q, mailbox parity b of rank q for
+ * peer p, and q's flags, as this device sees them. */
+static inline char *dlpg__ipc_buf(const dlpg__ipc_t *ipc, int ch, int q, int b) {
+  return ipc->peer[q] + ipc->off[ch] + DLPG__IPC_FLAGS_BYTES + (size_t)b * ipc->chunk[ch];
 }
-static inline char *dlpg__ipc_mbox(const dlpg__ipc_t *ipc, int q, int p, int b) {
-  return ipc->peer[q] + DLPG__IPC_FLAGS_BYTES + 2 * ipc->chunk + ((size_t)p * 2 + (size_t)b) * ipc->mbox;
+static inline char *dlpg__ipc_mbox(const dlpg__ipc_t *ipc, int ch, int q, int p, int b) {
+  return ipc->peer[q] + ipc->off[ch] + DLPG__IPC_FLAGS_BYTES + 2 * ipc->chunk[ch] +
+         ((size_t)p * 2 + (size_t)b) * ipc->mbox[ch];
 }
-static inline dlpg__ipc_flags_t *dlpg__ipc_flags(const dlpg__ipc_t *ipc, int q) {
-  return (dlpg__ipc_flags_t *)(void *)ipc->peer[q];
+static inline dlpg__ipc_flags_t *dlpg__ipc_flags(const dlpg__ipc_t *ipc, int ch, int q) {
+  return (dlpg__ipc_flags_t *)(void *)(ipc->peer[q] + ipc->off[ch]);
 }
 /* ipc_state.c: the failure the status block holds, as a status and message prefixed with
  * fn; DLPG_OK when none. */

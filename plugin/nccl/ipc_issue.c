@@ -6,7 +6,14 @@
  * handle runs on an internal stream of its pair, as on NCCL, so a receive posted before a
  * send does not hold the send behind it; in a batch, sends and receives advance chunk by
  * chunk in turn, so a ring of them never waits on itself. Work handles get one pooled event
- * each; the poller reads the status block once it completed. */
+ * each; the poller reads the status block once it completed.
+ *
+ * Under graph capture an op goes to the captured channel (ipc.h): its kernels number the
+ * steps and chunks themselves and wait for the peers themselves, so every replay is the next
+ * operation; captured ops of one capture are ordered by one event, and their work handles
+ * complete as enqueued, as on NCCL. The group's memory must exist and be mapped before the
+ * capture (allocating, exporting and mapping are not capturable): one eager operation of the
+ * group, or of the pair for sends and receives, does it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +41,8 @@ static dlpg_status_t dlpg__ipc_types(const char *fn, const dlpg__be_op_t *op, in
     case DLPG__DT_BOOL: *type = DLPG__IPC_BOOL; break;
     case DLPG__DT_UINT32: *type = DLPG__IPC_U32; break;
     case DLPG__DT_UINT64: *type = DLPG__IPC_U64; break;
+    case DLPG__DT_FLOAT8_E4M3FN: *type = DLPG__IPC_F8E4M3; break;
+    case DLPG__DT_FLOAT8_E5M2: *type = DLPG__IPC_F8E5M2; break;
     default:
       snprintf(what, sizeof what, "dtype %s is not reduced", dlpg__dtype_name(op->in[0].dtype));
       return dlpg__ipc_unsupported(fn, what);
@@ -96,15 +105,18 @@ static dlpg_status_t dlpg__ipc_step_streamed(const char *fn, dlpg__ipc_t *ipc,
 
 /* One collective, in steps. Caller holds ipc->mu. */
 static dlpg_status_t dlpg__ipc_collective(const char *fn, dlpg__ipc_t *ipc, const dlpg__be_op_t *op,
-                                          cudaStream_t s) {
+                                          cudaStream_t s, int ch) {
   dlpg__ipc_step_t p;
   memset(&p, 0, sizeof p);
   p.rank = ipc->rank;
   p.size = ipc->size;
   p.root = op->root;
   p.status = ipc->status_d;
+  p.stop = &dlpg__ipc_flags(ipc, DLPG__IPC_EAGER, ipc->rank)->stop;
   p.timeout_ns = (unsigned long long)(op->gview->timeout_s * 1e9);
-  p.nowait = ipc->stream_wait;
+  p.devseq = ch == DLPG__IPC_GRAPH;
+  int streamed = ipc->stream_wait && !p.devseq;
+  p.nowait = streamed;
   p.esize = 1;
   long long total = 0;
   int parts = 1;
@@ -146,19 +158,22 @@ static dlpg_status_t dlpg__ipc_collective(const char *fn, dlpg__ipc_t *ipc, cons
   if (p.esize < 1 || 16 % p.esize != 0) p.esize = 1; /* complex and the like: not reduced here */
   if (total == 0) return DLPG_OK; /* every rank has the same sizes: nothing to exchange */
   /* Elements per step: each rank part a multiple of 16 bytes, so vector copies apply. */
-  long long maxlen = (long long)(ipc->chunk / (size_t)parts / 16) * 16 / p.esize;
+  long long maxlen = (long long)(ipc->chunk[ch] / (size_t)parts / 16) * 16 / p.esize;
   if (maxlen < 1) return dlpg__ipc_unsupported(fn, "a group this large for the staging size");
   const char *src = in->ptr;
   char *dst = out->ptr;
-  for (int q = 0; q < ipc->size; q++) p.flags[q] = dlpg__ipc_flags(ipc, q);
-  DLPG_CHECK(dlpg__ipc_enter(fn, ipc->coll_last, s));
+  for (int q = 0; q < ipc->size; q++) {
+    p.flags[q] = dlpg__ipc_flags(ipc, ch, q);
+    p.buf[0][q] = dlpg__ipc_buf(ipc, ch, q, 0);
+    p.buf[1][q] = dlpg__ipc_buf(ipc, ch, q, 1);
+  }
+  if (!p.devseq) DLPG_CHECK(dlpg__ipc_enter(fn, ipc->coll_last, s));
   for (long long off = 0; off < total; off += maxlen) {
     p.len = total - off < maxlen ? total - off : maxlen;
-    p.seq = ++ipc->coll_seq;
-    for (int q = 0; q < ipc->size; q++) p.buf[q] = dlpg__ipc_buf(ipc, q, (int)(p.seq & 1));
+    if (!p.devseq) p.seq = ++ipc->coll_seq;
     p.src = src + off * p.esize;
     p.dst = dst + off * p.esize;
-    if (ipc->stream_wait) {
+    if (streamed) {
       DLPG_CHECK(dlpg__ipc_step_streamed(fn, ipc, &p, s));
       continue;
     }
@@ -168,37 +183,43 @@ static dlpg_status_t dlpg__ipc_collective(const char *fn, dlpg__ipc_t *ipc, cons
     }
     DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_put(&p, s), fn, "CUDA IPC put kernel"));
     DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_get(&p, s), fn, "CUDA IPC get kernel"));
-    DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_flag(&p.flags[ipc->rank]->done, p.seq, p.flags[ipc->rank], s),
+    DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_flag(&p.flags[ipc->rank]->done, p.seq, p.stop, s),
                               fn, "CUDA IPC flag kernel"));
   }
-  if (ipc->stream_wait)
+  if (p.devseq) return DLPG_OK;
+  if (streamed)
     dlpg__ipc_watch_add(ipc, s, DLPG__IPC_PEND_COLL, -1, ipc->coll_seq, op->gview->timeout_s);
   return dlpg__ipc_leave(fn, ipc->coll_last, s);
 }
 
-/* Chunk c (from 0) of a send or receive, if it has one; 1 when launched. Caller holds
- * ipc->mu. */
+/* Chunk c (from 0) of a send or receive in channel ch, if it has one; 1 when launched.
+ * Caller holds ipc->mu. */
 static int dlpg__ipc_p2p_chunk(const char *fn, dlpg__ipc_t *ipc, const dlpg__be_op_t *op,
-                               cudaStream_t s, long long c, dlpg_status_t *st) {
-  long long nbytes = (long long)op->in[0].nbytes, off = c * (long long)ipc->mbox;
+                               cudaStream_t s, int ch, long long c, dlpg_status_t *st) {
+  long long mbox = (long long)ipc->mbox[ch];
+  long long nbytes = (long long)op->in[0].nbytes, off = c * mbox;
   if (off >= nbytes) return 0;
-  int q = op->peer;
+  int q = op->peer, send = op->kind == DLPG__OP_SEND;
   dlpg__ipc_chunk_t k;
   memset(&k, 0, sizeof k);
   k.rank = ipc->rank;
   k.peer = q;
-  k.bytes = nbytes - off < (long long)ipc->mbox ? nbytes - off : (long long)ipc->mbox;
-  k.mine = dlpg__ipc_flags(ipc, ipc->rank);
-  k.theirs = dlpg__ipc_flags(ipc, q);
+  k.bytes = nbytes - off < mbox ? nbytes - off : mbox;
+  k.user = (char *)op->in[0].ptr + off;
+  k.mine = dlpg__ipc_flags(ipc, ch, ipc->rank);
+  k.theirs = dlpg__ipc_flags(ipc, ch, q);
+  k.stop = &dlpg__ipc_flags(ipc, DLPG__IPC_EAGER, ipc->rank)->stop;
   k.status = ipc->status_d;
   k.timeout_ns = (unsigned long long)(op->gview->timeout_s * 1e9);
-  k.nowait = ipc->stream_wait;
+  k.devseq = ch == DLPG__IPC_GRAPH;
+  k.nowait = ipc->stream_wait && !k.devseq;
+  /* The pair's mailboxes are the sender's. */
+  for (int b = 0; b < 2; b++)
+    k.box[b] = send ? dlpg__ipc_mbox(ipc, ch, ipc->rank, q, b) : dlpg__ipc_mbox(ipc, ch, q, ipc->rank, b);
+  if (!k.devseq) k.k = send ? ++ipc->sent[q] : ++ipc->recvd[q];
   const char *wait_what = "cuStreamWaitValue64 (CUDA IPC)";
   const char *write_what = "cuStreamWriteValue64 (CUDA IPC)";
-  if (op->kind == DLPG__OP_SEND) {
-    k.k = ++ipc->sent[q];
-    k.src = (const char *)op->in[0].ptr + off;
-    k.dst = dlpg__ipc_mbox(ipc, ipc->rank, q, (int)(k.k & 1));
+  if (send) {
     /* Stream-wait mode: the mailbox of parity k%2 is free once q took chunk k-2. */
     if (k.nowait && k.k > 2)
       *st = dlpg__ipc_cuda(dlpg__ipc_wait_ge(s, &k.mine->in_taken[q], k.k - 2), fn, wait_what);
@@ -207,12 +228,9 @@ static int dlpg__ipc_p2p_chunk(const char *fn, dlpg__ipc_t *ipc, const dlpg__be_
     if (*st == DLPG_OK && k.nowait)
       *st = dlpg__ipc_cuda(dlpg__ipc_write(s, &k.theirs->in_sent[ipc->rank], k.k), fn, write_what);
     else if (*st == DLPG_OK)
-      *st = dlpg__ipc_cuda(dlpg__ipc_launch_flag(&k.mine->sent[q], k.k, k.mine, s), fn,
+      *st = dlpg__ipc_cuda(dlpg__ipc_launch_flag(&k.mine->sent[q], k.k, k.stop, s), fn,
                            "CUDA IPC flag kernel");
   } else {
-    k.k = ++ipc->recvd[q];
-    k.src = dlpg__ipc_mbox(ipc, q, ipc->rank, (int)(k.k & 1));
-    k.dst = (char *)op->in[0].ptr + off;
     if (k.nowait)
       *st = dlpg__ipc_cuda(dlpg__ipc_wait_ge(s, &k.mine->in_sent[q], k.k), fn, wait_what);
     if (*st == DLPG_OK)
@@ -220,7 +238,7 @@ static int dlpg__ipc_p2p_chunk(const char *fn, dlpg__ipc_t *ipc, const dlpg__be_
     if (*st == DLPG_OK && k.nowait)
       *st = dlpg__ipc_cuda(dlpg__ipc_write(s, &k.theirs->in_taken[ipc->rank], k.k), fn, write_what);
     else if (*st == DLPG_OK)
-      *st = dlpg__ipc_cuda(dlpg__ipc_launch_flag(&k.mine->taken[q], k.k, k.mine, s), fn,
+      *st = dlpg__ipc_cuda(dlpg__ipc_launch_flag(&k.mine->taken[q], k.k, k.stop, s), fn,
                            "CUDA IPC flag kernel");
   }
   return *st == DLPG_OK;
@@ -310,7 +328,7 @@ static dlpg_status_t dlpg__ipc_own_stream(const char *fn, dlpg__ipc_t *ipc, cons
 }
 
 static dlpg_status_t dlpg__ipc_check_op(const char *fn, const dlpg__be_op_t *op,
-                                        const dlpg__be_op_t *first) {
+                                        const dlpg__be_op_t *first, int *captured) {
   if (op->state != first->state)
     return dlpg__ipc_unsupported(fn, "a batch spanning several groups");
   if (op->ntensors != 1) return dlpg__ipc_unsupported(fn, "more than one tensor per rank");
@@ -328,41 +346,71 @@ static dlpg_status_t dlpg__ipc_check_op(const char *fn, const dlpg__be_op_t *op,
   enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   DLPG_CHECK(dlpg__cuda_result(cudaStreamIsCapturing((cudaStream_t)op->streams[0], &cs), fn,
                                "cudaStreamIsCapturing"));
-  if (cs != cudaStreamCaptureStatusNone)
-    return dlpg__ipc_unsupported(fn, "CUDA graph capture (each replay would reuse the steps "
-                                 "the capture numbered)");
+  *captured = cs != cudaStreamCaptureStatusNone;
   return DLPG_OK;
 }
 
+/* A captured op waits for the captured ops before it in the same capture (on any stream),
+ * then is the one later ones wait for. An event recorded in another capture is not waited
+ * for: that graph's replays are ordered by whoever replays it. Caller holds ipc->mu. */
+static dlpg_status_t dlpg__ipc_graph_order(const char *fn, dlpg__ipc_t *ipc, cudaStream_t s,
+                                           int after) {
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+#if CUDART_VERSION >= 13000
+  cudaError_t e = cudaStreamGetCaptureInfo(s, &cs, &id, NULL, NULL, NULL, NULL);
+#else
+  cudaError_t e = cudaStreamGetCaptureInfo(s, &cs, &id, NULL, NULL, NULL);
+#endif
+  DLPG_CHECK(dlpg__cuda_result(e, fn, "cudaStreamGetCaptureInfo"));
+  if (after) {
+    ipc->graph_capture = id;
+    return dlpg__ipc_leave(fn, ipc->graph_last, s);
+  }
+  if (ipc->graph_capture != id) return DLPG_OK;
+  return dlpg__ipc_enter(fn, ipc->graph_last, s);
+}
+
 static dlpg_status_t dlpg__ipc_run(const char *fn, dlpg__ipc_t *ipc, dlpg__be_op_t *const *ops,
-                                   int n, cudaStream_t *streams) {
+                                   int n, cudaStream_t *streams, int captured) {
   double deadline = dlpg__now() + ops[0]->gview->timeout_s;
   for (int k = 0; k < n; k++) {
-    if (dlpg__ipc_is_p2p(ops[k])) {
-      DLPG_CHECK(dlpg__ipc_map(fn, ipc, ops[k]->peer, deadline));
-    } else {
-      for (int q = 0; q < ipc->size; q++) DLPG_CHECK(dlpg__ipc_map(fn, ipc, q, deadline));
+    int lo = dlpg__ipc_is_p2p(ops[k]) ? ops[k]->peer : 0;
+    int hi = dlpg__ipc_is_p2p(ops[k]) ? ops[k]->peer + 1 : ipc->size;
+    for (int q = lo; q < hi; q++) {
+      if (captured && !ipc->peer[q])
+        return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: group '%s': rank %d has not mapped "
+                           "rank %d's CUDA IPC memory yet, which cannot happen under graph "
+                           "capture; run one operation with rank %d (a collective of the group, "
+                           "or a send or receive with it) before capturing", fn, ipc->st->name,
+                           ipc->rank, q, q);
+      DLPG_CHECK(dlpg__ipc_map(fn, ipc, q, deadline));
     }
   }
+  int ch = captured ? DLPG__IPC_GRAPH : DLPG__IPC_EAGER;
   pthread_mutex_lock(&ipc->mu);
   dlpg_status_t s = DLPG_OK;
   for (int k = 0; k < n && s == DLPG_OK; k++) {
     streams[k] = (cudaStream_t)ops[k]->streams[0];
-    if (n == 1 && ops[k]->work && dlpg__ipc_is_p2p(ops[k]))
+    /* A capture keeps the caller's stream (a fork would have to be joined before it ends). */
+    if (n == 1 && !captured && ops[k]->work && dlpg__ipc_is_p2p(ops[k]))
       s = dlpg__ipc_own_stream(fn, ipc, ops[k], &streams[k]);
   }
+  for (int k = 0; k < n && s == DLPG_OK && captured; k++)
+    s = dlpg__ipc_graph_order(fn, ipc, streams[k], 0);
   /* Collectives in issue order (every rank issues the same sequence), then the sends and
    * receives a chunk each in turn. */
   for (int k = 0; k < n && s == DLPG_OK; k++)
-    if (!dlpg__ipc_is_p2p(ops[k])) s = dlpg__ipc_collective(fn, ipc, ops[k], streams[k]);
-  for (int k = 0; k < n && s == DLPG_OK; k++)
+    if (!dlpg__ipc_is_p2p(ops[k])) s = dlpg__ipc_collective(fn, ipc, ops[k], streams[k], ch);
+  for (int k = 0; k < n && s == DLPG_OK && !captured; k++)
     if (dlpg__ipc_is_p2p(ops[k])) s = dlpg__ipc_enter(fn, dlpg__ipc_chan(ipc, ops[k]), streams[k]);
   for (long long c = 0, more = 1; more && s == DLPG_OK; c++) {
     more = 0;
     for (int k = 0; k < n && s == DLPG_OK; k++)
-      if (dlpg__ipc_is_p2p(ops[k])) more |= dlpg__ipc_p2p_chunk(fn, ipc, ops[k], streams[k], c, &s);
+      if (dlpg__ipc_is_p2p(ops[k]))
+        more |= dlpg__ipc_p2p_chunk(fn, ipc, ops[k], streams[k], ch, c, &s);
   }
-  for (int k = 0; k < n && s == DLPG_OK && ipc->stream_wait; k++) {
+  for (int k = 0; k < n && s == DLPG_OK && ipc->stream_wait && !captured; k++) {
     const dlpg__be_op_t *o = ops[k];
     if (o->kind == DLPG__OP_SEND)
       dlpg__ipc_watch_add(ipc, streams[k], DLPG__IPC_PEND_SEND, o->peer, ipc->sent[o->peer],
@@ -371,19 +419,42 @@ static dlpg_status_t dlpg__ipc_run(const char *fn, dlpg__ipc_t *ipc, dlpg__be_op
       dlpg__ipc_watch_add(ipc, streams[k], DLPG__IPC_PEND_RECV, o->peer, ipc->recvd[o->peer],
                           o->gview->timeout_s);
   }
-  for (int k = 0; k < n && s == DLPG_OK; k++)
+  for (int k = 0; k < n && s == DLPG_OK && !captured; k++)
     if (dlpg__ipc_is_p2p(ops[k])) s = dlpg__ipc_leave(fn, dlpg__ipc_chan(ipc, ops[k]), streams[k]);
-  for (int k = 0; k < n && s == DLPG_OK; k++)
-    if (ops[k]->work) s = dlpg__ipc_attach(fn, ipc, ops[k], streams[k]);
+  for (int k = 0; k < n && s == DLPG_OK && captured; k++)
+    s = dlpg__ipc_graph_order(fn, ipc, streams[k], 1);
+  for (int k = 0; k < n && s == DLPG_OK; k++) {
+    if (!ops[k]->work) continue;
+    /* Captured, not run: complete as enqueued, as on NCCL. */
+    if (captured) dlpg__nccl_work_complete(ops[k]->work, DLPG_OK, NULL);
+    else s = dlpg__ipc_attach(fn, ipc, ops[k], streams[k]);
+  }
   pthread_mutex_unlock(&ipc->mu);
   return s;
 }
 
 dlpg_status_t dlpg__ipc_issue(const char *fn, dlpg__be_op_t *const *ops, int n) {
-  for (int k = 0; k < n; k++) DLPG_CHECK(dlpg__ipc_check_op(fn, ops[k], ops[0]));
+  int captured = 0;
+  for (int k = 0; k < n; k++) {
+    int cap = 0;
+    DLPG_CHECK(dlpg__ipc_check_op(fn, ops[k], ops[0], &cap));
+    if (k > 0 && cap != captured)
+      return dlpg__ipc_unsupported(fn, "a batch of captured and uncaptured operations");
+    captured = cap;
+  }
   struct dlpg__nccl *st = ops[0]->state;
   if (atomic_load(&st->aborted))
     return dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted", fn, st->name);
+  if (captured) {
+    pthread_mutex_lock(&st->mu);
+    int made = st->ipc != NULL;
+    pthread_mutex_unlock(&st->mu);
+    if (!made)
+      return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: group '%s': the first CUDA operation "
+                         "of ranks sharing a GPU makes and exports their CUDA IPC memory, "
+                         "which cannot happen under graph capture; run one operation of the "
+                         "group before capturing", fn, st->name);
+  }
   int dev = ops[0]->in[0].device_id, cur = -1;
   cudaGetDevice(&cur);
   if (cur != dev)
@@ -394,7 +465,7 @@ dlpg_status_t dlpg__ipc_issue(const char *fn, dlpg__be_op_t *const *ops, int n) 
   if (s == DLPG_OK) s = dlpg__ipc_failure(fn, ipc);
   cudaStream_t stack[4], *streams = n <= 4 ? stack : calloc((size_t)n, sizeof *streams);
   if (s == DLPG_OK && !streams) s = dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
-  if (s == DLPG_OK) s = dlpg__ipc_run(fn, ipc, ops, n, streams);
+  if (s == DLPG_OK) s = dlpg__ipc_run(fn, ipc, ops, n, streams, captured);
   if (streams != stack) free(streams);
   if (cur >= 0 && cur != dev) cudaSetDevice(cur);
   return s;

@@ -17,8 +17,8 @@ cudaError_t dlpg__ipc_launch_step(const dlpg__ipc_step_t *p, cudaStream_t s) {
   return cudaErrorNotSupported;
 }
 cudaError_t dlpg__ipc_launch_flag(unsigned long long *flag, unsigned long long v,
-                                  const dlpg__ipc_flags_t *mine, cudaStream_t s) {
-  (void)flag, (void)v, (void)mine, (void)s;
+                                  const unsigned long long *stop, cudaStream_t s) {
+  (void)flag, (void)v, (void)stop, (void)s;
   return cudaErrorNotSupported;
 }
 cudaError_t dlpg__ipc_launch_send(const dlpg__ipc_chunk_t *c, cudaStream_t s) {
@@ -29,6 +29,7 @@ cudaError_t dlpg__ipc_launch_recv(const dlpg__ipc_chunk_t *c, cudaStream_t s) {
   (void)c, (void)s;
   return cudaErrorNotSupported;
 }
+cudaError_t dlpg__ipc_preload(void) { return cudaErrorNotSupported; }
 #else
 /* ISO C wants a translation unit to declare something. */
 typedef int dlpg__ipc_nokernels_unused_t;

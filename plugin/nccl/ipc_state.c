@@ -41,7 +41,6 @@ static dlpg_status_t dlpg__ipc_create(const char *fn, struct dlpg__nccl *st, int
   ipc->rank = st->rank;
   ipc->size = st->size;
   ipc->dev = dev;
-  ipc->chunk = dlpg__ipc_chunk_bytes();
   /* Without MPS the ranks' contexts take turns on the GPU, and every wait for a peer is a
    * switch between them: the biggest cost of this path, and the user's to change. */
   int mps = -1;
@@ -57,9 +56,17 @@ static dlpg_status_t dlpg__ipc_create(const char *fn, struct dlpg__nccl *st, int
                        "the driver's stream memory operations (cuStreamWaitValue64), which this "
                        "CUDA driver does not offer; use DLPG_NCCL_IPC_WAIT=kernel", fn, st->name);
   }
-  /* A mailbox per peer and direction of a quarter chunk: sends move in pieces of it. */
-  ipc->mbox = ipc->chunk / 4;
-  ipc->bytes = DLPG__IPC_FLAGS_BYTES + 2 * ipc->chunk + 2 * (size_t)st->size * ipc->mbox;
+  /* Each channel's mailboxes (per peer and direction) are a quarter of its chunk: sends
+   * move in pieces of them. Captured operations get a quarter of the eager channel's room
+   * (larger ones take more steps), since most captures replay small collectives. */
+  ipc->chunk[DLPG__IPC_EAGER] = dlpg__ipc_chunk_bytes();
+  ipc->chunk[DLPG__IPC_GRAPH] = (ipc->chunk[DLPG__IPC_EAGER] / 4) & ~(size_t)15;
+  ipc->bytes = 0;
+  for (int ch = 0; ch < DLPG__IPC_NCHAN; ch++) {
+    ipc->mbox[ch] = (ipc->chunk[ch] / 4) & ~(size_t)15;
+    ipc->off[ch] = ipc->bytes;
+    ipc->bytes += DLPG__IPC_FLAGS_BYTES + 2 * ipc->chunk[ch] + 2 * (size_t)st->size * ipc->mbox[ch];
+  }
   pthread_mutex_init(&ipc->mu, NULL);
   dlpg_status_t s = DLPG_OK;
   char what[96];
@@ -71,9 +78,9 @@ static dlpg_status_t dlpg__ipc_create(const char *fn, struct dlpg__nccl *st, int
   if (s == DLPG_OK)
     s = dlpg__cuda_result(cudaStreamCreateWithFlags(&ipc->rescue, cudaStreamNonBlocking), fn,
                           "cudaStreamCreateWithFlags");
-  if (s == DLPG_OK)
-    s = dlpg__cuda_result(cudaMemsetAsync(ipc->base, 0, DLPG__IPC_FLAGS_BYTES, ipc->rescue), fn,
-                          "cudaMemsetAsync");
+  for (int ch = 0; ch < DLPG__IPC_NCHAN && s == DLPG_OK; ch++)
+    s = dlpg__cuda_result(cudaMemsetAsync(ipc->base + ipc->off[ch], 0, DLPG__IPC_FLAGS_BYTES,
+                                          ipc->rescue), fn, "cudaMemsetAsync");
   if (s == DLPG_OK)
     s = dlpg__cuda_result(cudaStreamSynchronize(ipc->rescue), fn, "cudaStreamSynchronize");
   if (s == DLPG_OK)
@@ -87,6 +94,11 @@ static dlpg_status_t dlpg__ipc_create(const char *fn, struct dlpg__nccl *st, int
   if (s == DLPG_OK)
     s = dlpg__cuda_result(cudaEventCreateWithFlags(&ipc->coll_last, cudaEventDisableTiming), fn,
                           "cudaEventCreateWithFlags");
+  if (s == DLPG_OK)
+    s = dlpg__cuda_result(cudaEventCreateWithFlags(&ipc->graph_last, cudaEventDisableTiming), fn,
+                          "cudaEventCreateWithFlags");
+  /* Every kernel loaded before any of them can wait for a peer (ipc.h). */
+  if (s == DLPG_OK) s = dlpg__cuda_result(dlpg__ipc_preload(), fn, "loading the CUDA IPC kernels");
   for (int q = 0; q < st->size && s == DLPG_OK; q++) {
     s = dlpg__cuda_result(cudaEventCreateWithFlags(&ipc->send_last[q], cudaEventDisableTiming), fn,
                           "cudaEventCreateWithFlags");
@@ -104,8 +116,8 @@ static dlpg_status_t dlpg__ipc_create(const char *fn, struct dlpg__nccl *st, int
     rec.size = st->size;
     rec.stream_wait = ipc->stream_wait;
     rec.ptr = (uint64_t)(uintptr_t)ipc->base;
-    rec.chunk = ipc->chunk;
-    rec.mbox = ipc->mbox;
+    rec.chunk = ipc->chunk[DLPG__IPC_EAGER];
+    rec.mbox = ipc->mbox[DLPG__IPC_EAGER];
     rec.bytes = ipc->bytes;
     char key[700];
     dlpg__ipc_key(ipc, ipc->rank, key, sizeof key);
@@ -162,11 +174,11 @@ dlpg_status_t dlpg__ipc_map(const char *fn, dlpg__ipc_t *ipc, int q, double dead
     return dlpg__error(DLPG_ERR_INTERNAL, "%s: group '%s': rank %d's CUDA IPC record has %zu "
                        "bytes, expected %zu (another dlpg version?)", fn, st->name, q, len,
                        sizeof rec);
-  if (rec.chunk != ipc->chunk || rec.size != ipc->size)
+  if (rec.chunk != ipc->chunk[DLPG__IPC_EAGER] || rec.size != ipc->size)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: group '%s': rank %d stages CUDA IPC "
                        "collectives in %llu-byte buffers, rank %d in %zu-byte ones (set "
                        "DLPG_NCCL_IPC_CHUNK_BYTES alike on every rank)", fn, st->name, q,
-                       (unsigned long long)rec.chunk, ipc->rank, ipc->chunk);
+                       (unsigned long long)rec.chunk, ipc->rank, ipc->chunk[DLPG__IPC_EAGER]);
   if (rec.stream_wait != ipc->stream_wait)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: group '%s': rank %d waits for its peers "
                        "with %s, rank %d with %s (set DLPG_NCCL_IPC_WAIT alike on every rank; auto "
@@ -223,25 +235,32 @@ dlpg_status_t dlpg__ipc_failure(const char *fn, const dlpg__ipc_t *ipc) {
                      (unsigned long long)s->step);
 }
 
-/* Read rank q's counters through its mapping (a small copy on a stream of its own, s, so
- * it waits for no kernel of the legacy default stream). */
-static int dlpg__peer_flags(const dlpg__ipc_t *ipc, int q, cudaStream_t s, dlpg__ipc_flags_t *out) {
-  return cudaMemcpyAsync(out, ipc->peer[q], sizeof *out, cudaMemcpyDefault, s) == cudaSuccess &&
+/* Read rank q's counters of channel ch through its mapping (a small copy on a stream of
+ * its own, s, so it waits for no kernel of the legacy default stream). */
+static int dlpg__peer_flags(const dlpg__ipc_t *ipc, int ch, int q, cudaStream_t s,
+                            dlpg__ipc_flags_t *out) {
+  return cudaMemcpyAsync(out, dlpg__ipc_flags(ipc, ch, q), sizeof *out, cudaMemcpyDefault, s) ==
+             cudaSuccess &&
          cudaStreamSynchronize(s) == cudaSuccess;
 }
 
-/* Whether every peer has read what this rank staged for it. */
+/* Whether every peer has read what this rank staged for it: in the eager channel, against
+ * the host's numbers; in the captured one, against this rank's own device counters. */
 static int dlpg__peers_drained(const dlpg__ipc_t *ipc, cudaStream_t s) {
+  dlpg__ipc_flags_t g;
+  if (!dlpg__peer_flags(ipc, DLPG__IPC_GRAPH, ipc->rank, s, &g)) return 1;
   for (int q = 0; q < ipc->size; q++) {
     if (q == ipc->rank || !ipc->peer[q]) continue;
     dlpg__ipc_flags_t f;
+    if (!dlpg__peer_flags(ipc, DLPG__IPC_GRAPH, q, s, &f)) return 1;
+    if (f.done < g.done || f.taken[ipc->rank] < g.sent[q]) return 0;
     if (ipc->stream_wait) {
       /* The peers write what they read into this rank's own block. */
-      if (!dlpg__peer_flags(ipc, ipc->rank, s, &f)) return 1;
+      if (!dlpg__peer_flags(ipc, DLPG__IPC_EAGER, ipc->rank, s, &f)) return 1;
       if (f.in_done[q] < ipc->coll_seq || f.in_taken[q] < ipc->sent[q]) return 0;
       continue;
     }
-    if (!dlpg__peer_flags(ipc, q, s, &f)) return 1; /* unreadable: nothing to wait for */
+    if (!dlpg__peer_flags(ipc, DLPG__IPC_EAGER, q, s, &f)) return 1; /* unreadable: none to wait for */
     if (f.done < ipc->coll_seq || f.taken[ipc->rank] < ipc->sent[q]) return 0;
   }
   return 1;
@@ -313,6 +332,7 @@ void dlpg__ipc_destroy(dlpg__ipc_t *ipc) {
 void dlpg__ipc_free(dlpg__ipc_t *ipc) {
   if (!ipc) return;
   if (ipc->coll_last) cudaEventDestroy(ipc->coll_last);
+  if (ipc->graph_last) cudaEventDestroy(ipc->graph_last);
   for (int q = 0; q < ipc->size; q++) {
     if (ipc->send_last[q]) cudaEventDestroy(ipc->send_last[q]);
     if (ipc->recv_last[q]) cudaEventDestroy(ipc->recv_last[q]);

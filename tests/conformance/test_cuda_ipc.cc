@@ -1,7 +1,8 @@
 // The CUDA IPC path (plugin/nccl/ipc.h): ranks in forked processes that all drive cuda:0,
 // which NCCL refuses ("Duplicate GPU detected"), so every operation here runs on the IPC
-// path. Every op and dtype against host-computed references at 2, 3 and 4 ranks; small
-// staging buffers so collectives and transfers move in many steps; a peer that dies is
+// path. Every op and dtype (fp8 too, where the GPU has it) against host-computed references
+// at 2, 3 and 4 ranks; small staging buffers so collectives and transfers move in many
+// steps; CUDA graph capture and replay; a peer that dies is
 // named within the group's timeout (plus a second), and the survivor's GPU still works;
 // abort wakes a waiting kernel; 200 create/use/destroy cycles leak neither GPU memory nor
 // file descriptors. Skips without a GPU.
@@ -28,7 +29,7 @@ void EveryOp(int world) {
     CT_CUDA(cudaSetDevice(0));
     dlpg_group_t *g = MakeGroup(e.api, e.store, e.rank, world, "ipc_ops", 30);
     Matrix m{e.api, g, Layout{world, e.rank, {0}}};
-    m.Run(/*full=*/true, /*fp8=*/false);
+    m.Run(/*full=*/true, /*fp8=*/WantFp8());
     e.api->group_destroy(g);
   }));
 }
@@ -100,6 +101,101 @@ TEST(CudaIpc, RecvBeforeSendWithWorks) {
     Wait(e.api, ws);
     Wait(e.api, wr);
     CheckVec("recv", DT::F32, DLPG_SUM, rcv.Download(), Data(DT::F32, DLPG_SUM, 5, peer, n));
+    e.api->group_destroy(g);
+  }));
+}
+
+// Collectives and a send/receive pair captured into one CUDA graph after one eager
+// operation (which makes and maps the memory), replayed three times on new inputs: each
+// replay is a new exchange (the captured kernels number their steps on the device), right
+// against the references; large ones move in several steps of the captured channel's
+// smaller buffers, and eager operations between replays stay right.
+TEST(CudaIpc, GraphCaptureReplays) {
+  NEED_GPUS(1);
+  EXPECT_NO_FAILURES(RunProcs(2, 2, 180, [](Env &e) {
+    setenv("DLPG_NCCL_IPC_CHUNK_BYTES", "1048576", 1);  // captured channel: 256 KiB buffers
+    CT_CUDA(cudaSetDevice(0));
+    dlpg_group_t *g = MakeGroup(e.api, e.store, e.rank, 2, "ipc_graph", 30);
+    Matrix m{e.api, g, Layout{2, e.rank, {0}}};
+    m.Allreduce(DT::F32, DLPG_SUM, false, 1000, false);
+    const int peer = 1 - e.rank;
+    const int64_t small = 1000, big = 300007, pn = 100003;  // 1.2 MB and 400 KB: many steps
+    DevTensor a(0, DT::F32, small), b(0, DT::F32, big), bc(0, DT::F32, small);
+    DevTensor gin(0, DT::F32, small), gout(0, DT::F32, 2 * small);
+    DevTensor snd(0, DT::F32, pn), rcv(0, DT::F32, pn);
+    cudaStream_t s;
+    CT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    void *streams[1] = {s};
+    DLTensor *ta = a.dl(), *tb = b.dl(), *tbc = bc.dl(), *tgi = gin.dl(), *tgo = gout.dl();
+    CT_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    CT_OK(e.api, e.api->allreduce(g, &ta, nullptr, 1, DLPG_SUM, streams, nullptr));
+    CT_OK(e.api, e.api->allreduce(g, &tb, nullptr, 1, DLPG_MAX, streams, nullptr));
+    CT_OK(e.api, e.api->broadcast(g, &tbc, nullptr, 1, 1, streams, nullptr));
+    CT_OK(e.api, e.api->allgather(g, &tgi, &tgo, 1, streams, nullptr));
+    CT_OK(e.api, e.api->group_start(g));
+    CT_OK(e.api, e.api->send(g, snd.dl(), peer, 0, s, nullptr));
+    CT_OK(e.api, e.api->recv(g, rcv.dl(), peer, 0, s, nullptr));
+    CT_OK(e.api, e.api->group_end(g));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CT_CUDA(cudaStreamEndCapture(s, &graph));
+    CT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    for (uint64_t rep = 0; rep < 3; rep++) {
+      uint64_t k = 100 + rep;
+      a.Upload(Data(DT::F32, DLPG_SUM, k, e.rank, small));
+      b.Upload(Data(DT::F32, DLPG_MAX, k, e.rank, big));
+      bc.Upload(Data(DT::F32, DLPG_SUM, k + 10, e.rank, small));
+      gin.Upload(Data(DT::F32, DLPG_SUM, k + 20, e.rank, small));
+      snd.Upload(Data(DT::F32, DLPG_SUM, k + 30, e.rank, pn));
+      CT_CUDA(cudaDeviceSynchronize());
+      CT_CUDA(cudaGraphLaunch(exec, s));
+      CT_CUDA(cudaStreamSynchronize(s));
+      auto sum = Data(DT::F32, DLPG_SUM, k, 0, small), s1 = Data(DT::F32, DLPG_SUM, k, 1, small);
+      for (size_t j = 0; j < sum.size(); j++) sum[j] += s1[j];
+      auto mx = Data(DT::F32, DLPG_MAX, k, 0, big), m1 = Data(DT::F32, DLPG_MAX, k, 1, big);
+      for (size_t j = 0; j < mx.size(); j++) mx[j] = std::max(mx[j], m1[j]);
+      auto gw = Data(DT::F32, DLPG_SUM, k + 20, 0, small), g1 = Data(DT::F32, DLPG_SUM, k + 20, 1, small);
+      gw.insert(gw.end(), g1.begin(), g1.end());
+      CheckVec(CT_STR("captured allreduce, replay " << rep), DT::F32, DLPG_SUM, a.Download(), sum);
+      CheckVec(CT_STR("captured max allreduce, replay " << rep), DT::F32, DLPG_MAX, b.Download(), mx);
+      CheckVec(CT_STR("captured broadcast, replay " << rep), DT::F32, DLPG_SUM, bc.Download(),
+               Data(DT::F32, DLPG_SUM, k + 10, 1, small));
+      CheckVec(CT_STR("captured allgather, replay " << rep), DT::F32, DLPG_SUM, gout.Download(), gw);
+      CheckVec(CT_STR("captured recv, replay " << rep), DT::F32, DLPG_SUM, rcv.Download(),
+               Data(DT::F32, DLPG_SUM, k + 30, peer, pn));
+      m.Allreduce(DT::F32, DLPG_SUM, true, 70001, false);  // eager, between replays
+      m.SendRecv(DT::F32, 50001);
+    }
+    CT_CUDA(cudaGraphExecDestroy(exec));
+    CT_CUDA(cudaGraphDestroy(graph));
+    CT_CUDA(cudaStreamDestroy(s));
+    e.api->group_destroy(g);
+  }));
+}
+
+// A capture of a group's first CUDA operation cannot make and export its memory: the call
+// says so (run one eager operation first), the capture ends cleanly, and the group works.
+TEST(CudaIpc, CaptureBeforeFirstOperationIsRefused) {
+  NEED_GPUS(1);
+  EXPECT_NO_FAILURES(RunProcs(2, 2, 120, [](Env &e) {
+    CT_CUDA(cudaSetDevice(0));
+    dlpg_group_t *g = MakeGroup(e.api, e.store, e.rank, 2, "ipc_graph_first", 30);
+    DevTensor x(0, DT::F32, 100);
+    DLTensor *tx = x.dl();
+    cudaStream_t s;
+    CT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    void *streams[1] = {s};
+    CT_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    dlpg_status_t st = e.api->allreduce(g, &tx, nullptr, 1, DLPG_SUM, streams, nullptr);
+    std::string msg = st == DLPG_OK ? "" : e.api->last_error();
+    cudaGraph_t graph = nullptr;
+    CT_CUDA(cudaStreamEndCapture(s, &graph));
+    if (graph) CT_CUDA(cudaGraphDestroy(graph));
+    CT_EXPECT(st == DLPG_ERR_INVALID_ARGUMENT, e.api->status_name(st) << ": " << msg);
+    CT_EXPECT(msg.find("before capturing") != std::string::npos, msg);
+    Matrix m{e.api, g, Layout{2, e.rank, {0}}};
+    m.Allreduce(DT::F32, DLPG_SUM, false, 1000, false);
+    CT_CUDA(cudaStreamDestroy(s));
     e.api->group_destroy(g);
   }));
 }

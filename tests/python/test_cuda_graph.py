@@ -2,8 +2,10 @@
 the "dlpg" backend, in the pattern torch documents: warm-up on a side
 stream, then `with torch.cuda.graph(g):` in the default (global) capture error mode, each
 kind in a fresh process (the first capture of a process is the one that used to fail with
-cudaErrorStreamCaptureInvalidated). World size 1 on one GPU, 2 where two are lent; CuPy's
-stream capture where CuPy is installed. Skipped without CUDA."""
+cudaErrorStreamCaptureInvalidated). World size 1 on one GPU, 2 where two are lent, and 2
+processes sharing GPU 0 (the CUDA IPC path, whose captured operations number their steps on
+the device so that every replay is a new exchange); CuPy's stream capture where CuPy is
+installed. Skipped without CUDA."""
 
 import pytest
 
@@ -17,17 +19,17 @@ TORCH = ["all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_ten
 _cache = {}
 
 
-def _run(kind, world):
-    if cuda_devices() < world:
+def _run(kind, world, shared):
+    if cuda_devices() < (1 if shared else world):
         pytest.skip("needs %d CUDA devices" % world)
     if kind == "torch":
         require_torch_backend()
-    key = (kind, world)
+    key = (kind, world, shared)
     if key not in _cache:
         # torch.distributed meets on a TCPStore, dlpg.Group on a dlpg store, served here.
         with (torch_store() if kind == "torch" else dlpg_store()) as init:
             _cache[key] = run_ranks(workers_cuda_graph.graph_capture, world,
-                                    lambda r: (world, init, kind), deadline_s=180)
+                                    lambda r: (world, init, kind, shared), deadline_s=180)
     res = _cache[key]
     for rank, r in sorted(res.items()):
         if str(r.get("setup", "")).startswith("skip:"):
@@ -39,16 +41,17 @@ def _run(kind, world):
 
 def _cases():
     out = []
-    for world in (1, 2):
-        out += [("shim", op, world) for op in SHIM + (["send_recv"] if world > 1 else [])]
-        out += [("torch", op, world) for op in TORCH + (["batch_isend_irecv"] if world > 1 else [])]
-        out += [("cupy", "cupy_" + op, world)
+    for world, shared in ((1, False), (2, False), (2, True)):
+        out += [("shim", op, world, shared) for op in SHIM + (["send_recv"] if world > 1 else [])]
+        out += [("torch", op, world, shared)
+                for op in TORCH + (["batch_isend_irecv"] if world > 1 else [])]
+        out += [("cupy", "cupy_" + op, world, shared)
                 for op in ("allreduce", "broadcast", "reduce", "allgather", "reduce_scatter")]
     return out
 
 
-@pytest.mark.parametrize("kind,op,world", _cases())
-def test_capture(kind, op, world):
-    res = _run(kind, world)
+@pytest.mark.parametrize("kind,op,world,shared", _cases())
+def test_capture(kind, op, world, shared):
+    res = _run(kind, world, shared)
     for rank, r in sorted(res.items()):
         assert r.get(op) == "ok", "rank %d %s %s:\n%s" % (rank, kind, op, r.get(op))

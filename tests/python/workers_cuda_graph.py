@@ -6,19 +6,21 @@ import traceback
 from dlpg_workers import init_torch, use_backend
 
 
-def graph_capture(rank, world, init, kind, queue):
+def graph_capture(rank, world, init, kind, shared, queue):
     """CUDA-graph capture as torch documents it: warm up on a side stream, then capture in
     `with torch.cuda.graph(g):` (its own capture stream, default "global" error mode), then
     replay on new input values and compare with the reference. kind: "shim" (dlpg.Group on
     torch tensors), "torch" (torch.distributed on the "dlpg" backend), "cupy" (dlpg.Group
     on CuPy arrays, captured with CuPy's stream capture). Each kind runs in a fresh process:
     the reported failure was at a process's first capture. init: the (host, port) of the
-    TCPStore the test serves for torch.distributed, or the URL of its dlpg store."""
+    TCPStore the test serves for torch.distributed, or the URL of its dlpg store. shared:
+    every rank on GPU 0 (the CUDA IPC path) instead of GPU rank."""
     res = {}
+    gpu = 0 if shared else rank
     try:
         import torch
-        torch.cuda.set_device(rank)
-        dev = torch.device("cuda", rank)
+        torch.cuda.set_device(gpu)
+        dev = torch.device("cuda", gpu)
         if kind == "torch":
             use_backend()
             init_torch("dlpg", init, rank, world)
@@ -147,7 +149,7 @@ def graph_capture(rank, world, init, kind, queue):
         except ImportError:
             queue.put((rank, {"setup": "skip: CuPy is not installed"}))
             return
-        _cupy_captures(cupy, g, rank, W, n, res)
+        _cupy_captures(cupy, g, rank, gpu, W, n, res)
     try:
         torch.cuda.synchronize()
         if kind == "torch":
@@ -160,7 +162,7 @@ def graph_capture(rank, world, init, kind, queue):
     queue.put((rank, res))
 
 
-def _cupy_captures(cupy, g, rank, W, n, res):
+def _cupy_captures(cupy, g, rank, gpu, W, n, res):
     """Every dlpg.Group operation on CuPy arrays, captured with CuPy's stream capture in the
     global mode (warm-up on the same stream first), then replayed on new values."""
     mode = getattr(cupy.cuda.runtime, "streamCaptureModeGlobal", None)
@@ -168,7 +170,7 @@ def _cupy_captures(cupy, g, rank, W, n, res):
     def val(r, salt):
         return (cupy.arange(n, dtype=cupy.float32) % 17) * (r + 1) + salt
 
-    with cupy.cuda.Device(rank):
+    with cupy.cuda.Device(gpu):
         x = cupy.empty(n, cupy.float32)
         y = cupy.empty(n, cupy.float32)
         big = cupy.empty(W * n, cupy.float32)
