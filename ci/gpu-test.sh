@@ -5,26 +5,28 @@
 # ./gpu-logs), prints a summary table (suite, passed, failed, skipped) last and exits
 # non-zero on any failure.
 #
-# Suites, in order (GPU_TEST_SUITES selects, default "cuda cpu jax python bench jaxbench wheel"):
+# Suites, in order (GPU_TEST_SUITES selects, default "cuda ipc cpu jax python bench jaxbench wheel"):
 #   cuda    .gpu/bin/test_cuda (the NCCL path's conformance tests)
+#   ipc     .gpu/bin/test_cuda_ipc (ranks sharing GPU 0: the CUDA IPC path; one GPU is enough)
 #   cpu     the CPU conformance binaries (test_collectives, test_p2p, test_errors, ...)
 #   jax     builds .gpu/lib/libdlpg_xla.so against this machine's jaxlib (plugin/xla/build.sh),
 #           then tests/python/test_jax*.py and test_cross_framework*.py
-#   python  tests/python with the machine's python3 (PYTHONPATH=python_shim); without the
-#           files the jax suite ran when it is selected too
+#   python  tests/python with the machine's python3 (PYTHONPATH=python_shim, then the
+#           caller's PYTHONPATH: packages carried as wheels, Ray for one); without the files
+#           the jax suite ran when it is selected too
 #   bench   bench/run-gpu-bench.sh when .gpu/bin/dlpg-bench exists
 #   jaxbench  bench/jax_allreduce.py (dlpg.jax.allreduce against JAX's psum) -> jax-bench.md
 #   wheel   ci/gpu-wheel.sh: the wheel in .gpu/wheel (ci/wheel.sh's, built by ci/gpu-bundle.sh)
 #           installed in a fresh venv, a CUDA allreduce through torch "dlpg" and a jitted JAX
 #           allreduce with no DLPG_* variable
-# GPU_TEST_FILTER is passed to test_cuda as --gtest_filter.
+# GPU_TEST_FILTER is passed to test_cuda as --gtest_filter, GPU_IPC_FILTER to test_cuda_ipc.
 set -u
 cd "$(dirname "$0")/.."
 repo="$PWD"
 logdir="${1:-${OUT:-$repo/gpu-logs}}"
 mkdir -p "$logdir"
 logdir="$(cd "$logdir" && pwd)"
-suites="${GPU_TEST_SUITES:-cuda cpu jax python bench jaxbench wheel}"
+suites="${GPU_TEST_SUITES:-cuda ipc cpu jax python bench jaxbench wheel}"
 
 # NVLink multicast can take the shared GPUs out of service: off here and in every process
 # started from here (exported, so children inherit it).
@@ -94,7 +96,7 @@ run_pytest() {
   local suite="$1" limit="$2"; shift 2
   local log="$logdir/$suite.log"
   echo "== $suite: pytest $* with $(python3 --version 2>&1)"
-  PYTHONPATH="$repo/python_shim" PYTHONUNBUFFERED=1 timeout -k 10 "$limit" \
+  PYTHONPATH="$repo/python_shim${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 timeout -k 10 "$limit" \
     python3 -m pytest -q -rs -p no:cacheprovider "$@" >"$log" 2>&1
   local rc=$? last p f k
   last=$(grep -E '[0-9]+ (passed|failed|skipped|error)' "$log" | tail -1)
@@ -127,6 +129,11 @@ for s in $suites; do
       [ -n "${GPU_TEST_FILTER:-}" ] && args+=("--gtest_filter=$GPU_TEST_FILTER")
       run_gtest test_cuda .gpu/bin/test_cuda "${GPU_TEST_CUDA_LIMIT:-420}" "${args[@]}"
       ;;
+    ipc)
+      args=()
+      [ -n "${GPU_IPC_FILTER:-}" ] && args+=("--gtest_filter=$GPU_IPC_FILTER")
+      run_gtest test_cuda_ipc .gpu/bin/test_cuda_ipc "${GPU_TEST_IPC_LIMIT:-420}" "${args[@]}"
+      ;;
     cpu)
       for b in test_collectives test_p2p test_errors test_group; do
         [ -x ".gpu/bin/$b" ] && run_gtest "$b" ".gpu/bin/$b" "${GPU_TEST_CPU_LIMIT:-240}"
@@ -151,7 +158,9 @@ for s in $suites; do
         case " $suites " in *" jax "*)
           for f in tests/python/test_jax*.py tests/python/test_cross_framework*.py; do ignore+=("--ignore=$f"); done ;;
         esac
-        run_pytest python "${GPU_TEST_PY_LIMIT:-300}" tests/python "${ignore[@]}"
+        # GPU_TEST_PY_ARGS: pytest arguments instead of the whole folder (a few files, -k).
+        # shellcheck disable=SC2086
+        run_pytest python "${GPU_TEST_PY_LIMIT:-300}" ${GPU_TEST_PY_ARGS:-tests/python} "${ignore[@]}"
       else
         echo "== python: no tests/python; skipped"
       fi

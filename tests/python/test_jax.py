@@ -1,6 +1,7 @@
 """dlpg.jax inside jax.jit: JAX CPU-platform processes (dlpg's CPU path) at world sizes 1, 2
-and 3, the jax.distributed key-value store as rendezvous, world size 1 on CUDA, and two CUDA
-processes (skipped with fewer than two GPUs), each in the three ordering modes of
+and 3, the jax.distributed key-value store as rendezvous, world size 1 on CUDA, two CUDA
+processes (skipped with fewer than two GPUs), and 2 and 3 processes sharing GPU 0 (the CUDA
+IPC path; NCCL refuses them), each in the three ordering modes of
 dlpg.jax.init. Every rank checks every operation against a NumPy reference built from every
 rank's seeded random data, then initialises again after its finalize. Skipped where jax or
 libdlpg_xla.so (built only where jaxlib's FFI headers are) is missing."""
@@ -228,8 +229,12 @@ def _checks(rank, world, seed, platform):
 
 
 def _store_rank(rank, world, url, seed, platform, ordered, queue):
-    """A rank meeting the others on a dlpg TCP store URL (in one of dlpg.jax.init's modes)."""
-    if platform == "cuda" and world > 1:
+    """A rank meeting the others on a dlpg TCP store URL (in one of dlpg.jax.init's modes).
+    platform "cuda_shared": every rank on GPU 0."""
+    if platform == "cuda_shared":
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        platform = "cuda"
+    elif platform == "cuda" and world > 1:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(rank)
     os.environ["JAX_PLATFORMS"] = platform
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -365,4 +370,19 @@ def test_jax_two_processes(platform, ordered):
     with dlpg_store() as url:
         res = run_ranks(_store_rank, world, lambda r: (world, url, seed, platform, ordered),
                         deadline_s=150)
+    assert_ok(res, world)
+
+
+@MODES
+@pytest.mark.parametrize("world", [2, 3])
+def test_jax_processes_share_one_gpu(world, ordered):
+    # Several JAX processes on one GPU (each without preallocation): NCCL refuses them,
+    # dlpg's CUDA IPC path serves them under jit.
+    _skip_without_jax()
+    if cuda_devices() < 1:
+        pytest.skip("no CUDA device")
+    seed = random.randrange(1, 10 ** 6)
+    with dlpg_store() as url:
+        res = run_ranks(_store_rank, world, lambda r: (world, url, seed, "cuda_shared", ordered),
+                        deadline_s=240)
     assert_ok(res, world)

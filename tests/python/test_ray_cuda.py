@@ -1,6 +1,7 @@
 """dlpg.ray on CUDA: CuPy and torch CUDA tensors through ray.util.collective's "dlpg"
-backend, one GPU per actor (world size = the GPUs used), and the *_multigpu forms with two
-GPUs in one actor. Skips without CUDA; cases that need two GPUs skip, saying so, on one.
+backend, one GPU per actor (world size = the GPUs used), actors sharing one GPU through
+fractional num_gpus (dlpg's CUDA IPC path; NCCL refuses them), and the *_multigpu forms
+with two GPUs in one actor. Skips without CUDA; cases that need two GPUs skip, saying so, on one.
 References are computed here from the ranks' seeded draws (workers_ray.rank_data)."""
 
 import os
@@ -28,6 +29,9 @@ class GpuWorker(object):
     def __init__(self):
         import dlpg.ray as dr
         dr.register(timeout=120)
+
+    def gpu_ids(self):
+        return ray.get_gpu_ids()
 
     def init_group(self, world, rank, group):
         col.init_collective_group(world, rank, backend="dlpg", group_name=group)
@@ -112,10 +116,13 @@ def cluster():
         ray.shutdown()
 
 
-def _run(world, fw):
+def _run(world, fw, num_gpus=1):
     seed = SEED + world
-    actors = [GpuWorker.remote() for _ in range(world)]
-    group = "cuda-%s-%d" % (fw, world)
+    actors = [GpuWorker.options(num_gpus=num_gpus).remote() for _ in range(world)]
+    if num_gpus < 1:
+        ids = ray.get([a.gpu_ids.remote() for a in actors], timeout=180)
+        assert all(i == ids[0] for i in ids), "actors were given GPUs %s, not one" % ids
+    group = "cuda-%s-%d-%g" % (fw, world, num_gpus)
     ray.get([a.init_group.remote(world, r, group) for r, a in enumerate(actors)], timeout=180)
     res = dict(ray.get([a.ops.remote(group, fw, seed) for a in actors], timeout=180))
     d = w.rank_data
@@ -148,6 +155,14 @@ def test_two_actors_one_gpu_each(cluster, fw):
     if fw == "cupy":
         pytest.importorskip("cupy")
     _run(2, fw)
+
+
+@pytest.mark.parametrize("fw", ["cupy", "torch"])
+def test_actors_share_one_gpu(cluster, fw):
+    # num_gpus=0.5: Ray puts both actors on one GPU.
+    if fw == "cupy":
+        pytest.importorskip("cupy")
+    _run(2, fw, num_gpus=0.5)
 
 
 def test_multigpu_forms_two_gpus_one_actor(cluster):

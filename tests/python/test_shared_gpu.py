@@ -1,7 +1,8 @@
 """Ranks that share one GPU (NCCL refuses them: "Duplicate GPU detected"), through every
-binding with no user change: torch's "dlpg" backend with 2 and 3 processes on cuda:0
-(collectives against host references, DDP training equal to one process on the whole batch)
-and dlpg.Group on CuPy arrays. Skipped without CUDA."""
+binding with no user change: torch's "dlpg" backend with 2, 3 and 4 processes on cuda:0
+(collectives against host references, DDP and FSDP2 training equal to one CPU process on
+the whole batch) and dlpg.Group on CuPy arrays (dlpg.jax: test_jax; Ray: test_ray_cuda).
+Skipped without CUDA."""
 
 import pytest
 
@@ -14,7 +15,7 @@ def _need_gpu():
         pytest.skip("needs a CUDA device (torch.cuda.is_available() is False here)")
 
 
-@pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize("world", [2, 3, 4])
 def test_torch_ranks_share_gpu(world):
     _need_gpu()
     require_torch_backend()
@@ -24,7 +25,7 @@ def test_torch_ranks_share_gpu(world):
     for rank in range(world):
         r = res[rank]
         assert "setup" not in r, r["setup"]
-        for name in ("collectives", "ddp"):
+        for name in ("collectives", "ddp", "fsdp2"):
             assert r.get(name) == "ok", "rank %d %s:\n%s" % (rank, name, r.get(name))
         assert "teardown" not in r, r["teardown"]
 

@@ -1,6 +1,7 @@
 """Rank bodies of test_shared_gpu: every rank on cuda:0, which NCCL refuses and dlpg serves
-on its CUDA IPC path. torch: collectives against host-computed references and DDP training
-compared with one process training on the whole batch; dlpg.Group on CuPy arrays."""
+on its CUDA IPC path. torch: collectives against host-computed references, and DDP and FSDP2
+training compared with one CPU process training on the whole batch; dlpg.Group on CuPy
+arrays."""
 
 import traceback
 
@@ -47,19 +48,16 @@ def torch_shared(rank, world, init, steps, queue):
             np.testing.assert_array_equal(z.cpu().numpy(), _data(0, 4, 64))
         torch.cuda.synchronize()
 
-    def ddp():
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        torch.manual_seed(0)
-        ref = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 4))
-        model = DDP(torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(),
-                                        torch.nn.Linear(64, 4)).to(dev), device_ids=[0])
-        model.module.load_state_dict(ref.state_dict())
-        ref = ref.to(dev)
+    def mlp():
+        return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 4))
+
+    def train(model, ref, params):
+        """steps of SGD on this rank's batch of 8 (model, on cuda:0) and on the whole batch
+        (ref, one CPU process): the ranks' averaged mean-loss gradients are the whole
+        batch's, so the parameters must agree."""
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
         for step in range(steps):
-            # Every rank's batch of 8, and the whole batch for the one-process reference:
-            # DDP's average of the ranks' mean-loss gradients is the whole batch's.
             g = torch.Generator().manual_seed(step)
             xs = torch.randn(world, 8, 32, generator=g)
             ys = torch.randn(world, 8, 4, generator=g)
@@ -67,14 +65,39 @@ def torch_shared(rank, world, init, steps, queue):
             torch.nn.functional.mse_loss(model(xs[rank].to(dev)), ys[rank].to(dev)).backward()
             opt.step()
             ropt.zero_grad()
-            torch.nn.functional.mse_loss(ref(xs.reshape(-1, 32).to(dev)),
-                                         ys.reshape(-1, 4).to(dev)).backward()
+            torch.nn.functional.mse_loss(ref(xs.reshape(-1, 32)), ys.reshape(-1, 4)).backward()
             ropt.step()
-        for a, b in zip(model.module.parameters(), ref.parameters()):
-            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+        for a, b in zip(params(), ref.parameters()):
+            torch.testing.assert_close(a.detach().cpu(), b.detach(), rtol=1e-4, atol=1e-5)
+
+    def ddp():
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        torch.manual_seed(0)
+        ref = mlp()
+        model = DDP(mlp().to(dev), device_ids=[0])
+        model.module.load_state_dict(ref.state_dict())
+        train(model, ref, model.module.parameters)
+
+    def fsdp2():
+        from torch.distributed.device_mesh import init_device_mesh
+        try:
+            from torch.distributed.fsdp import fully_shard
+        except ImportError:  # torch before 2.6
+            from torch.distributed._composable.fsdp import fully_shard
+        torch.manual_seed(0)
+        ref = mlp()
+        model = mlp().to(dev)
+        model.load_state_dict(ref.state_dict())
+        mesh = init_device_mesh("cuda", (world,))
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        train(model, ref, lambda: (p.full_tensor() for p in model.parameters()))
 
     run_check(res, "collectives", collectives)
     run_check(res, "ddp", ddp)
+    run_check(res, "fsdp2", fsdp2)
     try:
         dist.destroy_process_group()
     except Exception:  # noqa: BLE001
