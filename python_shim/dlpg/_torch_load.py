@@ -103,8 +103,8 @@ def cached_build(stamp, verbose=False):
     with open(os.path.join(folder, ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
         if spec.read_stamp(folder) != stamp or not os.path.exists(so):
-            print("dlpg.torch: building the C++ backend for %s into %s (once per torch; a "
-                  "minute or more)" % (stamp.split(";")[0], folder), file=sys.stderr, flush=True)
+            print("dlpg.torch: building the C++ backend for %s into %s (once per torch; "
+                  "about 30 s on 2 cores)" % (stamp.split(";")[0], folder), file=sys.stderr, flush=True)
             build(folder, stamp, verbose=verbose)
     return so
 
