@@ -95,7 +95,8 @@ typedef enum dlpg__ipc_type {
   DLPG__IPC_F8E4M3, DLPG__IPC_F8E5M2
 } dlpg__ipc_type_t;
 typedef enum dlpg__ipc_rop {
-  DLPG__IPC_SUM, DLPG__IPC_PROD, DLPG__IPC_MAX, DLPG__IPC_MIN, DLPG__IPC_AVG
+  DLPG__IPC_SUM, DLPG__IPC_PROD, DLPG__IPC_MAX, DLPG__IPC_MIN, DLPG__IPC_AVG,
+  DLPG__IPC_PREMUL   /* a sum, times the step's scalar */
 } dlpg__ipc_rop_t;
 
 /* One collective step, by value to the kernels. Pointers are this device's views (peers'
@@ -103,6 +104,7 @@ typedef enum dlpg__ipc_rop {
 typedef struct dlpg__ipc_step {
   int kind;                 /* dlpg__ipc_step_kind_t */
   int type, rop;            /* reducing kinds */
+  double scalar;            /* DLPG__IPC_PREMUL's factor */
   int rank, size, root;
   unsigned long long seq;   /* the step, from 1 */
   long long len;            /* elements (bytes for movement kinds) per rank part */

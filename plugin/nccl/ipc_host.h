@@ -1,7 +1,8 @@
 /* The host side of the CUDA IPC path (ipc.h says the protocol): which path a group's CUDA
  * operations take (route.c), the group's staging allocation and its peers' mappings
  * (ipc_state.c), and the operations as kernel launches with their work pollers
- * (ipc_issue.c). Calls go one way: issue.c -> route.c -> ipc_issue.c -> ipc_state.c. */
+ * (ipc_issue.c; the rooted and uneven kinds as parts of the others, ipc_expand.c). Calls go
+ * one way: issue.c -> route.c -> ipc_issue.c -> ipc_state.c. */
 #ifndef DLPG_NCCL_IPC_HOST_H_
 #define DLPG_NCCL_IPC_HOST_H_
 
@@ -138,6 +139,13 @@ void dlpg__ipc_release(dlpg__ipc_t *ipc);
 void dlpg__ipc_watch_stop(dlpg__ipc_t *ipc);
 /* Whether every op the watchdog follows completed (or none is followed). */
 int dlpg__ipc_watch_idle(dlpg__ipc_t *ipc);
+
+/* ipc_expand.c: whether op is one of the rooted or uneven kinds the path runs as its own
+ * operations, and those parts (at most 2 x size per op, appended at parts[*n], with no
+ * work); this rank's own block is copied on op's stream here. */
+int dlpg__ipc_expands(const dlpg__be_op_t *op);
+dlpg_status_t dlpg__ipc_expand(const char *fn, const dlpg__be_op_t *op, int me, int size,
+                               dlpg__be_op_t *parts, int *n);
 
 /* ipc_issue.c: run a batch on the IPC path (every op of one group, one tensor each). */
 dlpg_status_t dlpg__ipc_issue(const char *fn, dlpg__be_op_t *const *ops, int n);

@@ -22,8 +22,7 @@
 
 static dlpg_status_t dlpg__ipc_unsupported(const char *fn, const char *what) {
   return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: %s on the CUDA IPC path (ranks sharing a GPU); "
-                     "it serves allreduce, reduce, broadcast, allgather, reduce_scatter, "
-                     "alltoall, send and recv of one tensor", fn, what);
+                     "it serves the collectives, send and recv of one tensor per rank", fn, what);
 }
 
 /* The kernels' element type and reduce op of a reducing op. */
@@ -53,6 +52,7 @@ static dlpg_status_t dlpg__ipc_types(const char *fn, const dlpg__be_op_t *op, in
     case DLPG_MAX: *rop = DLPG__IPC_MAX; break;
     case DLPG_MIN: *rop = DLPG__IPC_MIN; break;
     case DLPG_AVG: *rop = DLPG__IPC_AVG; break;
+    case DLPG_PREMUL_SUM: *rop = DLPG__IPC_PREMUL; break;
     default:
       snprintf(what, sizeof what, "reduce op %s is not available", dlpg__reduce_op_name(op->rop));
       return dlpg__ipc_unsupported(fn, what);
@@ -126,12 +126,14 @@ static dlpg_status_t dlpg__ipc_collective(const char *fn, dlpg__ipc_t *ipc, cons
     case DLPG__OP_REDUCE:
       p.kind = op->kind == DLPG__OP_ALLREDUCE ? DLPG__IPC_ALLREDUCE : DLPG__IPC_REDUCE;
       DLPG_CHECK(dlpg__ipc_types(fn, op, &p.type, &p.rop));
+      p.scalar = dlpg__be_op_scalar(op);
       p.esize = (int)(in->nbytes / (size_t)(in->numel ? in->numel : 1));
       total = in->numel;
       break;
     case DLPG__OP_REDUCE_SCATTER:
       p.kind = DLPG__IPC_REDUCE_SCATTER;
       DLPG_CHECK(dlpg__ipc_types(fn, op, &p.type, &p.rop));
+      p.scalar = dlpg__be_op_scalar(op);
       p.esize = (int)(out->nbytes / (size_t)(out->numel ? out->numel : 1));
       total = out->numel;
       p.src_stride = total;
@@ -338,7 +340,7 @@ static dlpg_status_t dlpg__ipc_check_op(const char *fn, const dlpg__be_op_t *op,
     case DLPG__OP_SEND: case DLPG__OP_RECV:
       break;
     default:
-      return dlpg__ipc_unsupported(fn, dlpg__op_name(op->kind));
+      if (!dlpg__ipc_expands(op)) return dlpg__ipc_unsupported(fn, dlpg__op_name(op->kind));
   }
   if (op->kind == DLPG__OP_ALLTOALL && op->in[0].ptr == op->out[0].ptr && op->in[0].nbytes)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: input and output are the same memory "
@@ -433,6 +435,48 @@ static dlpg_status_t dlpg__ipc_run(const char *fn, dlpg__ipc_t *ipc, dlpg__be_op
   return s;
 }
 
+/* The device an op runs on: its input's, or its output's where it has no input (scatter
+ * off the root). */
+static int dlpg__ipc_op_dev(const dlpg__be_op_t *op) {
+  return op->in[0].ptr || !op->out[0].ptr ? op->in[0].device_id : op->out[0].device_id;
+}
+
+/* Run the batch, the rooted and uneven kinds as their parts (ipc_expand.c), then give each
+ * of those its work after its parts, on its stream. */
+static dlpg_status_t dlpg__ipc_run_all(const char *fn, dlpg__ipc_t *ipc, dlpg__be_op_t *const *ops,
+                                       int n, int captured) {
+  int nexp = 0;
+  for (int k = 0; k < n; k++) nexp += dlpg__ipc_expands(ops[k]);
+  size_t cap = (size_t)n + (size_t)nexp * 2 * (size_t)ipc->size;
+  dlpg__be_op_t *parts = nexp ? calloc((size_t)nexp * 2 * (size_t)ipc->size, sizeof *parts) : NULL;
+  dlpg__be_op_t **run = calloc(cap, sizeof *run);
+  cudaStream_t *streams = calloc(cap, sizeof *streams);
+  dlpg_status_t s = DLPG_OK;
+  if ((nexp && !parts) || !run || !streams) s = dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
+  int nrun = 0, np = 0;
+  for (int k = 0; k < n && s == DLPG_OK; k++) {
+    if (!dlpg__ipc_expands(ops[k])) {
+      run[nrun++] = ops[k];
+      continue;
+    }
+    int from = np;
+    s = dlpg__ipc_expand(fn, ops[k], ipc->rank, ipc->size, parts, &np);
+    for (int i = from; i < np; i++) run[nrun++] = &parts[i];
+  }
+  if (s == DLPG_OK && nrun > 0) s = dlpg__ipc_run(fn, ipc, run, nrun, streams, captured);
+  pthread_mutex_lock(&ipc->mu);
+  for (int k = 0; k < n && s == DLPG_OK; k++) {
+    if (!dlpg__ipc_expands(ops[k]) || !ops[k]->work) continue;
+    if (captured) dlpg__nccl_work_complete(ops[k]->work, DLPG_OK, NULL);
+    else s = dlpg__ipc_attach(fn, ipc, ops[k], (cudaStream_t)ops[k]->streams[0]);
+  }
+  pthread_mutex_unlock(&ipc->mu);
+  free(parts);
+  free(run);
+  free(streams);
+  return s;
+}
+
 dlpg_status_t dlpg__ipc_issue(const char *fn, dlpg__be_op_t *const *ops, int n) {
   int captured = 0;
   for (int k = 0; k < n; k++) {
@@ -455,7 +499,7 @@ dlpg_status_t dlpg__ipc_issue(const char *fn, dlpg__be_op_t *const *ops, int n) 
                          "which cannot happen under graph capture; run one operation of the "
                          "group before capturing", fn, st->name);
   }
-  int dev = ops[0]->in[0].device_id, cur = -1;
+  int dev = dlpg__ipc_op_dev(ops[0]), cur = -1;
   cudaGetDevice(&cur);
   if (cur != dev)
     DLPG_CHECK(dlpg__cuda_result(cudaSetDevice(dev), fn, "cudaSetDevice"));
@@ -463,10 +507,7 @@ dlpg_status_t dlpg__ipc_issue(const char *fn, dlpg__be_op_t *const *ops, int n) 
   dlpg_status_t s = dlpg__ipc_get(fn, st, dev, &ipc);
   /* A group whose kernels failed (a peer that never came, an abort) stays failed. */
   if (s == DLPG_OK) s = dlpg__ipc_failure(fn, ipc);
-  cudaStream_t stack[4], *streams = n <= 4 ? stack : calloc((size_t)n, sizeof *streams);
-  if (s == DLPG_OK && !streams) s = dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
-  if (s == DLPG_OK) s = dlpg__ipc_run(fn, ipc, ops, n, streams, captured);
-  if (streams != stack) free(streams);
+  if (s == DLPG_OK) s = dlpg__ipc_run_all(fn, ipc, ops, n, captured);
   if (cur >= 0 && cur != dev) cudaSetDevice(cur);
   return s;
 }

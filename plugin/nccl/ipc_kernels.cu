@@ -206,13 +206,49 @@ __device__ __forceinline__ unsigned long long StepSeq(const dlpg__ipc_step_t &p)
   return p.devseq ? Load(&p.flags[p.rank]->done) + 1 : p.seq;
 }
 
+// dst[i] = src[i] * s in T (16-bit floats through float), for i < n: premul_sum's factor,
+// this rank's own, applied to its input before the peers sum it.
+template <typename T>
+__device__ void ScaleInto(T *dst, const T *src, long long n, double s) {
+  using A = typename Acc<T>::type;
+  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const long long nth = (long long)gridDim.x * blockDim.x;
+  for (long long i = tid; i < n; i += nth) dst[i] = FromAcc<T>((A)(ToAcc<T>(LoadCg(src + i)) * (A)s));
+}
+
+__device__ void Scale(const dlpg__ipc_step_t &p, char *dst, const char *src) {
+  switch (p.type) {
+    case DLPG__IPC_F32: ScaleInto((float *)dst, (const float *)src, p.len, p.scalar); break;
+    case DLPG__IPC_F16: ScaleInto((__half *)dst, (const __half *)src, p.len, p.scalar); break;
+    case DLPG__IPC_BF16:
+      ScaleInto((__nv_bfloat16 *)dst, (const __nv_bfloat16 *)src, p.len, p.scalar);
+      break;
+    case DLPG__IPC_F64: ScaleInto((double *)dst, (const double *)src, p.len, p.scalar); break;
+    case DLPG__IPC_F8E4M3:
+      ScaleInto((__nv_fp8_e4m3 *)dst, (const __nv_fp8_e4m3 *)src, p.len, p.scalar);
+      break;
+    case DLPG__IPC_F8E5M2:
+      ScaleInto((__nv_fp8_e5m2 *)dst, (const __nv_fp8_e5m2 *)src, p.len, p.scalar);
+      break;
+    default: CopyBytes(dst, src, p.len * p.esize); break;  // rules.c: premul_sum on floats only
+  }
+}
+
 // This rank's part of step seq into its buffer (every thread of the grid takes a share).
 __device__ void PutBody(const dlpg__ipc_step_t &p, unsigned long long seq) {
   const long long seg = p.len * p.esize;
   char *mine = p.buf[seq & 1][p.rank];
+  const bool premul = p.rop == DLPG__IPC_PREMUL &&
+                      (p.kind == DLPG__IPC_ALLREDUCE || p.kind == DLPG__IPC_REDUCE ||
+                       p.kind == DLPG__IPC_REDUCE_SCATTER);
   if (p.kind == DLPG__IPC_REDUCE_SCATTER || p.kind == DLPG__IPC_ALLTOALL) {
-    for (int q = 0; q < p.size; q++)
-      CopyBytes(mine + q * seg, p.src + q * p.src_stride * p.esize, seg);
+    for (int q = 0; q < p.size; q++) {
+      const char *from = p.src + q * p.src_stride * p.esize;
+      if (premul) Scale(p, mine + q * seg, from);
+      else CopyBytes(mine + q * seg, from, seg);
+    }
+  } else if (premul) {
+    Scale(p, mine, p.src);
   } else {
     CopyBytes(mine, p.src, seg);
   }

@@ -1,15 +1,16 @@
 // The CUDA IPC path (plugin/nccl/ipc.h): ranks in forked processes that all drive cuda:0,
 // which NCCL refuses ("Duplicate GPU detected"), so every operation here runs on the IPC
-// path. Every op and dtype (fp8 too, where the GPU has it) against host-computed references
-// at 2, 3 and 4 ranks; small staging buffers so collectives and transfers move in many
-// steps; CUDA graph capture and replay; a peer that dies is
-// named within the group's timeout (plus a second), and the survivor's GPU still works;
-// abort wakes a waiting kernel; 200 create/use/destroy cycles leak neither GPU memory nor
-// file descriptors. Skips without a GPU.
+// path. Every op (the rooted and uneven ones too) and dtype (fp8 too, where the GPU has it)
+// against host-computed references at 2, 3 and 4 ranks; small staging buffers so
+// collectives and transfers move in many steps; CUDA graph capture and replay; a peer that
+// dies is named within the group's timeout (plus a second), and the survivor's GPU still
+// works; abort wakes a waiting kernel; 200 create/use/destroy cycles leak neither GPU memory
+// nor file descriptors. Skips without a GPU.
 #include <csignal>
 #include <cstdlib>
 
 #include "cuda_matrix.h"
+#include "cuda_vmatrix.h"
 
 namespace {
 
@@ -80,6 +81,20 @@ TEST(CudaIpc, KernelWaitsOneBlockAndGridSteps) {
     m.Broadcast(DT::U8, 2, false, 70001);
     m.Allgather(DT::I64, 2001);
     e.api->group_destroy(g);
+  }));
+}
+
+// The rooted and uneven collectives (cuda_vmatrix.h) with 3 ranks on GPU 0: gather,
+// scatter, allgatherv and alltoallv run as the path's sends and receives, reduce_scatter_v
+// as one reduce per rank (premul_sum scaling each rank's input by its own factor).
+TEST(CudaIpc, RootedAndUnevenThreeRanks) {
+  NEED_GPUS(1);
+  EXPECT_NO_FAILURES(RunProcs(3, 3, 240, [](Env &e) {
+    CT_CUDA(cudaSetDevice(0));
+    dlpg_group_t *g = MakeGroup(e.api, e.store, e.rank, 3, "ipc_vcoll", 30);
+    vcoll::VMatrix m{e.api, g, 3, e.rank, 0};
+    m.Run();
+    CT_OK(e.api, e.api->group_destroy(g));
   }));
 }
 
