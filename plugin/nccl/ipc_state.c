@@ -49,7 +49,7 @@ static dlpg_status_t dlpg__ipc_create(const char *fn, struct dlpg__nccl *st, int
     mps = -1;
   }
   ipc->mps = mps;
-  ipc->stream_wait = dlpg__ipc_wait_stream(mps);
+  ipc->stream_wait = dlpg__ipc_wait_stream();
   if (ipc->stream_wait && !dlpg__ipc_memops_loaded()) {
     free(ipc);
     return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: group '%s': DLPG_NCCL_IPC_WAIT=stream needs "
@@ -181,8 +181,7 @@ dlpg_status_t dlpg__ipc_map(const char *fn, dlpg__ipc_t *ipc, int q, double dead
                        (unsigned long long)rec.chunk, ipc->rank, ipc->chunk[DLPG__IPC_EAGER]);
   if (rec.stream_wait != ipc->stream_wait)
     return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: group '%s': rank %d waits for its peers "
-                       "with %s, rank %d with %s (set DLPG_NCCL_IPC_WAIT alike on every rank; auto "
-                       "picks kernel for a process under MPS, stream for one outside it)",
+                       "with %s, rank %d with %s (set DLPG_NCCL_IPC_WAIT alike on every rank)",
                        fn, st->name, q, rec.stream_wait ? "stream" : "kernel", ipc->rank,
                        ipc->stream_wait ? "stream" : "kernel");
   pthread_mutex_lock(&ipc->mu);

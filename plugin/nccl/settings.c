@@ -28,13 +28,13 @@ const dlpg__be_param_t dlpg__nccl_params[DLPG__NCCL_NPARAMS] = {
         "CUDA IPC path: bytes of each of a rank's two staging buffers per group (a larger "
         "collective moves through them in steps, each a wait for the peers); every rank must "
         "use the same"},
-    [DLPG__NCCL_PARAM_IPC_WAIT] = {"DLPG_NCCL_IPC_WAIT", "auto", DLPG__BE_PARAM_CACHED,
-        "CUDA IPC path: how a rank waits for its peers: auto (default: kernel when the GPU's "
-        "contexts are shared through MPS, else stream), stream (stream memory operations wait, "
-        "the GPU runs other processes' work meanwhile, a watchdog thread ends a wait at the "
-        "group's timeout) or kernel (the kernels spin, bounded by the GPU's timer: for ranks "
-        "under MPS, where kernels of several processes run side by side; without MPS each "
-        "wait holds the GPU for a time slice); every rank must use the same"},
+    [DLPG__NCCL_PARAM_IPC_WAIT] = {"DLPG_NCCL_IPC_WAIT", "stream", DLPG__BE_PARAM_CACHED,
+        "CUDA IPC path: how a rank waits for its peers: stream (default: stream memory "
+        "operations wait, the GPU runs other processes' work meanwhile, a watchdog thread ends "
+        "a wait at the group's timeout) or kernel (the kernels spin, bounded by the GPU's "
+        "timer: under MPS the lowest latency, but a torch benchmark under MPS did not finish "
+        "with it; without MPS each wait holds the GPU for a time slice); every rank must use "
+        "the same"},
 };
 
 dlpg__cuda_path_t dlpg__cuda_path(void) {
@@ -46,16 +46,12 @@ dlpg__cuda_path_t dlpg__cuda_path(void) {
   return DLPG__CUDA_AUTO;
 }
 
-int dlpg__ipc_wait_stream(int mps) {
+int dlpg__ipc_wait_stream(void) {
   const char *m = dlpg__nccl_param_str(&dlpg__nccl_params[DLPG__NCCL_PARAM_IPC_WAIT]);
-  if (m && strcmp(m, "stream") == 0) return 1;
-  if (m && strcmp(m, "kernel") == 0) return 0;
-  if (m && m[0] && strcmp(m, "auto") != 0)
-    DLPG_NCCL_WARN(-1, "DLPG_NCCL_IPC_WAIT=\"%s\" is not auto, stream or kernel; using auto", m);
-  /* Under MPS two processes' spinning kernels answered each other in 5 us a round trip,
-   * stream waits around kernels took 12.6 us a step (bench/cuda_share_probe.cu, an H100);
-   * without MPS a waiting kernel holds the GPU for a time slice (4.5 ms a round trip). */
-  return mps != 1;
+  if (!m || !m[0] || strcmp(m, "stream") == 0) return 1;
+  if (strcmp(m, "kernel") == 0) return 0;
+  DLPG_NCCL_WARN(-1, "DLPG_NCCL_IPC_WAIT=\"%s\" is not stream or kernel; using stream", m);
+  return 1;
 }
 
 size_t dlpg__ipc_chunk_bytes(void) {

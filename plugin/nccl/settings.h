@@ -45,9 +45,8 @@ dlpg__cuda_path_t dlpg__cuda_path(void);
 /* DLPG_NCCL_IPC_CHUNK_BYTES: bytes of each of the IPC path's two collective buffers. */
 size_t dlpg__ipc_chunk_bytes(void);
 /* DLPG_NCCL_IPC_WAIT: 1 when the IPC path's waits are stream memory operations, 0 when
- * its kernels wait; auto picks from mps (1: the device's contexts are shared through MPS,
- * 0: not, -1: not known). */
-int dlpg__ipc_wait_stream(int mps);
+ * its kernels wait. */
+int dlpg__ipc_wait_stream(void);
 
 #ifdef __cplusplus
 }
