@@ -31,7 +31,6 @@ enum { DLPG__IPC_EAGER = 0, DLPG__IPC_GRAPH = 1, DLPG__IPC_NCHAN = 2 };
 typedef struct dlpg__ipc {
   struct dlpg__nccl *st;
   int rank, size, dev;
-  int mps;                    /* cudaDevAttrMpsEnabled of dev (-1: not known) */
   /* Per channel: where it starts in the allocation (its flags block, then two collective
    * buffers of chunk bytes, then two mailboxes of mbox bytes per peer). */
   size_t off[DLPG__IPC_NCHAN], chunk[DLPG__IPC_NCHAN], mbox[DLPG__IPC_NCHAN];

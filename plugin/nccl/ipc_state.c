@@ -48,7 +48,6 @@ static dlpg_status_t dlpg__ipc_create(const char *fn, struct dlpg__nccl *st, int
     cudaGetLastError();
     mps = -1;
   }
-  ipc->mps = mps;
   ipc->stream_wait = dlpg__ipc_wait_stream();
   if (ipc->stream_wait && !dlpg__ipc_memops_loaded()) {
     free(ipc);
