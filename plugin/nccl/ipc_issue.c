@@ -449,8 +449,11 @@ static dlpg_status_t dlpg__ipc_run_all(const char *fn, dlpg__ipc_t *ipc, dlpg__b
   for (int k = 0; k < n; k++) nexp += dlpg__ipc_expands(ops[k]);
   size_t cap = (size_t)n + (size_t)nexp * 2 * (size_t)ipc->size;
   dlpg__be_op_t *parts = nexp ? calloc((size_t)nexp * 2 * (size_t)ipc->size, sizeof *parts) : NULL;
-  dlpg__be_op_t **run = calloc(cap, sizeof *run);
-  cudaStream_t *streams = calloc(cap, sizeof *streams);
+  /* A batch of a few ops (most calls: one) needs no allocation on the issue path. */
+  dlpg__be_op_t *run_stack[8];
+  cudaStream_t streams_stack[8];
+  dlpg__be_op_t **run = cap <= 8 ? run_stack : calloc(cap, sizeof *run);
+  cudaStream_t *streams = cap <= 8 ? streams_stack : calloc(cap, sizeof *streams);
   dlpg_status_t s = DLPG_OK;
   if ((nexp && !parts) || !run || !streams) s = dlpg__error(DLPG_ERR_SYSTEM, "%s: out of memory", fn);
   int nrun = 0, np = 0;
@@ -472,8 +475,8 @@ static dlpg_status_t dlpg__ipc_run_all(const char *fn, dlpg__ipc_t *ipc, dlpg__b
   }
   pthread_mutex_unlock(&ipc->mu);
   free(parts);
-  free(run);
-  free(streams);
+  if (run != run_stack) free(run);
+  if (streams != streams_stack) free(streams);
   return s;
 }
 
