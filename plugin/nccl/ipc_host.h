@@ -27,6 +27,37 @@ extern "C" {
 /* The channels (ipc.h): operations issued outside graph capture, and captured ones. */
 enum { DLPG__IPC_EAGER = 0, DLPG__IPC_GRAPH = 1, DLPG__IPC_NCHAN = 2 };
 
+/* One tensor a rank offers its peers for an in-place collective (ipc_direct.c): the
+ * allocation holding it, as its owner sees it, and where in it the tensor starts. */
+typedef struct dlpg__ipc_part {
+  cudaIpcMemHandle_t handle;
+  uint64_t base, size, id;   /* the owner's address, bytes and buffer id of the allocation */
+  uint64_t off;              /* the tensor's offset in it */
+} dlpg__ipc_part_t;
+/* A rank's offer at one such collective: cap 0 when one of its tensors cannot be exported
+ * (memory of the VMM API or of a stream-ordered pool, host memory). */
+typedef struct dlpg__ipc_offer {
+  int32_t cap, pad;
+  dlpg__ipc_part_t part[2];  /* input, output */
+} dlpg__ipc_offer_t;
+
+/* A peer's allocation mapped for in-place collectives, kept for the next ones; the event
+ * follows its last use (closed only once that completed). */
+typedef struct dlpg__ipc_import {
+  int q;
+  uint64_t id, base, size;
+  char *ptr;
+  cudaEvent_t used;
+  unsigned long long tick;
+} dlpg__ipc_import_t;
+#define DLPG__IPC_IMPORTS 32
+/* This rank's allocations exported so far, by buffer id (unique in a process's lifetime). */
+typedef struct dlpg__ipc_export {
+  uint64_t id;
+  cudaIpcMemHandle_t handle;
+} dlpg__ipc_export_t;
+#define DLPG__IPC_EXPORTS 32
+
 /* One group's IPC path on this rank (st->ipc), made at its first IPC operation. */
 typedef struct dlpg__ipc {
   struct dlpg__nccl *st;
@@ -56,6 +87,20 @@ typedef struct dlpg__ipc {
   cudaStream_t own[2][DLPG__IPC_MAX_RANKS];
   cudaEvent_t fork_ev;
   int destroyed;
+  /* In-place collectives (ipc_direct.c): every rank's board (ipc_board.c) and its name,
+   * the smallest such collective in bytes (0: none), the last one's number, which peers
+   * live in this process, and the allocations mapped and exported. */
+  struct dlpg__ipc_board *board[DLPG__IPC_MAX_RANKS];
+  char board_name[64];
+  size_t direct_bytes;
+  unsigned long long direct_n;
+  int same_proc[DLPG__IPC_MAX_RANKS];
+  dlpg__ipc_import_t imports[DLPG__IPC_IMPORTS];
+  int nimports;
+  unsigned long long tick;
+  dlpg__ipc_export_t exports[DLPG__IPC_EXPORTS];
+  int nexports;
+  int direct_said, staged_said;  /* the INFO lines said once per group: bit per DLPG__MEET_* */
   /* Stream-wait mode (ipc_watch.c): the ops in flight, oldest first, each with the event
    * recorded after it, its deadline and what it waits for; a thread that ends the waits of
    * an op past its deadline (or of an aborted group) by writing this rank's own counters
@@ -79,7 +124,7 @@ typedef struct dlpg__ipc {
   int watch_stop;
 } dlpg__ipc_t;
 
-enum { DLPG__IPC_PEND_COLL, DLPG__IPC_PEND_SEND, DLPG__IPC_PEND_RECV };
+enum { DLPG__IPC_PEND_COLL, DLPG__IPC_PEND_SEND, DLPG__IPC_PEND_RECV, DLPG__IPC_PEND_DIRECT };
 
 /* route.c: which ops of the batch run on the IPC path (is_ipc[k] = 1; *nipc of them) and
  * which on NCCL; decides, once per group for collectives and once per pair for sends and
@@ -138,6 +183,31 @@ void dlpg__ipc_release(dlpg__ipc_t *ipc);
 void dlpg__ipc_watch_stop(dlpg__ipc_t *ipc);
 /* Whether every op the watchdog follows completed (or none is followed). */
 int dlpg__ipc_watch_idle(dlpg__ipc_t *ipc);
+
+/* ipc_board.c: this rank's board (a shared-memory object whose name goes to the peers in
+ * its record), a peer's (mapped by name), and unmapping them all. */
+dlpg_status_t dlpg__ipc_board_create(const char *fn, dlpg__ipc_t *ipc, char *name, size_t cap);
+dlpg_status_t dlpg__ipc_board_join(const char *fn, dlpg__ipc_t *ipc, int q, const char *name);
+void dlpg__ipc_board_free(dlpg__ipc_t *ipc);
+/* ipc_board.c: offer mine for in-place operation n and read every peer's into theirs[q];
+ * 1 when every rank offered and can (within window_s), else 0 and why (DLPG__MEET_*: rank
+ * *who cannot export its tensor, did not come in time, or ran the operation staged). Then vote (commit: this rank
+ * offered, saw every offer and mapped what it reads); *direct says whether every rank
+ * committed. An error only when a peer that offered never voted (the group failed). */
+enum { DLPG__MEET_OK, DLPG__MEET_CANNOT, DLPG__MEET_LATE, DLPG__MEET_STAGED, DLPG__MEET_UNMAPPED };
+int dlpg__ipc_board_meet(dlpg__ipc_t *ipc, unsigned long long n, const dlpg__ipc_offer_t *mine,
+                         dlpg__ipc_offer_t *theirs, double window_s, int *who, int *why);
+dlpg_status_t dlpg__ipc_board_vote(const char *fn, dlpg__ipc_t *ipc, unsigned long long n,
+                                   int commit, int *direct);
+
+/* ipc_direct.c: run collective op in place (reading the peers' tensors) when it is large
+ * enough and every rank agrees (*ran = 1), else leave it to the staged path (*ran = 0);
+ * tmpl is the staged path's step for it (kind, types, ranks, counters), total its elements
+ * per rank part (ipc_issue.c). Caller holds ipc->mu. And, at destroy, close every peer allocation it mapped. */
+dlpg_status_t dlpg__ipc_direct(const char *fn, dlpg__ipc_t *ipc, const dlpg__be_op_t *op,
+                               const dlpg__ipc_step_t *tmpl, long long total, cudaStream_t s,
+                               int *ran);
+void dlpg__ipc_direct_close(dlpg__ipc_t *ipc);
 
 /* ipc_expand.c: whether op is one of the rooted or uneven kinds the path runs as its own
  * operations, and those parts (at most 2 x size per op, appended at parts[*n], with no

@@ -169,6 +169,11 @@ static dlpg_status_t dlpg__ipc_collective(const char *fn, dlpg__ipc_t *ipc, cons
     p.buf[0][q] = dlpg__ipc_buf(ipc, ch, q, 0);
     p.buf[1][q] = dlpg__ipc_buf(ipc, ch, q, 1);
   }
+  if (streamed) {
+    int ran = 0;
+    DLPG_CHECK(dlpg__ipc_direct(fn, ipc, op, &p, total, s, &ran));
+    if (ran) return DLPG_OK;
+  }
   if (!p.devseq) DLPG_CHECK(dlpg__ipc_enter(fn, ipc->coll_last, s));
   for (long long off = 0; off < total; off += maxlen) {
     p.len = total - off < maxlen ? total - off : maxlen;

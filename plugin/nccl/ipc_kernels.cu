@@ -270,7 +270,10 @@ __device__ void GetBody(const dlpg__ipc_step_t &p, unsigned long long seq) {
       else if (p.dst != p.src) CopyBytes(p.dst, p.src, seg);
       break;
     case DLPG__IPC_ALLGATHER:
-      for (int q = 0; q < p.size; q++) CopyBytes(p.dst + q * p.dst_stride * p.esize, buf[q], seg);
+      // In place and read where it is (ipc_direct.c), this rank's own part is there already.
+      for (int q = 0; q < p.size; q++)
+        if (buf[q] != p.dst + q * p.dst_stride * p.esize)
+          CopyBytes(p.dst + q * p.dst_stride * p.esize, buf[q], seg);
       break;
     case DLPG__IPC_REDUCE_SCATTER:
       Reduce(p, buf, (long long)p.rank * p.len, p.dst);

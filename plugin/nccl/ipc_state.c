@@ -17,6 +17,8 @@ typedef struct dlpg__ipc_rec {
   int32_t stream_wait, pad;
   uint64_t ptr;   /* this process's address: a peer in the same process uses it directly */
   uint64_t chunk, mbox, bytes;
+  uint64_t direct_bytes; /* in-place collectives from this size (0: none) */
+  char board[64];        /* the name of its board (ipc_board.c) while no peer has mapped it */
 } dlpg__ipc_rec_t;
 
 static void dlpg__ipc_key(const dlpg__ipc_t *ipc, int q, char *key, size_t cap) {
@@ -108,6 +110,10 @@ static dlpg_status_t dlpg__ipc_create(const char *fn, struct dlpg__nccl *st, int
   if (s == DLPG_OK && ipc->stream_wait) s = dlpg__ipc_watch_start(fn, ipc);
   dlpg__ipc_rec_t rec;
   memset(&rec, 0, sizeof rec);
+  /* In-place collectives wait for their peers on the stream only (ipc_direct.c). */
+  ipc->direct_bytes = ipc->stream_wait ? dlpg__ipc_direct_bytes() : 0;
+  if (s == DLPG_OK && ipc->direct_bytes)
+    s = dlpg__ipc_board_create(fn, ipc, rec.board, sizeof rec.board);
   if (s == DLPG_OK)
     s = dlpg__cuda_result(cudaIpcGetMemHandle(&rec.handle, ipc->base), fn, "cudaIpcGetMemHandle");
   if (s == DLPG_OK) {
@@ -118,6 +124,7 @@ static dlpg_status_t dlpg__ipc_create(const char *fn, struct dlpg__nccl *st, int
     rec.chunk = ipc->chunk[DLPG__IPC_EAGER];
     rec.mbox = ipc->mbox[DLPG__IPC_EAGER];
     rec.bytes = ipc->bytes;
+    rec.direct_bytes = ipc->direct_bytes;
     char key[700];
     dlpg__ipc_key(ipc, ipc->rank, key, sizeof key);
     s = dlpg__nccl_store_set(st->g->store, key, &rec, sizeof rec);
@@ -183,9 +190,19 @@ dlpg_status_t dlpg__ipc_map(const char *fn, dlpg__ipc_t *ipc, int q, double dead
                        "with %s, rank %d with %s (set DLPG_NCCL_IPC_WAIT alike on every rank)",
                        fn, st->name, q, rec.stream_wait ? "stream" : "kernel", ipc->rank,
                        ipc->stream_wait ? "stream" : "kernel");
+  if (rec.direct_bytes != ipc->direct_bytes)
+    return dlpg__error(DLPG_ERR_INVALID_ARGUMENT, "%s: group '%s': rank %d reads its peers' "
+                       "tensors in place from %llu bytes, rank %d from %zu (0: never; set "
+                       "DLPG_NCCL_IPC_DIRECT_BYTES alike on every rank)", fn, st->name, q,
+                       (unsigned long long)rec.direct_bytes, ipc->rank, ipc->direct_bytes);
   pthread_mutex_lock(&ipc->mu);
   dlpg_status_t s = DLPG_OK;
-  if (!ipc->peer[q]) {
+  if (!ipc->peer[q] && ipc->direct_bytes && !ipc->board[q]) {
+    rec.board[sizeof rec.board - 1] = 0;
+    s = dlpg__ipc_board_join(fn, ipc, q, rec.board);
+  }
+  ipc->same_proc[q] = rec.pid == (int32_t)getpid();
+  if (!ipc->peer[q] && s == DLPG_OK) {
     if (rec.pid == (int32_t)getpid()) {
       /* Another rank of this process: its allocation is addressable as it is. */
       ipc->peer[q] = (char *)(uintptr_t)rec.ptr;
@@ -310,6 +327,8 @@ void dlpg__ipc_destroy(dlpg__ipc_t *ipc) {
   }
   pthread_mutex_lock(&ipc->mu);
   ipc->destroyed = 1;
+  dlpg__ipc_direct_close(ipc);
+  dlpg__ipc_board_free(ipc);
   for (int q = 0; q < ipc->size; q++) {
     if (ipc->opened[q]) {
       cudaError_t e = cudaIpcCloseMemHandle(ipc->peer[q]);

@@ -46,6 +46,11 @@ static int dlpg__watch_laggard(dlpg__ipc_t *ipc, const struct dlpg__ipc_pending 
       return f.in_taken[e->peer] + 2 < e->want ? e->peer : -1;
     case DLPG__IPC_PEND_RECV:
       return f.in_sent[e->peer] < e->want ? e->peer : -1;
+    case DLPG__IPC_PEND_DIRECT:
+      /* Every rank publishes ready and done of an in-place collective's last step to all. */
+      for (int q = 0; q < ipc->size; q++)
+        if (q != ipc->rank && (f.in_ready[q] < e->want || f.in_done[q] < e->want)) return q;
+      return -1;
     default:
       for (int q = 0; q < ipc->size; q++)
         if (q != ipc->rank && (f.in_ready[q] < e->want || f.in_done[q] + 2 < e->want)) return q;

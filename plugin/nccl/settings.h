@@ -16,6 +16,8 @@ enum {
   DLPG__NCCL_PARAM_CUDA_BACKEND,
   DLPG__NCCL_PARAM_IPC_CHUNK,
   DLPG__NCCL_PARAM_IPC_WAIT,
+  DLPG__NCCL_PARAM_IPC_DIRECT,
+  DLPG__NCCL_PARAM_IPC_DIRECT_WAIT,
   DLPG__NCCL_NPARAMS
 };
 extern const dlpg__be_param_t dlpg__nccl_params[DLPG__NCCL_NPARAMS];
@@ -47,6 +49,12 @@ size_t dlpg__ipc_chunk_bytes(void);
 /* DLPG_NCCL_IPC_WAIT: 1 when the IPC path's waits are stream memory operations, 0 when
  * its kernels wait. */
 int dlpg__ipc_wait_stream(void);
+/* DLPG_NCCL_IPC_DIRECT_BYTES: the smallest collective (bytes of a rank's input or output,
+ * the larger) that reads the peers' tensors in place; 0: none does. */
+size_t dlpg__ipc_direct_bytes(void);
+/* DLPG_NCCL_IPC_DIRECT_WAIT_US: how long a rank waits, in seconds, for its peers' hosts to
+ * reach such a collective before it runs staged. */
+double dlpg__ipc_direct_wait_s(void);
 
 #ifdef __cplusplus
 }

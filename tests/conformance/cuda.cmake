@@ -11,6 +11,6 @@ if(DLPG_HAVE_NCCL AND DLPG_BUILD_CUDA_TESTS)
     LIBS CUDA::cudart)
   # The CUDA IPC path (ranks sharing cuda:0): its own binary, so the GPU script runs it alone.
   dlpg_add_gtest(test_cuda_ipc TIMEOUT 300
-    SOURCES ${D}/test_cuda_ipc.cc ${D}/cuda_util.cc
+    SOURCES ${D}/test_cuda_ipc.cc ${D}/test_cuda_ipc_direct.cc ${D}/cuda_util.cc
     LIBS CUDA::cudart)
 endif()
