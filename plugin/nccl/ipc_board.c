@@ -25,7 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "nccl/ipc_host.h"
+#include "base/clock.h"
+#include "nccl/ipc_board.h"
 
 #define DLPG__BOARD_SLOTS 8
 #define DLPG__BOARD_MAGIC 0x646c7067626f6172ULL /* "dlpgboar" */
@@ -47,61 +48,65 @@ struct dlpg__ipc_board {
 static uint64_t dlpg__ld(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 static void dlpg__st(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 
-dlpg_status_t dlpg__ipc_board_create(const char *fn, dlpg__ipc_t *ipc, char *name, size_t cap) {
+dlpg_status_t dlpg__ipc_board_create(const char *fn, dlpg__ipc_boards_t *b) {
   struct timespec t;
   clock_gettime(CLOCK_REALTIME, &t);
-  snprintf(name, cap, "/dlpg-ipc-%d-%lx-%d", (int)getpid(),
-           (unsigned long)(t.tv_nsec ^ ((unsigned long)t.tv_sec << 20) ^ (unsigned long)(uintptr_t)ipc),
-           ipc->rank);
+  char *name = b->name;
+  snprintf(name, sizeof b->name, "/dlpg-ipc-%d-%lx-%d", (int)getpid(),
+           (unsigned long)(t.tv_nsec ^ ((unsigned long)t.tv_sec << 20) ^ (unsigned long)(uintptr_t)b),
+           b->rank);
   int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd < 0)
+  if (fd < 0) {
+    int e = errno;
+    name[0] = 0;
     return dlpg__error(DLPG_ERR_SYSTEM, "%s: group '%s': rank %d cannot create its CUDA IPC "
-                       "board %s: %s", fn, ipc->st->name, ipc->rank, name, strerror(errno));
-  struct dlpg__ipc_board *b = MAP_FAILED;
-  if (ftruncate(fd, sizeof *b) == 0)
-    b = mmap(NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+                       "board in /dev/shm: %s", fn, b->group, b->rank, strerror(e));
+  }
+  struct dlpg__ipc_board *m = MAP_FAILED;
+  if (ftruncate(fd, sizeof *m) == 0) m = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int e = errno;
   close(fd);
-  if (b == MAP_FAILED) {
+  if (m == MAP_FAILED) {
     shm_unlink(name);
+    name[0] = 0;
     return dlpg__error(DLPG_ERR_SYSTEM, "%s: group '%s': rank %d cannot map its CUDA IPC board: "
-                       "%s", fn, ipc->st->name, ipc->rank, strerror(e));
+                       "%s", fn, b->group, b->rank, strerror(e));
   }
-  b->magic = DLPG__BOARD_MAGIC;
-  ipc->board[ipc->rank] = b;
-  snprintf(ipc->board_name, sizeof ipc->board_name, "%s", name);
+  m->magic = DLPG__BOARD_MAGIC;
+  b->board[b->rank] = m;
   return DLPG_OK;
 }
 
-dlpg_status_t dlpg__ipc_board_join(const char *fn, dlpg__ipc_t *ipc, int q, const char *name) {
+dlpg_status_t dlpg__ipc_board_join(const char *fn, dlpg__ipc_boards_t *b, int q, const char *name) {
   int fd = shm_open(name, O_RDWR, 0);
-  struct dlpg__ipc_board *b = MAP_FAILED;
+  struct dlpg__ipc_board *m = MAP_FAILED;
+  int e = errno;
   if (fd >= 0) {
-    b = mmap(NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    m = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    e = errno;
     close(fd);
   }
-  if (b == MAP_FAILED || b->magic != DLPG__BOARD_MAGIC) {
-    int e = errno;
-    if (b != MAP_FAILED) munmap(b, sizeof *b);
+  if (m == MAP_FAILED || m->magic != DLPG__BOARD_MAGIC) {
+    if (m != MAP_FAILED) munmap(m, sizeof *m);
     return dlpg__error(DLPG_ERR_UNSUPPORTED, "%s: group '%s': rank %d cannot map rank %d's CUDA "
-                       "IPC board %s: %s (do the two processes share /dev/shm?)", fn,
-                       ipc->st->name, ipc->rank, q, name, b == MAP_FAILED ? strerror(e) : "not a board");
+                       "IPC board %s: %s (do the two processes share /dev/shm?)", fn, b->group,
+                       b->rank, q, name, m == MAP_FAILED ? strerror(e) : "not a board");
   }
   /* The last peer to map it removes the name: the mappings keep the memory, and a crash
    * later leaves nothing behind in /dev/shm. */
-  if (__atomic_add_fetch(&b->joined, 1, __ATOMIC_ACQ_REL) == (uint32_t)ipc->size - 1) shm_unlink(name);
-  ipc->board[q] = b;
+  if (__atomic_add_fetch(&m->joined, 1, __ATOMIC_ACQ_REL) == (uint32_t)b->size - 1) shm_unlink(name);
+  b->board[q] = m;
   return DLPG_OK;
 }
 
-void dlpg__ipc_board_free(dlpg__ipc_t *ipc) {
-  for (int q = 0; q < ipc->size; q++) {
-    if (ipc->board[q]) munmap(ipc->board[q], sizeof *ipc->board[q]);
-    ipc->board[q] = NULL;
+void dlpg__ipc_board_free(dlpg__ipc_boards_t *b) {
+  for (int q = 0; q < b->size; q++) {
+    if (b->board[q]) munmap(b->board[q], sizeof *b->board[q]);
+    b->board[q] = NULL;
   }
   /* Peers that never mapped it (a group that never ran a collective) left the name. */
-  if (ipc->board_name[0]) shm_unlink(ipc->board_name);
-  ipc->board_name[0] = 0;
+  if (b->name[0]) shm_unlink(b->name);
+  b->name[0] = 0;
 }
 
 /* Rank q's offer for operation n: 1 when read, 0 when not there yet, -1 when q aborted n
@@ -118,24 +123,24 @@ static int dlpg__board_read(const struct dlpg__ipc_board *b, unsigned long long 
   return dlpg__ld(seq) == n ? 1 : 0;
 }
 
-int dlpg__ipc_board_meet(dlpg__ipc_t *ipc, unsigned long long n, const dlpg__ipc_offer_t *mine,
+int dlpg__ipc_board_meet(dlpg__ipc_boards_t *b, unsigned long long n, const dlpg__ipc_offer_t *mine,
                          dlpg__ipc_offer_t *theirs, double window_s, int *who, int *why) {
-  struct dlpg__ipc_board *b = ipc->board[ipc->rank];
-  uint64_t *seq = &b->slot[n % DLPG__BOARD_SLOTS].seq;
+  struct dlpg__ipc_board *m = b->board[b->rank];
+  uint64_t *seq = &m->slot[n % DLPG__BOARD_SLOTS].seq;
   dlpg__st(seq, 0);
   __atomic_thread_fence(__ATOMIC_RELEASE);
-  memcpy((void *)&b->slot[n % DLPG__BOARD_SLOTS].offer, mine, sizeof *mine);
+  memcpy((void *)&m->slot[n % DLPG__BOARD_SLOTS].offer, mine, sizeof *mine);
   dlpg__st(seq, n);
   int all = mine->cap;
-  *who = ipc->rank;
+  *who = b->rank;
   *why = all ? DLPG__MEET_OK : DLPG__MEET_CANNOT;
-  unsigned char got[DLPG__IPC_MAX_RANKS] = {0};
-  got[ipc->rank] = 1;
+  unsigned char got[DLPG__IPC_BOARD_RANKS] = {0};
+  got[b->rank] = 1;
   double end = dlpg__now() + window_s;
-  for (int left = ipc->size - 1; all && left > 0;) {
-    for (int q = 0; q < ipc->size && all; q++) {
+  for (int left = b->size - 1; all && left > 0;) {
+    for (int q = 0; q < b->size && all; q++) {
       if (got[q]) continue;
-      int r = dlpg__board_read(ipc->board[q], n, &theirs[q]);
+      int r = dlpg__board_read(b->board[q], n, &theirs[q]);
       if (r < 0 || (r > 0 && !theirs[q].cap)) {
         all = 0;
         *who = q;
@@ -153,51 +158,47 @@ int dlpg__ipc_board_meet(dlpg__ipc_t *ipc, unsigned long long n, const dlpg__ipc
       }
       all = 0;
       *why = DLPG__MEET_LATE;
-      for (int q = ipc->size - 1; q >= 0; q--)
+      for (int q = b->size - 1; q >= 0; q--)
         if (!got[q]) *who = q;
     }
   }
   return all;
 }
 
-dlpg_status_t dlpg__ipc_board_vote(const char *fn, dlpg__ipc_t *ipc, unsigned long long n,
-                                   int commit, int *direct) {
-  struct dlpg__ipc_board *b = ipc->board[ipc->rank];
-  dlpg__st(&b->vote, (uint64_t)n << 2 | (commit ? DLPG__VOTE_COMMIT : DLPG__VOTE_ABORT));
+dlpg_status_t dlpg__ipc_board_vote(const char *fn, dlpg__ipc_boards_t *b, unsigned long long n,
+                                   int commit, int *direct, int *who) {
+  struct dlpg__ipc_board *m = b->board[b->rank];
+  dlpg__st(&m->vote, (uint64_t)n << 2 | (commit ? DLPG__VOTE_COMMIT : DLPG__VOTE_ABORT));
   *direct = 0;
+  *who = -1;
   if (!commit) return DLPG_OK;
-  double timeout = ipc->st->g ? ipc->st->g->timeout_s : 10.0;
-  double end = dlpg__now() + timeout;
+  double end = dlpg__now() + b->timeout_s;
   int all = 1;
-  for (int q = 0; q < ipc->size && all; q++) {
-    if (q == ipc->rank) continue;
+  for (int q = 0; q < b->size && all; q++) {
+    if (q == b->rank) continue;
     for (;;) {
-      uint64_t v = dlpg__ld(&ipc->board[q]->vote);
+      uint64_t v = dlpg__ld(&b->board[q]->vote);
       if ((v >> 2) == n) {
         all = (v & 3) == DLPG__VOTE_COMMIT;
         break;
       }
       if ((v >> 2) > n) {
-        all = dlpg__ld(&ipc->board[q]->last_direct) >= n;
+        all = dlpg__ld(&b->board[q]->last_direct) >= n;
         break;
       }
-      if (ipc->status_h->abort || atomic_load(&ipc->st->aborted))
-        return dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted", fn, ipc->st->name);
+      if (b->abort && *b->abort)
+        return dlpg__error(DLPG_ERR_ABORTED, "%s: group '%s' was aborted", fn, b->group);
       if (dlpg__now() > end) {
-        /* Its host offered and then went silent: the group cannot agree any more. */
-        ipc->status_h->peer = q;
-        ipc->status_h->step = ipc->coll_seq + 1;
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        ipc->status_h->failed = DLPG__IPC_FAIL_TIMEOUT;
+        *who = q;
         return dlpg__error(DLPG_ERR_TIMEOUT, "%s: group '%s': rank %d offered its tensors for an "
                            "in-place CUDA IPC collective and did not vote on it within %g s "
                            "(rank %d waited); the group's CUDA operations fail from then on",
-                           fn, ipc->st->name, q, timeout, ipc->rank);
+                           fn, b->group, q, b->timeout_s, b->rank);
       }
       sched_yield();
     }
   }
-  if (all) dlpg__st(&b->last_direct, n);
+  if (all) dlpg__st(&m->last_direct, n);
   *direct = all;
   return DLPG_OK;
 }

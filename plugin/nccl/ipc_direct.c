@@ -20,6 +20,10 @@
 
 #include "nccl/ipc_host.h"
 
+_Static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(((dlpg__ipc_part_t *)0)->handle),
+               "an offer carries a CUDA IPC handle's bytes");
+_Static_assert(DLPG__IPC_BOARD_RANKS == DLPG__IPC_MAX_RANKS, "one limit of ranks");
+
 typedef CUresult (*dlpg__ptr_attrs_fn)(unsigned int, CUpointer_attribute *, void **, CUdeviceptr);
 static pthread_once_t dlpg__attrs_once = PTHREAD_ONCE_INIT;
 static dlpg__ptr_attrs_fn dlpg__ptr_attrs;
@@ -61,16 +65,18 @@ static int dlpg__export(dlpg__ipc_t *ipc, const void *ptr, size_t nbytes, dlpg__
   part->off = off;
   for (int k = 0; k < ipc->nexports && k < DLPG__IPC_EXPORTS; k++)
     if (ipc->exports[k].id == id) {
-      part->handle = ipc->exports[k].handle;
+      memcpy(part->handle, &ipc->exports[k].handle, sizeof part->handle);
       return 1;
     }
-  if (cudaIpcGetMemHandle(&part->handle, (void *)(uintptr_t)start) != cudaSuccess) {
+  cudaIpcMemHandle_t h;
+  if (cudaIpcGetMemHandle(&h, (void *)(uintptr_t)start) != cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
+  memcpy(part->handle, &h, sizeof part->handle);
   dlpg__ipc_export_t *e = &ipc->exports[ipc->nexports++ % DLPG__IPC_EXPORTS];
   e->id = id;
-  e->handle = part->handle;
+  e->handle = h;
   return 1;
 }
 
@@ -117,7 +123,9 @@ static char *dlpg__import(dlpg__ipc_t *ipc, int q, const dlpg__ipc_part_t *part)
   dlpg__ipc_import_t m;
   memset(&m, 0, sizeof m);
   void *p = NULL;
-  if (cudaIpcOpenMemHandle(&p, part->handle, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
+  cudaIpcMemHandle_t h;
+  memcpy(&h, part->handle, sizeof h);
+  if (cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
     cudaGetLastError();
     return NULL;
   }
@@ -149,7 +157,7 @@ static int dlpg__reads_mine(const dlpg__ipc_step_t *p, int q) {
 }
 
 static int dlpg__eligible(const dlpg__ipc_t *ipc, const dlpg__be_op_t *op, const dlpg__ipc_step_t *p) {
-  if (!ipc->stream_wait || !ipc->direct_bytes || !ipc->board[ipc->rank] || p->devseq) return 0;
+  if (!ipc->stream_wait || !ipc->direct_bytes || !ipc->boards.board[ipc->rank] || p->devseq) return 0;
   size_t bytes = op->in[0].nbytes > op->out[0].nbytes ? op->in[0].nbytes : op->out[0].nbytes;
   if (bytes < ipc->direct_bytes) return 0;
   /* premul_sum scales each rank's input by its own factor before the peers sum it: the
@@ -272,7 +280,7 @@ dlpg_status_t dlpg__ipc_direct(const char *fn, dlpg__ipc_t *ipc, const dlpg__be_
   unsigned long long num = ++ipc->direct_n;
   int who = me, why = DLPG__MEET_OK;
   double window = dlpg__ipc_direct_wait_s();
-  int commit = dlpg__ipc_board_meet(ipc, num, &mine, theirs, window, &who, &why);
+  int commit = dlpg__ipc_board_meet(&ipc->boards, num, &mine, theirs, window, &who, &why);
   char *src[DLPG__IPC_MAX_RANKS] = {0}, *dst[DLPG__IPC_MAX_RANKS] = {0};
   for (int q = 0; q < n && commit; q++) {
     if (q == me) continue;
@@ -280,8 +288,16 @@ dlpg_status_t dlpg__ipc_direct(const char *fn, dlpg__ipc_t *ipc, const dlpg__be_
     if (commit && allreduce) commit = (dst[q] = dlpg__import(ipc, q, &theirs[q].part[1])) != NULL;
     if (!commit) who = q, why = DLPG__MEET_UNMAPPED;
   }
-  int direct = 0;
-  DLPG_CHECK(dlpg__ipc_board_vote(fn, ipc, num, commit, &direct));
+  int direct = 0, silent = -1;
+  dlpg_status_t st = dlpg__ipc_board_vote(fn, &ipc->boards, num, commit, &direct, &silent);
+  if (st == DLPG_ERR_TIMEOUT) {
+    /* A peer offered and then went silent: the group cannot agree any more. */
+    ipc->status_h->peer = silent;
+    ipc->status_h->step = ipc->coll_seq + 1;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    ipc->status_h->failed = DLPG__IPC_FAIL_TIMEOUT;
+  }
+  DLPG_CHECK(st);
   if (!direct) {
     if (why == DLPG__MEET_OK) who = -1, why = DLPG__MEET_STAGED;
     dlpg__say_staged(ipc, op, who, why, window);

@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include "nccl/ipc.h"
+#include "nccl/ipc_board.h"
 #include "nccl/nccl_internal.h"
 #include "nccl/route_rule.h"
 
@@ -26,20 +27,6 @@ extern "C" {
 
 /* The channels (ipc.h): operations issued outside graph capture, and captured ones. */
 enum { DLPG__IPC_EAGER = 0, DLPG__IPC_GRAPH = 1, DLPG__IPC_NCHAN = 2 };
-
-/* One tensor a rank offers its peers for an in-place collective (ipc_direct.c): the
- * allocation holding it, as its owner sees it, and where in it the tensor starts. */
-typedef struct dlpg__ipc_part {
-  cudaIpcMemHandle_t handle;
-  uint64_t base, size, id;   /* the owner's address, bytes and buffer id of the allocation */
-  uint64_t off;              /* the tensor's offset in it */
-} dlpg__ipc_part_t;
-/* A rank's offer at one such collective: cap 0 when one of its tensors cannot be exported
- * (memory of the VMM API or of a stream-ordered pool, host memory). */
-typedef struct dlpg__ipc_offer {
-  int32_t cap, pad;
-  dlpg__ipc_part_t part[2];  /* input, output */
-} dlpg__ipc_offer_t;
 
 /* A peer's allocation mapped for in-place collectives, kept for the next ones; the event
  * follows its last use (closed only once that completed). */
@@ -87,11 +74,10 @@ typedef struct dlpg__ipc {
   cudaStream_t own[2][DLPG__IPC_MAX_RANKS];
   cudaEvent_t fork_ev;
   int destroyed;
-  /* In-place collectives (ipc_direct.c): every rank's board (ipc_board.c) and its name,
-   * the smallest such collective in bytes (0: none), the last one's number, which peers
-   * live in this process, and the allocations mapped and exported. */
-  struct dlpg__ipc_board *board[DLPG__IPC_MAX_RANKS];
-  char board_name[64];
+  /* In-place collectives (ipc_direct.c): every rank's board (ipc_board.c), the smallest
+   * such collective in bytes (0: none), the last one's number, which peers live in this
+   * process, and the allocations mapped and exported. */
+  dlpg__ipc_boards_t boards;
   size_t direct_bytes;
   unsigned long long direct_n;
   int same_proc[DLPG__IPC_MAX_RANKS];
@@ -183,22 +169,6 @@ void dlpg__ipc_release(dlpg__ipc_t *ipc);
 void dlpg__ipc_watch_stop(dlpg__ipc_t *ipc);
 /* Whether every op the watchdog follows completed (or none is followed). */
 int dlpg__ipc_watch_idle(dlpg__ipc_t *ipc);
-
-/* ipc_board.c: this rank's board (a shared-memory object whose name goes to the peers in
- * its record), a peer's (mapped by name), and unmapping them all. */
-dlpg_status_t dlpg__ipc_board_create(const char *fn, dlpg__ipc_t *ipc, char *name, size_t cap);
-dlpg_status_t dlpg__ipc_board_join(const char *fn, dlpg__ipc_t *ipc, int q, const char *name);
-void dlpg__ipc_board_free(dlpg__ipc_t *ipc);
-/* ipc_board.c: offer mine for in-place operation n and read every peer's into theirs[q];
- * 1 when every rank offered and can (within window_s), else 0 and why (DLPG__MEET_*: rank
- * *who cannot export its tensor, did not come in time, or ran the operation staged). Then vote (commit: this rank
- * offered, saw every offer and mapped what it reads); *direct says whether every rank
- * committed. An error only when a peer that offered never voted (the group failed). */
-enum { DLPG__MEET_OK, DLPG__MEET_CANNOT, DLPG__MEET_LATE, DLPG__MEET_STAGED, DLPG__MEET_UNMAPPED };
-int dlpg__ipc_board_meet(dlpg__ipc_t *ipc, unsigned long long n, const dlpg__ipc_offer_t *mine,
-                         dlpg__ipc_offer_t *theirs, double window_s, int *who, int *why);
-dlpg_status_t dlpg__ipc_board_vote(const char *fn, dlpg__ipc_t *ipc, unsigned long long n,
-                                   int commit, int *direct);
 
 /* ipc_direct.c: run collective op in place (reading the peers' tensors) when it is large
  * enough and every rank agrees (*ran = 1), else leave it to the staged path (*ran = 0);

@@ -112,8 +112,15 @@ static dlpg_status_t dlpg__ipc_create(const char *fn, struct dlpg__nccl *st, int
   memset(&rec, 0, sizeof rec);
   /* In-place collectives wait for their peers on the stream only (ipc_direct.c). */
   ipc->direct_bytes = ipc->stream_wait ? dlpg__ipc_direct_bytes() : 0;
-  if (s == DLPG_OK && ipc->direct_bytes)
-    s = dlpg__ipc_board_create(fn, ipc, rec.board, sizeof rec.board);
+  ipc->boards.rank = ipc->rank;
+  ipc->boards.size = ipc->size;
+  ipc->boards.group = st->name;
+  ipc->boards.timeout_s = st->g ? st->g->timeout_s : 10.0;
+  if (s == DLPG_OK) ipc->boards.abort = &ipc->status_h->abort;
+  if (s == DLPG_OK && ipc->direct_bytes) {
+    s = dlpg__ipc_board_create(fn, &ipc->boards);
+    snprintf(rec.board, sizeof rec.board, "%s", ipc->boards.name);
+  }
   if (s == DLPG_OK)
     s = dlpg__cuda_result(cudaIpcGetMemHandle(&rec.handle, ipc->base), fn, "cudaIpcGetMemHandle");
   if (s == DLPG_OK) {
@@ -197,9 +204,9 @@ dlpg_status_t dlpg__ipc_map(const char *fn, dlpg__ipc_t *ipc, int q, double dead
                        (unsigned long long)rec.direct_bytes, ipc->rank, ipc->direct_bytes);
   pthread_mutex_lock(&ipc->mu);
   dlpg_status_t s = DLPG_OK;
-  if (!ipc->peer[q] && ipc->direct_bytes && !ipc->board[q]) {
+  if (!ipc->peer[q] && ipc->direct_bytes && !ipc->boards.board[q]) {
     rec.board[sizeof rec.board - 1] = 0;
-    s = dlpg__ipc_board_join(fn, ipc, q, rec.board);
+    s = dlpg__ipc_board_join(fn, &ipc->boards, q, rec.board);
   }
   ipc->same_proc[q] = rec.pid == (int32_t)getpid();
   if (!ipc->peer[q] && s == DLPG_OK) {
@@ -328,7 +335,7 @@ void dlpg__ipc_destroy(dlpg__ipc_t *ipc) {
   pthread_mutex_lock(&ipc->mu);
   ipc->destroyed = 1;
   dlpg__ipc_direct_close(ipc);
-  dlpg__ipc_board_free(ipc);
+  dlpg__ipc_board_free(&ipc->boards);
   for (int q = 0; q < ipc->size; q++) {
     if (ipc->opened[q]) {
       cudaError_t e = cudaIpcCloseMemHandle(ipc->peer[q]);

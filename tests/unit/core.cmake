@@ -14,3 +14,6 @@ target_sources(test_core PRIVATE ${PROJECT_SOURCE_DIR}/plugin/nccl/rules.c)
 # The CUDA module's choice between NCCL and its CUDA IPC path: a pure rule (no CUDA).
 dlpg_add_gtest(test_route_rule SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_route_rule.cc
   ${PROJECT_SOURCE_DIR}/plugin/nccl/route_rule.c LIBS dlpg_obj)
+# The hosts' agreement of the CUDA IPC path's in-place collectives: shared memory, no CUDA.
+dlpg_add_gtest(test_ipc_board TIMEOUT 120 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ipc_board.cc
+  ${PROJECT_SOURCE_DIR}/plugin/nccl/ipc_board.c LIBS dlpg_obj)
