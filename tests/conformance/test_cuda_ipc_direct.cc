@@ -43,13 +43,18 @@ struct InfoLog {
 
 const char kInPlace[] = "read the peers' tensors in place";
 
+// A group of world ranks on cuda:0 whose every collective may read in place.
+dlpg_group_t *DirectGroup(Env &e, int world, const char *name) {
+  setenv("DLPG_NCCL_IPC_DIRECT_BYTES", "1", 1);
+  CT_CUDA(cudaSetDevice(0));
+  return MakeGroup(e.api, e.store, e.rank, world, name, 30);
+}
+
 void EveryOpInPlace(int world) {
   NEED_GPUS(1);
   InfoLog log;
   EXPECT_NO_FAILURES(RunProcs(world, world, 240, [world](Env &e) {
-    setenv("DLPG_NCCL_IPC_DIRECT_BYTES", "1", 1);
-    CT_CUDA(cudaSetDevice(0));
-    dlpg_group_t *g = MakeGroup(e.api, e.store, e.rank, world, "ipc_direct_ops", 30);
+    dlpg_group_t *g = DirectGroup(e, world, "ipc_direct_ops");
     Matrix m{e.api, g, Layout{world, e.rank, {0}}};
     m.Run(/*full=*/true, /*fp8=*/WantFp8());
     // Larger than the staging buffers' 16 MiB: one operation in place all the same.
@@ -114,9 +119,7 @@ TEST(CudaIpcDirect, SubAllocationsAndReusedAddresses) {
   NEED_GPUS(1);
   InfoLog log;
   EXPECT_NO_FAILURES(RunProcs(2, 2, 180, [](Env &e) {
-    setenv("DLPG_NCCL_IPC_DIRECT_BYTES", "1", 1);
-    CT_CUDA(cudaSetDevice(0));
-    dlpg_group_t *g = MakeGroup(e.api, e.store, e.rank, 2, "ipc_direct_suballoc", 30);
+    dlpg_group_t *g = DirectGroup(e, 2, "ipc_direct_suballoc");
     const int64_t n = 300001;  // 1.2 MB, odd: segments of unequal length
     int k = 0;
     for (int round = 0; round < 4; round++) {
@@ -143,9 +146,7 @@ TEST(CudaIpcDirect, PoolMemoryRunsStagedOnEveryRank) {
   NEED_GPUS(1);
   InfoLog log;
   EXPECT_NO_FAILURES(RunProcs(2, 2, 120, [](Env &e) {
-    setenv("DLPG_NCCL_IPC_DIRECT_BYTES", "1", 1);
-    CT_CUDA(cudaSetDevice(0));
-    dlpg_group_t *g = MakeGroup(e.api, e.store, e.rank, 2, "ipc_direct_pool", 30);
+    dlpg_group_t *g = DirectGroup(e, 2, "ipc_direct_pool");
     const int64_t n = 262147;
     float *in = nullptr, *out = nullptr;
     if (e.rank == 1) {
@@ -178,9 +179,7 @@ TEST(CudaIpcDirect, LatePeerRunsStaged) {
   NEED_GPUS(1);
   InfoLog log;
   EXPECT_NO_FAILURES(RunProcs(2, 2, 120, [](Env &e) {
-    setenv("DLPG_NCCL_IPC_DIRECT_BYTES", "1", 1);
-    CT_CUDA(cudaSetDevice(0));
-    dlpg_group_t *g = MakeGroup(e.api, e.store, e.rank, 2, "ipc_direct_late", 30);
+    dlpg_group_t *g = DirectGroup(e, 2, "ipc_direct_late");
     const int64_t n = 100003;
     float *in = nullptr, *out = nullptr;
     CT_CUDA(cudaMalloc((void **)&in, (size_t)n * 4));

@@ -177,6 +177,15 @@ TEST(IpcBoard, EveryRankDecidesAlikeOnARandomSchedule) {
   Free(rs);
 }
 
+// Rank r offers for operation 1, able, and does not vote.
+void OfferOnly(Rank &r) {
+  dlpg__ipc_offer_t mine{}, theirs[DLPG__IPC_BOARD_RANKS]{};
+  mine.cap = 1;
+  mine.part[0].id = 100 + (unsigned long long)r.b.rank;
+  int who = -1, why = -1;
+  dlpg__ipc_board_meet(&r.b, 1, &mine, theirs, 30, &who, &why);
+}
+
 // Rank 1 offers and then never votes (its process died): rank 0, committed, fails with
 // TIMEOUT naming rank 1 at the timeout.
 TEST(IpcBoard, SilentRankIsNamedAtTheTimeout) {
@@ -184,11 +193,7 @@ TEST(IpcBoard, SilentRankIsNamedAtTheTimeout) {
   Decision d0;
   Together(rs, [&](Rank &r) {
     if (r.b.rank == 1) {
-      dlpg__ipc_offer_t mine{}, theirs[DLPG__IPC_BOARD_RANKS]{};
-      mine.cap = 1;
-      mine.part[0].id = 101;
-      int who = -1, why = -1;
-      dlpg__ipc_board_meet(&r.b, 1, &mine, theirs, 30, &who, &why);
+      OfferOnly(r);
       return;  // and never votes
     }
     d0 = Step(r, 1, 1, false, 30);
@@ -204,11 +209,7 @@ TEST(IpcBoard, AbortEndsTheWaitForVotes) {
   Decision d0;
   Together(rs, [&](Rank &r) {
     if (r.b.rank == 1) {
-      dlpg__ipc_offer_t mine{}, theirs[DLPG__IPC_BOARD_RANKS]{};
-      mine.cap = 1;
-      mine.part[0].id = 101;
-      int who = -1, why = -1;
-      dlpg__ipc_board_meet(&r.b, 1, &mine, theirs, 30, &who, &why);
+      OfferOnly(r);
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       rs[0]->abort = 1;
       return;
