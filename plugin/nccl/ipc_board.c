@@ -115,8 +115,13 @@ void dlpg__ipc_board_free(dlpg__ipc_boards_t *b) {
 static int dlpg__board_read(const struct dlpg__ipc_board *b, unsigned long long n,
                             dlpg__ipc_offer_t *out) {
   uint64_t v = dlpg__ld(&b->vote);
-  if ((v >> 2) > n || v == ((uint64_t)n << 2 | DLPG__VOTE_ABORT)) return -1;
   const uint64_t *seq = &b->slot[n % DLPG__BOARD_SLOTS].seq;
+  if ((v >> 2) > n || v == ((uint64_t)n << 2 | DLPG__VOTE_ABORT)) {
+    /* Its offer, when still there, says whether it could not export (the reason to log). */
+    out->cap = 1;
+    if (dlpg__ld(seq) == n) out->cap = __atomic_load_n(&b->slot[n % DLPG__BOARD_SLOTS].offer.cap, __ATOMIC_RELAXED);
+    return -1;
+  }
   if (dlpg__ld(seq) != n) return 0;
   memcpy(out, (const void *)&b->slot[n % DLPG__BOARD_SLOTS].offer, sizeof *out);
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
@@ -144,7 +149,7 @@ int dlpg__ipc_board_meet(dlpg__ipc_boards_t *b, unsigned long long n, const dlpg
       if (r < 0 || (r > 0 && !theirs[q].cap)) {
         all = 0;
         *who = q;
-        *why = r < 0 ? DLPG__MEET_STAGED : DLPG__MEET_CANNOT;
+        *why = r < 0 && theirs[q].cap ? DLPG__MEET_STAGED : DLPG__MEET_CANNOT;
       }
       if (r > 0) {
         got[q] = 1;

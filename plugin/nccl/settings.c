@@ -35,14 +35,13 @@ const dlpg__be_param_t dlpg__nccl_params[DLPG__NCCL_NPARAMS] = {
         "timer: under MPS the lowest latency, but a torch benchmark under MPS did not finish "
         "with it; without MPS each wait holds the GPU for a time slice); every rank must use "
         "the same"},
-    [DLPG__NCCL_PARAM_IPC_DIRECT] = {"DLPG_NCCL_IPC_DIRECT_BYTES", "0", DLPG__BE_PARAM_CACHED,
+    [DLPG__NCCL_PARAM_IPC_DIRECT] = {"DLPG_NCCL_IPC_DIRECT_BYTES", "4194304", DLPG__BE_PARAM_CACHED,
         "CUDA IPC path, stream waits: a collective of at least this many bytes per rank reads "
         "the peers' tensors in place (exported with cudaIpcGetMemHandle, mapped once per "
         "allocation) instead of copying them through the staging buffers, when every rank's "
         "tensor can be exported and every rank's host reaches the operation within "
-        "DLPG_NCCL_IPC_DIRECT_WAIT_US; 0 (default, until it has run on a GPU): never; every "
-        "rank must use the same"},
-    [DLPG__NCCL_PARAM_IPC_DIRECT_WAIT] = {"DLPG_NCCL_IPC_DIRECT_WAIT_US", "2000", DLPG__BE_PARAM_CACHED,
+        "DLPG_NCCL_IPC_DIRECT_WAIT_US; 0: never; every rank must use the same"},
+    [DLPG__NCCL_PARAM_IPC_DIRECT_WAIT] = {"DLPG_NCCL_IPC_DIRECT_WAIT_US", "10000", DLPG__BE_PARAM_CACHED,
         "CUDA IPC path: microseconds a rank's host waits for its peers' hosts at a collective "
         "that could read their tensors in place; past it the collective runs staged (so a "
         "rank never blocks on a peer busy elsewhere)"},
@@ -82,14 +81,14 @@ size_t dlpg__ipc_chunk_bytes(void) {
 
 size_t dlpg__ipc_direct_bytes(void) {
   long v = 0;
-  if (!dlpg__nccl_param_long(&dlpg__nccl_params[DLPG__NCCL_PARAM_IPC_DIRECT], &v)) v = 0;
+  if (!dlpg__nccl_param_long(&dlpg__nccl_params[DLPG__NCCL_PARAM_IPC_DIRECT], &v)) v = 4194304;
   return v < 0 ? 0 : (size_t)v;
 }
 
 double dlpg__ipc_direct_wait_s(void) {
   long v = 0;
   if (!dlpg__nccl_param_long(&dlpg__nccl_params[DLPG__NCCL_PARAM_IPC_DIRECT_WAIT], &v) || v < 0)
-    v = 2000;
+    v = 10000;
   return (double)v * 1e-6;
 }
 

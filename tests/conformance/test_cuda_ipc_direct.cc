@@ -43,9 +43,12 @@ struct InfoLog {
 
 const char kInPlace[] = "read the peers' tensors in place";
 
-// A group of world ranks on cuda:0 whose every collective may read in place.
-dlpg_group_t *DirectGroup(Env &e, int world, const char *name) {
+// A group of world ranks on cuda:0 whose every collective may read in place. The hosts wait
+// for each other at such a collective for window_us: 5 s unless a test wants ranks late (on
+// the GPU machine, forked ranks drifted past the default 10 ms between two operations).
+dlpg_group_t *DirectGroup(Env &e, int world, const char *name, const char *window_us = "5000000") {
   setenv("DLPG_NCCL_IPC_DIRECT_BYTES", "1", 1);
+  setenv("DLPG_NCCL_IPC_DIRECT_WAIT_US", window_us, 1);
   CT_CUDA(cudaSetDevice(0));
   return MakeGroup(e.api, e.store, e.rank, world, name, 30);
 }
@@ -172,14 +175,14 @@ TEST(CudaIpcDirect, PoolMemoryRunsStagedOnEveryRank) {
   }));
 }
 
-// Rank 1's host reaches the allreduce 300 ms after rank 0's, far past the 2 ms rank 0 waits
-// for it: rank 0 runs it staged (so it does not block on a peer busy elsewhere), and so
+// Rank 1's host reaches the allreduce 300 ms after rank 0's, far past the 20 ms rank 0 waits
+// for it here: rank 0 runs it staged (so it does not block on a peer busy elsewhere), and so
 // does rank 1, which finds rank 0's vote; the sums are right on both.
 TEST(CudaIpcDirect, LatePeerRunsStaged) {
   NEED_GPUS(1);
   InfoLog log;
   EXPECT_NO_FAILURES(RunProcs(2, 2, 120, [](Env &e) {
-    dlpg_group_t *g = DirectGroup(e, 2, "ipc_direct_late");
+    dlpg_group_t *g = DirectGroup(e, 2, "ipc_direct_late", "20000");
     const int64_t n = 100003;
     float *in = nullptr, *out = nullptr;
     CT_CUDA(cudaMalloc((void **)&in, (size_t)n * 4));
