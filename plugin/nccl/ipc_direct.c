@@ -191,37 +191,16 @@ static void dlpg__say_staged(dlpg__ipc_t *ipc, const dlpg__be_op_t *op, int who,
                  ipc->st->name, dlpg__op_name(op->kind), op->in[0].nbytes, r);
 }
 
-static dlpg_status_t dlpg__cu(cudaError_t e, const char *fn, const char *what) {
-  return dlpg__cuda_result(e, fn, what);
-}
-
 /* Step t's start: this rank's tensors are ready for the peers (everything before on s
- * wrote them); wait for those of the ranks it reads. */
+ * wrote them); wait for those of the ranks it reads (all: of every rank). */
 static dlpg_status_t dlpg__direct_ready(const char *fn, dlpg__ipc_t *ipc, const dlpg__ipc_step_t *p,
                                         cudaStream_t s, unsigned long long t, int all) {
-  dlpg__ipc_flags_t *mine = p->flags[ipc->rank];
-  for (int q = 0; q < ipc->size; q++)
-    if (q != ipc->rank)
-      DLPG_CHECK(dlpg__cu(dlpg__ipc_write(s, &p->flags[q]->in_ready[ipc->rank], t), fn,
-                          "cuStreamWriteValue64 (CUDA IPC)"));
-  for (int q = 0; q < ipc->size; q++)
-    if (q != ipc->rank && (all || dlpg__ipc_reads(p, q)))
-      DLPG_CHECK(dlpg__cu(dlpg__ipc_wait_ge(s, &mine->in_ready[q], t), fn,
-                          "cuStreamWaitValue64 (CUDA IPC)"));
-  return DLPG_OK;
-}
-
-static dlpg_status_t dlpg__direct_done(const char *fn, dlpg__ipc_t *ipc, const dlpg__ipc_step_t *p,
-                                       cudaStream_t s, unsigned long long t) {
-  for (int q = 0; q < ipc->size; q++)
-    if (q != ipc->rank)
-      DLPG_CHECK(dlpg__cu(dlpg__ipc_write(s, &p->flags[q]->in_done[ipc->rank], t), fn,
-                          "cuStreamWriteValue64 (CUDA IPC)"));
-  return DLPG_OK;
+  DLPG_CHECK(dlpg__ipc_tell(fn, ipc, p, s, 0, t));
+  return dlpg__ipc_await(fn, ipc, p, s, 0, t, all);
 }
 
 static dlpg_status_t dlpg__get(const char *fn, const dlpg__ipc_step_t *p, cudaStream_t s) {
-  return dlpg__cu(dlpg__ipc_launch_get(p, s), fn, "CUDA IPC get kernel");
+  return dlpg__cuda_result(dlpg__ipc_launch_get(p, s), fn, "CUDA IPC get kernel");
 }
 
 /* The allreduce: rank r reduces its segment of every input into its output, then copies
@@ -243,7 +222,7 @@ static dlpg_status_t dlpg__direct_allreduce(const char *fn, dlpg__ipc_t *ipc, dl
   for (int q = 0; q < n; q++) r.buf[0][q] = r.buf[1][q] = src[q] + off * e;
   r.dst = dst[me] + off * e;
   if (len > 0) DLPG_CHECK(dlpg__get(fn, &r, s));
-  DLPG_CHECK(dlpg__direct_done(fn, ipc, p, s, t));
+  DLPG_CHECK(dlpg__ipc_tell(fn, ipc, p, s, 1, t));
   DLPG_CHECK(dlpg__direct_ready(fn, ipc, p, s, t + 1, 1));
   for (int q = 0; q < n; q++) {
     long long qoff = (long long)q * seg, qlen = q == n - 1 ? total - qoff : seg;
@@ -258,7 +237,7 @@ static dlpg_status_t dlpg__direct_allreduce(const char *fn, dlpg__ipc_t *ipc, dl
     c.dst = dst[me] + qoff * e;
     DLPG_CHECK(dlpg__get(fn, &c, s));
   }
-  return dlpg__direct_done(fn, ipc, p, s, t + 1);
+  return dlpg__ipc_tell(fn, ipc, p, s, 1, t + 1);
 }
 
 dlpg_status_t dlpg__ipc_direct(const char *fn, dlpg__ipc_t *ipc, const dlpg__be_op_t *op,
@@ -314,7 +293,7 @@ dlpg_status_t dlpg__ipc_direct(const char *fn, dlpg__ipc_t *ipc, const dlpg__be_
   dst[me] = op->out[0].ptr;
   dlpg__ipc_step_t p = *tmpl;
   p.nowait = 1;
-  DLPG_CHECK(dlpg__cu(cudaStreamWaitEvent(s, ipc->coll_last, 0), fn, "cudaStreamWaitEvent"));
+  DLPG_CHECK(dlpg__cuda_result(cudaStreamWaitEvent(s, ipc->coll_last, 0), fn, "cudaStreamWaitEvent"));
   if (allreduce) {
     DLPG_CHECK(dlpg__direct_allreduce(fn, ipc, &p, s, total, src, dst));
   } else {
@@ -325,19 +304,19 @@ dlpg_status_t dlpg__ipc_direct(const char *fn, dlpg__ipc_t *ipc, const dlpg__be_
     for (int q = 0; q < n; q++) p.buf[0][q] = p.buf[1][q] = src[q];
     DLPG_CHECK(dlpg__direct_ready(fn, ipc, &p, s, p.seq, 0));
     DLPG_CHECK(dlpg__get(fn, &p, s));
-    DLPG_CHECK(dlpg__direct_done(fn, ipc, &p, s, p.seq));
+    DLPG_CHECK(dlpg__ipc_tell(fn, ipc, &p, s, 1, p.seq));
   }
   /* The caller may reuse its tensors once every rank that reads them has. */
   for (int q = 0; q < n; q++)
     if (q != me && dlpg__reads_mine(&p, q))
-      DLPG_CHECK(dlpg__cu(dlpg__ipc_wait_ge(s, &p.flags[me]->in_done[q], ipc->coll_seq), fn,
+      DLPG_CHECK(dlpg__cuda_result(dlpg__ipc_wait_ge(s, &p.flags[me]->in_done[q], ipc->coll_seq), fn,
                           "cuStreamWaitValue64 (CUDA IPC)"));
   for (int k = 0; k < ipc->nimports; k++) {
     dlpg__ipc_import_t *m = &ipc->imports[k];
     for (int q = 0; q < n; q++)
       if (m->q == q && ((src[q] && m->id == theirs[q].part[0].id) || (dst[q] && m->id == theirs[q].part[1].id)))
-        DLPG_CHECK(dlpg__cu(cudaEventRecord(m->used, s), fn, "cudaEventRecord"));
+        DLPG_CHECK(dlpg__cuda_result(cudaEventRecord(m->used, s), fn, "cudaEventRecord"));
   }
   dlpg__ipc_watch_add(ipc, s, DLPG__IPC_PEND_DIRECT, -1, ipc->coll_seq, op->gview->timeout_s);
-  return dlpg__cu(cudaEventRecord(ipc->coll_last, s), fn, "cudaEventRecord");
+  return dlpg__cuda_result(cudaEventRecord(ipc->coll_last, s), fn, "cudaEventRecord");
 }

@@ -156,6 +156,13 @@ dlpg_status_t dlpg__ipc_failure(const char *fn, const dlpg__ipc_t *ipc);
 int dlpg__ipc_memops_loaded(void);
 cudaError_t dlpg__ipc_wait_ge(cudaStream_t s, const unsigned long long *word, unsigned long long v);
 cudaError_t dlpg__ipc_write(cudaStream_t s, unsigned long long *word, unsigned long long v);
+/* Queued on s: write t to this rank's in_ready (done: in_done) word in every peer's flags
+ * block; wait until this rank's own in_ready (done: in_done) word of every peer it reads
+ * (all: of every peer) is >= t. */
+dlpg_status_t dlpg__ipc_tell(const char *fn, const dlpg__ipc_t *ipc, const dlpg__ipc_step_t *p,
+                             cudaStream_t s, int done, unsigned long long t);
+dlpg_status_t dlpg__ipc_await(const char *fn, const dlpg__ipc_t *ipc, const dlpg__ipc_step_t *p,
+                              cudaStream_t s, int done, unsigned long long t, int all);
 
 /* ipc_watch.c (stream-wait mode): start the watchdog; follow an op just queued on s (caller
  * holds ipc->mu); stop the watchdog. And, in both wait modes, end every wait of this rank at

@@ -64,43 +64,24 @@ static int dlpg__ipc_is_p2p(const dlpg__be_op_t *op) {
   return op->kind == DLPG__OP_SEND || op->kind == DLPG__OP_RECV;
 }
 
-static dlpg_status_t dlpg__ipc_cuda(cudaError_t e, const char *fn, const char *what) {
-  return dlpg__cuda_result(e, fn, what);
-}
-
 /* Order stream s after channel ev's previous use, run the launches, then mark ev. */
 static dlpg_status_t dlpg__ipc_enter(const char *fn, cudaEvent_t ev, cudaStream_t s) {
-  return dlpg__ipc_cuda(cudaStreamWaitEvent(s, ev, 0), fn, "cudaStreamWaitEvent");
+  return dlpg__cuda_result(cudaStreamWaitEvent(s, ev, 0), fn, "cudaStreamWaitEvent");
 }
 static dlpg_status_t dlpg__ipc_leave(const char *fn, cudaEvent_t ev, cudaStream_t s) {
-  return dlpg__ipc_cuda(cudaEventRecord(ev, s), fn, "cudaEventRecord");
+  return dlpg__cuda_result(cudaEventRecord(ev, s), fn, "cudaEventRecord");
 }
 
 /* One collective step in stream-wait mode: the stream waits on this rank's own counters,
  * which the peers write (ipc.h's in_* fields), and the kernels only move and reduce. */
 static dlpg_status_t dlpg__ipc_step_streamed(const char *fn, dlpg__ipc_t *ipc,
                                              const dlpg__ipc_step_t *p, cudaStream_t s) {
-  dlpg__ipc_flags_t *mine = p->flags[ipc->rank];
-  if (p->seq > 2 && dlpg__ipc_writes(p))
-    for (int q = 0; q < ipc->size; q++)
-      if (q != ipc->rank)
-        DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_wait_ge(s, &mine->in_done[q], p->seq - 2), fn,
-                                  "cuStreamWaitValue64 (CUDA IPC)"));
-  DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_put(p, s), fn, "CUDA IPC put kernel"));
-  for (int q = 0; q < ipc->size; q++)
-    if (q != ipc->rank)
-      DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_write(s, &p->flags[q]->in_ready[ipc->rank], p->seq), fn,
-                                "cuStreamWriteValue64 (CUDA IPC)"));
-  for (int q = 0; q < ipc->size; q++)
-    if (q != ipc->rank && dlpg__ipc_reads(p, q))
-      DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_wait_ge(s, &mine->in_ready[q], p->seq), fn,
-                                "cuStreamWaitValue64 (CUDA IPC)"));
-  DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_get(p, s), fn, "CUDA IPC get kernel"));
-  for (int q = 0; q < ipc->size; q++)
-    if (q != ipc->rank)
-      DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_write(s, &p->flags[q]->in_done[ipc->rank], p->seq), fn,
-                                "cuStreamWriteValue64 (CUDA IPC)"));
-  return DLPG_OK;
+  if (p->seq > 2 && dlpg__ipc_writes(p)) DLPG_CHECK(dlpg__ipc_await(fn, ipc, p, s, 1, p->seq - 2, 1));
+  DLPG_CHECK(dlpg__cuda_result(dlpg__ipc_launch_put(p, s), fn, "CUDA IPC put kernel"));
+  DLPG_CHECK(dlpg__ipc_tell(fn, ipc, p, s, 0, p->seq));
+  DLPG_CHECK(dlpg__ipc_await(fn, ipc, p, s, 0, p->seq, 0));
+  DLPG_CHECK(dlpg__cuda_result(dlpg__ipc_launch_get(p, s), fn, "CUDA IPC get kernel"));
+  return dlpg__ipc_tell(fn, ipc, p, s, 1, p->seq);
 }
 
 /* One collective, in steps. Caller holds ipc->mu. */
@@ -185,12 +166,12 @@ static dlpg_status_t dlpg__ipc_collective(const char *fn, dlpg__ipc_t *ipc, cons
       continue;
     }
     if (p.len * p.esize * parts <= DLPG__IPC_STEP_ONE_BLOCK) {
-      DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_step(&p, s), fn, "CUDA IPC step kernel"));
+      DLPG_CHECK(dlpg__cuda_result(dlpg__ipc_launch_step(&p, s), fn, "CUDA IPC step kernel"));
       continue;
     }
-    DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_put(&p, s), fn, "CUDA IPC put kernel"));
-    DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_get(&p, s), fn, "CUDA IPC get kernel"));
-    DLPG_CHECK(dlpg__ipc_cuda(dlpg__ipc_launch_flag(&p.flags[ipc->rank]->done, p.seq, p.stop, s),
+    DLPG_CHECK(dlpg__cuda_result(dlpg__ipc_launch_put(&p, s), fn, "CUDA IPC put kernel"));
+    DLPG_CHECK(dlpg__cuda_result(dlpg__ipc_launch_get(&p, s), fn, "CUDA IPC get kernel"));
+    DLPG_CHECK(dlpg__cuda_result(dlpg__ipc_launch_flag(&p.flags[ipc->rank]->done, p.seq, p.stop, s),
                               fn, "CUDA IPC flag kernel"));
   }
   if (p.devseq) return DLPG_OK;
@@ -229,23 +210,23 @@ static int dlpg__ipc_p2p_chunk(const char *fn, dlpg__ipc_t *ipc, const dlpg__be_
   if (send) {
     /* Stream-wait mode: the mailbox of parity k%2 is free once q took chunk k-2. */
     if (k.nowait && k.k > 2)
-      *st = dlpg__ipc_cuda(dlpg__ipc_wait_ge(s, &k.mine->in_taken[q], k.k - 2), fn, wait_what);
+      *st = dlpg__cuda_result(dlpg__ipc_wait_ge(s, &k.mine->in_taken[q], k.k - 2), fn, wait_what);
     if (*st == DLPG_OK)
-      *st = dlpg__ipc_cuda(dlpg__ipc_launch_send(&k, s), fn, "CUDA IPC send kernel");
+      *st = dlpg__cuda_result(dlpg__ipc_launch_send(&k, s), fn, "CUDA IPC send kernel");
     if (*st == DLPG_OK && k.nowait)
-      *st = dlpg__ipc_cuda(dlpg__ipc_write(s, &k.theirs->in_sent[ipc->rank], k.k), fn, write_what);
+      *st = dlpg__cuda_result(dlpg__ipc_write(s, &k.theirs->in_sent[ipc->rank], k.k), fn, write_what);
     else if (*st == DLPG_OK)
-      *st = dlpg__ipc_cuda(dlpg__ipc_launch_flag(&k.mine->sent[q], k.k, k.stop, s), fn,
+      *st = dlpg__cuda_result(dlpg__ipc_launch_flag(&k.mine->sent[q], k.k, k.stop, s), fn,
                            "CUDA IPC flag kernel");
   } else {
     if (k.nowait)
-      *st = dlpg__ipc_cuda(dlpg__ipc_wait_ge(s, &k.mine->in_sent[q], k.k), fn, wait_what);
+      *st = dlpg__cuda_result(dlpg__ipc_wait_ge(s, &k.mine->in_sent[q], k.k), fn, wait_what);
     if (*st == DLPG_OK)
-      *st = dlpg__ipc_cuda(dlpg__ipc_launch_recv(&k, s), fn, "CUDA IPC recv kernel");
+      *st = dlpg__cuda_result(dlpg__ipc_launch_recv(&k, s), fn, "CUDA IPC recv kernel");
     if (*st == DLPG_OK && k.nowait)
-      *st = dlpg__ipc_cuda(dlpg__ipc_write(s, &k.theirs->in_taken[ipc->rank], k.k), fn, write_what);
+      *st = dlpg__cuda_result(dlpg__ipc_write(s, &k.theirs->in_taken[ipc->rank], k.k), fn, write_what);
     else if (*st == DLPG_OK)
-      *st = dlpg__ipc_cuda(dlpg__ipc_launch_flag(&k.mine->taken[q], k.k, k.stop, s), fn,
+      *st = dlpg__cuda_result(dlpg__ipc_launch_flag(&k.mine->taken[q], k.k, k.stop, s), fn,
                            "CUDA IPC flag kernel");
   }
   return *st == DLPG_OK;

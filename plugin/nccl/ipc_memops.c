@@ -1,5 +1,6 @@
 /* The stream memory operations of the CUDA IPC path's stream-wait mode (ipc.h): a wait on
- * and a write of a 64-bit counter, queued on a stream like a kernel. They come from the
+ * and a write of a 64-bit counter, queued on a stream like a kernel, and the step counters
+ * every collective publishes with them (the staged steps and the in-place ones). They come from the
  * driver through the runtime's entry-point query, so the module links no libcuda. A wait
  * does not occupy the GPU's cores, so while one process's stream waits for a peer process,
  * the GPU can run that peer's work (contexts of several processes take turns on a GPU
@@ -50,4 +51,28 @@ cudaError_t dlpg__ipc_write(cudaStream_t s, unsigned long long *word, unsigned l
    * kernel's part in the staging buffer) is visible to a peer that sees the value. */
   return dlpg__memop_result(dlpg__write64((CUstream)s, (CUdeviceptr)(uintptr_t)word, v,
                                           CU_STREAM_WRITE_VALUE_DEFAULT));
+}
+
+/* The step counters a rank publishes to every peer (its in_ready or in_done word there),
+ * and the waits on its own words the peers publish. */
+dlpg_status_t dlpg__ipc_tell(const char *fn, const dlpg__ipc_t *ipc, const dlpg__ipc_step_t *p,
+                             cudaStream_t s, int done, unsigned long long t) {
+  for (int q = 0; q < ipc->size; q++) {
+    if (q == ipc->rank) continue;
+    dlpg__ipc_flags_t *f = p->flags[q];
+    DLPG_CHECK(dlpg__cuda_result(dlpg__ipc_write(s, done ? &f->in_done[ipc->rank] : &f->in_ready[ipc->rank], t),
+                                 fn, "cuStreamWriteValue64 (CUDA IPC)"));
+  }
+  return DLPG_OK;
+}
+
+dlpg_status_t dlpg__ipc_await(const char *fn, const dlpg__ipc_t *ipc, const dlpg__ipc_step_t *p,
+                              cudaStream_t s, int done, unsigned long long t, int all) {
+  dlpg__ipc_flags_t *mine = p->flags[ipc->rank];
+  for (int q = 0; q < ipc->size; q++) {
+    if (q == ipc->rank || !(all || dlpg__ipc_reads(p, q))) continue;
+    DLPG_CHECK(dlpg__cuda_result(dlpg__ipc_wait_ge(s, done ? &mine->in_done[q] : &mine->in_ready[q], t),
+                                 fn, "cuStreamWaitValue64 (CUDA IPC)"));
+  }
+  return DLPG_OK;
 }
