@@ -120,6 +120,9 @@ typedef struct dlpg__ipc_step {
   unsigned long long timeout_ns;
   int nowait;               /* the stream waited already (stream-wait mode): no kernel waits */
   int devseq;               /* captured: the step is this rank's done + 1, seq is unused */
+  int tell;                 /* stream-wait mode, one block: the put kernel writes this rank's
+                               in_ready word of every peer, the get kernel its in_done word
+                               (one launch each instead of a stream write per peer) */
 } dlpg__ipc_step_t;
 
 /* One chunk of a send (peer: receiver) or receive (peer: sender). */
@@ -158,8 +161,9 @@ static inline DLPG__IPC_HD int dlpg__ipc_reads(const dlpg__ipc_step_t *p, int q)
 /* Launches on stream s of the current device (ipc_kernels.cu); the CUDA launch error. */
 cudaError_t dlpg__ipc_launch_put(const dlpg__ipc_step_t *p, cudaStream_t s);
 cudaError_t dlpg__ipc_launch_get(const dlpg__ipc_step_t *p, cudaStream_t s);
-/* Kernel-wait mode, a step of at most DLPG__IPC_STEP_ONE_BLOCK bytes per rank part: put,
- * get and done in one single-block kernel. */
+/* A step of at most DLPG__IPC_STEP_ONE_BLOCK bytes per rank part runs in single-block
+ * kernels: in kernel-wait mode put, get and done in one; in stream-wait mode the put and
+ * get kernels publish the step themselves (tell). */
 #define DLPG__IPC_STEP_ONE_BLOCK 65536
 cudaError_t dlpg__ipc_launch_step(const dlpg__ipc_step_t *p, cudaStream_t s);
 /* Publish *flag = v after everything before it on s, or *flag + 1 for v == 0 (captured

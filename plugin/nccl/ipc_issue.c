@@ -75,13 +75,17 @@ static dlpg_status_t dlpg__ipc_leave(const char *fn, cudaEvent_t ev, cudaStream_
 /* One collective step in stream-wait mode: the stream waits on this rank's own counters,
  * which the peers write (ipc.h's in_* fields), and the kernels only move and reduce. */
 static dlpg_status_t dlpg__ipc_step_streamed(const char *fn, dlpg__ipc_t *ipc,
-                                             const dlpg__ipc_step_t *p, cudaStream_t s) {
+                                             dlpg__ipc_step_t *p, cudaStream_t s, int parts) {
+  /* A small step's kernels publish it themselves: two launches in place of 2 x (size - 1)
+   * stream writes, each a queued operation the GPU's front end runs in turn. */
+  long long gets = p->kind == DLPG__IPC_ALLGATHER ? ipc->size : parts;
+  p->tell = p->len * p->esize * (gets > parts ? gets : parts) <= DLPG__IPC_STEP_ONE_BLOCK;
   if (p->seq > 2 && dlpg__ipc_writes(p)) DLPG_CHECK(dlpg__ipc_await(fn, ipc, p, s, 1, p->seq - 2, 1));
   DLPG_CHECK(dlpg__cuda_result(dlpg__ipc_launch_put(p, s), fn, "CUDA IPC put kernel"));
-  DLPG_CHECK(dlpg__ipc_tell(fn, ipc, p, s, 0, p->seq));
+  if (!p->tell) DLPG_CHECK(dlpg__ipc_tell(fn, ipc, p, s, 0, p->seq));
   DLPG_CHECK(dlpg__ipc_await(fn, ipc, p, s, 0, p->seq, 0));
   DLPG_CHECK(dlpg__cuda_result(dlpg__ipc_launch_get(p, s), fn, "CUDA IPC get kernel"));
-  return dlpg__ipc_tell(fn, ipc, p, s, 1, p->seq);
+  return p->tell ? DLPG_OK : dlpg__ipc_tell(fn, ipc, p, s, 1, p->seq);
 }
 
 /* One collective, in steps. Caller holds ipc->mu. */
@@ -162,7 +166,7 @@ static dlpg_status_t dlpg__ipc_collective(const char *fn, dlpg__ipc_t *ipc, cons
     p.src = src + off * p.esize;
     p.dst = dst + off * p.esize;
     if (streamed) {
-      DLPG_CHECK(dlpg__ipc_step_streamed(fn, ipc, &p, s));
+      DLPG_CHECK(dlpg__ipc_step_streamed(fn, ipc, &p, s, parts));
       continue;
     }
     if (p.len * p.esize * parts <= DLPG__IPC_STEP_ONE_BLOCK) {

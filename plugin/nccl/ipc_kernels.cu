@@ -285,10 +285,27 @@ __device__ void GetBody(const dlpg__ipc_step_t &p, unsigned long long seq) {
   }
 }
 
+// Stream-wait mode, one block (p.tell): every thread's writes are in memory, then thread q
+// writes this rank's word in peer q's flags block (a stream write would do the same). Like
+// the stream write, it is written whether or not the group stopped.
+__device__ void Tell(const dlpg__ipc_step_t &p, unsigned long long seq, bool done) {
+  __threadfence();
+  __syncthreads();
+  const int q = threadIdx.x;
+  if (q >= p.size || q == p.rank) return;
+  dlpg__ipc_flags_t *f = p.flags[q];
+  __threadfence_system();
+  *(volatile unsigned long long *)(done ? &f->in_done[p.rank] : &f->in_ready[p.rank]) = seq;
+  __threadfence_system();
+}
+
 __global__ void PutKernel(dlpg__ipc_step_t p) {
   __shared__ int ok;
   __shared__ unsigned long long seq;
-  if (!dlpg__ipc_writes(&p)) return;
+  if (!dlpg__ipc_writes(&p)) {
+    if (p.tell) Tell(p, p.seq, false);
+    return;
+  }
   // Thread 0 alone reads the status and waits; the block follows its verdict (threads that
   // read the status apart could disagree, and a barrier must see them all).
   if (threadIdx.x == 0) {
@@ -301,8 +318,8 @@ __global__ void PutKernel(dlpg__ipc_step_t p) {
           ok = WaitGe(&p.flags[q]->done, seq - 2, p.status, p.stop, p.timeout_ns, q, seq);
   }
   __syncthreads();
-  if (!ok) return;
-  PutBody(p, seq);
+  if (ok) PutBody(p, seq);
+  if (p.tell) Tell(p, seq, false);
 }
 
 __global__ void GetKernel(dlpg__ipc_step_t p) {
@@ -324,8 +341,8 @@ __global__ void GetKernel(dlpg__ipc_step_t p) {
         ok = WaitGe(&p.flags[q]->ready, seq, p.status, p.stop, p.timeout_ns, q, seq);
   }
   __syncthreads();
-  if (!ok) return;
-  GetBody(p, seq);
+  if (ok) GetBody(p, seq);
+  if (p.tell) Tell(p, seq, true);
 }
 
 // A whole collective step in one block (kernel-wait mode, small steps): wait until the
@@ -409,14 +426,14 @@ int Blocks(long long bytes) {
 extern "C" cudaError_t dlpg__ipc_launch_put(const dlpg__ipc_step_t *p, cudaStream_t s) {
   long long bytes = p->len * p->esize;
   if (p->kind == DLPG__IPC_REDUCE_SCATTER || p->kind == DLPG__IPC_ALLTOALL) bytes *= p->size;
-  PutKernel<<<Blocks(bytes), kThreads, 0, s>>>(*p);
+  PutKernel<<<p->tell ? 1 : Blocks(bytes), kThreads, 0, s>>>(*p);
   return cudaGetLastError();
 }
 
 extern "C" cudaError_t dlpg__ipc_launch_get(const dlpg__ipc_step_t *p, cudaStream_t s) {
   long long bytes = p->len * p->esize;
   if (p->kind == DLPG__IPC_ALLGATHER || p->kind == DLPG__IPC_ALLTOALL) bytes *= p->size;
-  GetKernel<<<Blocks(bytes), kThreads, 0, s>>>(*p);
+  GetKernel<<<p->tell ? 1 : Blocks(bytes), kThreads, 0, s>>>(*p);
   return cudaGetLastError();
 }
 
