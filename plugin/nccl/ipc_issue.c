@@ -73,7 +73,7 @@ static dlpg_status_t dlpg__ipc_leave(const char *fn, cudaEvent_t ev, cudaStream_
 }
 
 /* One collective step in stream-wait mode: the stream waits on this rank's own counters,
- * which the peers write (ipc.h's in_* fields), and the kernels only move and reduce. */
+ * which the peers write (ipc.h's in_* fields), and the kernels never wait. */
 static dlpg_status_t dlpg__ipc_step_streamed(const char *fn, dlpg__ipc_t *ipc,
                                              dlpg__ipc_step_t *p, cudaStream_t s, int parts) {
   /* A small step's kernels publish it themselves: two launches in place of 2 x (size - 1)
