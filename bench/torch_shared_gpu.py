@@ -8,7 +8,8 @@ same ranks is "dlpg". Rounds alternate between the two. all_reduce, all_gather_i
 and broadcast, float32: `calls` back-to-back calls between two synchronisations, time per
 call, median over rounds, the slowest rank's. The copy reference: `dst.copy_(src)` of the
 same size in rank 0 alone (before the collectives), CUDA events, median. DDP: a 4-layer MLP
-(1024 wide) trained for a few steps per round on each backend, time per step.
+(1024 wide) trained for a few steps per round on each backend, time per step, and the same
+step without DDP (no communication: the floor under both).
 
     PYTHONPATH=python_shim DLPG_LIBRARY=.gpu/lib/libdlpg.so python3 bench/torch_shared_gpu.py \
         [--ranks 2] [--out FILE]
@@ -97,11 +98,12 @@ def _worker(rank, world, port, rounds, q):
                     out.setdefault((name, op, n), []).append(run(op, groups[name], n))
     # DDP: same model, same data on both backends; time per step.
     from torch.nn.parallel import DistributedDataParallel as DDP
+    # "local": the same step without DDP, no communication at all: the floor under both.
     for i in range(rounds):
-        for name in order if i % 2 == 0 else order[::-1]:
+        for name in (order if i % 2 == 0 else order[::-1]) + ["local"]:
             torch.manual_seed(0)
             model = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024) for _ in range(4)]).cuda()
-            ddp = DDP(model, process_group=groups[name], device_ids=[0])
+            ddp = model if name == "local" else DDP(model, process_group=groups[name], device_ids=[0])
             opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
             x = torch.randn(32, 1024, device="cuda")
             for step in range(8):
@@ -144,9 +146,10 @@ def main():
             g, d, c = slow[("gloo", op, n)], slow[("dlpg", op, n)], slow[("copy", "copy", n)]
             lines.append("| %s | %d | %.1f | %.1f | %.3fx | %.1f | %.1f |" % (
                 op, n, g * 1e6, d * 1e6, d / g, c * 1e6, n / d / 1e9))
-    g, d = slow[("gloo", "ddp", 0)], slow[("dlpg", "ddp", 0)]
-    lines += ["", "DDP step (4 x Linear(1024, 1024), batch 32, SGD): gloo %.2f ms, dlpg %.2f ms: %.3fx" % (
-        g * 1e3, d * 1e3, d / g)]
+    g, d, c = slow[("gloo", "ddp", 0)], slow[("dlpg", "ddp", 0)], slow[("local", "ddp", 0)]
+    lines += ["", "DDP step (4 x Linear(1024, 1024), batch 32, SGD): gloo %.2f ms, dlpg %.2f ms: %.3fx; "
+              "the same step without DDP (no communication): %.2f ms (%.3fx gloo's)" % (
+                  g * 1e3, d * 1e3, d / g, c * 1e3, c / g)]
     write_text("\n".join(lines) + "\n", args.out)
 
 

@@ -32,8 +32,10 @@ def pool():
     # The library the test process found, for the actors too.
     from dlpg import _abi
     os.environ.setdefault("DLPG_LIBRARY", _abi.library_path())
+    # CPU only, also on a GPU host: JAX in an actor would otherwise take the GPU and, by
+    # default, most of its memory per process (four actors ran out of it on an H100).
     ray.init(num_cpus=POOL, include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
+             configure_logging=False, runtime_env={"env_vars": {"JAX_PLATFORMS": "cpu"}})
     pids = []
     try:
         dr.register()
