@@ -78,8 +78,8 @@ static dlpg_status_t dlpg__ipc_step_streamed(const char *fn, dlpg__ipc_t *ipc,
                                              dlpg__ipc_step_t *p, cudaStream_t s, int parts) {
   /* A small step's kernels publish it themselves: two launches in place of 2 x (size - 1)
    * stream writes, each a queued operation the GPU's front end runs in turn. */
-  long long gets = p->kind == DLPG__IPC_ALLGATHER ? ipc->size : parts;
-  p->tell = p->len * p->esize * (gets > parts ? gets : parts) <= DLPG__IPC_STEP_ONE_BLOCK;
+  long long widest = p->kind == DLPG__IPC_ALLGATHER ? ipc->size : parts; /* parts a kernel moves */
+  p->tell = p->len * p->esize * widest <= DLPG__IPC_STEP_ONE_BLOCK;
   if (p->seq > 2 && dlpg__ipc_writes(p)) DLPG_CHECK(dlpg__ipc_await(fn, ipc, p, s, 1, p->seq - 2, 1));
   DLPG_CHECK(dlpg__cuda_result(dlpg__ipc_launch_put(p, s), fn, "CUDA IPC put kernel"));
   if (!p->tell) DLPG_CHECK(dlpg__ipc_tell(fn, ipc, p, s, 0, p->seq));
