@@ -8,8 +8,8 @@ same ranks is "dlpg". Rounds alternate between the two. all_reduce, all_gather_i
 and broadcast, float32: `calls` back-to-back calls between two synchronisations, time per
 call, median over rounds, the slowest rank's. The copy reference: `dst.copy_(src)` of the
 same size in rank 0 alone (before the collectives), CUDA events, median. DDP: a 4-layer MLP
-(1024 wide) trained for a few steps per round on each backend, time per step, and the same
-step without DDP (no communication: the floor under both).
+(1024 wide) trained for 20 steps per round on each backend, time per step, and the same
+step without DDP and DDP with torch's noop_hook (no collective: the floors under both).
 
     PYTHONPATH=python_shim DLPG_LIBRARY=.gpu/lib/libdlpg.so python3 bench/torch_shared_gpu.py \
         [--ranks 2] [--out FILE]
@@ -98,23 +98,29 @@ def _worker(rank, world, port, rounds, q):
                     out.setdefault((name, op, n), []).append(run(op, groups[name], n))
     # DDP: same model, same data on both backends; time per step.
     from torch.nn.parallel import DistributedDataParallel as DDP
-    # "local": the same step without DDP, no communication at all: the floor under both.
+    from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
+    # "local": the same step without DDP, no communication at all; "noop": DDP whose
+    # communication hook hands each bucket back untouched (torch's noop_hook), so DDP's own
+    # bookkeeping (hooks, bucket copies) without any collective: the floors under both.
     for i in range(rounds):
-        for name in (order if i % 2 == 0 else order[::-1]) + ["local"]:
+        for name in (order if i % 2 == 0 else order[::-1]) + ["local", "noop"]:
             torch.manual_seed(0)
             model = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024) for _ in range(4)]).cuda()
-            ddp = model if name == "local" else DDP(model, process_group=groups[name], device_ids=[0])
+            ddp = model if name == "local" else DDP(model, process_group=groups.get(name, groups["dlpg"]),
+                                                    device_ids=[0])
+            if name == "noop":
+                ddp.register_comm_hook(None, noop_hook)
             opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
             x = torch.randn(32, 1024, device="cuda")
-            for step in range(8):
-                if step == 3:
+            for step in range(25):
+                if step == 5:
                     torch.cuda.synchronize()
                     t0 = time.perf_counter()
                 opt.zero_grad()
                 ddp(x).sum().backward()
                 opt.step()
             torch.cuda.synchronize()
-            out.setdefault((name, "ddp", 0), []).append((time.perf_counter() - t0) / 5)
+            out.setdefault((name, "ddp", 0), []).append((time.perf_counter() - t0) / 20)
             del ddp, model, opt
     res = {k: (statistics.median(v) if isinstance(v, list) else v) for k, v in out.items()}
     dist.barrier(group=groups["gloo"])
@@ -146,10 +152,11 @@ def main():
             g, d, c = slow[("gloo", op, n)], slow[("dlpg", op, n)], slow[("copy", "copy", n)]
             lines.append("| %s | %d | %.1f | %.1f | %.3fx | %.1f | %.1f |" % (
                 op, n, g * 1e6, d * 1e6, d / g, c * 1e6, n / d / 1e9))
-    g, d, c = slow[("gloo", "ddp", 0)], slow[("dlpg", "ddp", 0)], slow[("local", "ddp", 0)]
-    lines += ["", "DDP step (4 x Linear(1024, 1024), batch 32, SGD): gloo %.2f ms, dlpg %.2f ms: %.3fx; "
-              "the same step without DDP (no communication): %.2f ms (%.3fx gloo's)" % (
-                  g * 1e3, d * 1e3, d / g, c * 1e3, c / g)]
+    g, d, c, z = (slow[(k, "ddp", 0)] for k in ("gloo", "dlpg", "local", "noop"))
+    lines += ["", "DDP step (4 x Linear(1024, 1024), batch 32, SGD; 20 steps after 5): gloo %.2f ms, "
+              "dlpg %.2f ms: %.3fx; the same step without DDP: %.2f ms (%.3fx gloo's); DDP with "
+              "torch's noop_hook (no collective): %.2f ms (%.3fx gloo's)" % (
+                  g * 1e3, d * 1e3, d / g, c * 1e3, c / g, z * 1e3, z / g)]
     write_text("\n".join(lines) + "\n", args.out)
 
 
