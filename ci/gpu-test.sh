@@ -5,15 +5,20 @@
 # ./gpu-logs), prints a summary table (suite, passed, failed, skipped) last and exits
 # non-zero on any failure.
 #
-# Suites, in order (GPU_TEST_SUITES selects, default "cuda ipc cpu jax python bench jaxbench wheel"):
+# Suites, in order (GPU_TEST_SUITES selects, default "cuda ipc cpu jax python torch bench jaxbench
+# wheel"). On an H100 host (2026-12-07) "cuda ipc cpu jax" took 267 s, "bench jaxbench" 92 s,
+# "wheel" 42 s, and tests/python as one suite more than 470 s (427 of its 472 tests): more than
+# one call of the device tool may last (10 minutes), so run it over several calls on one warm
+# machine, the Python tests as their three suites (jax, python, torch) in separate calls.
 #   cuda    .gpu/bin/test_cuda (the NCCL path's conformance tests)
 #   ipc     .gpu/bin/test_cuda_ipc (ranks sharing GPU 0: the CUDA IPC path; one GPU is enough)
 #   cpu     the CPU conformance binaries (test_collectives, test_p2p, test_errors, ...)
 #   jax     builds .gpu/lib/libdlpg_xla.so against this machine's jaxlib (plugin/xla/build.sh),
 #           then tests/python/test_jax*.py and test_cross_framework*.py
 #   python  tests/python with the machine's python3 (PYTHONPATH=python_shim, then the
-#           caller's PYTHONPATH: packages carried as wheels, Ray for one); without the files
-#           the jax suite ran when it is selected too
+#           caller's PYTHONPATH: packages carried as wheels, Ray for one), but for the files
+#           of the jax and torch suites
+#   torch   tests/python/test_torch_*.py (the torch backend), as the python suite runs its files
 #   bench   bench/run-gpu-bench.sh when .gpu/bin/dlpg-bench exists
 #   jaxbench  bench/jax_allreduce.py (dlpg.jax.allreduce against JAX's psum) -> jax-bench.md
 #   wheel   ci/gpu-wheel.sh: the wheel in .gpu/wheel (ci/wheel.sh's, built by ci/gpu-bundle.sh)
@@ -26,7 +31,7 @@ repo="$PWD"
 logdir="${1:-${OUT:-$repo/gpu-logs}}"
 mkdir -p "$logdir"
 logdir="$(cd "$logdir" && pwd)"
-suites="${GPU_TEST_SUITES:-cuda ipc cpu jax python bench jaxbench wheel}"
+suites="${GPU_TEST_SUITES:-cuda ipc cpu jax python torch bench jaxbench wheel}"
 
 # NVLink multicast can take the shared GPUs out of service: off here and in every process
 # started from here (exported, so children inherit it).
@@ -111,7 +116,7 @@ run_pytest() {
 
 # The C++ torch backend, built against this machine's torch (about a minute) before the
 # suites that use torch.distributed on "dlpg" (python; jax's cross-framework tests).
-case " $suites " in *" python "*|*" jax "*)
+case " $suites " in *" python "*|*" torch "*|*" jax "*)
   echo "== torch_ext: python3 -m dlpg.build_torch_ext"
   if MAX_JOBS=8 PYTHONPATH="$repo/python_shim" timeout -k 10 300 \
       python3 -m dlpg.build_torch_ext >"$logdir/torch-ext.log" 2>&1; then
@@ -155,15 +160,19 @@ for s in $suites; do
     python)
       if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
         ignore=()
-        case " $suites " in *" jax "*)
-          for f in tests/python/test_jax*.py tests/python/test_cross_framework*.py; do ignore+=("--ignore=$f"); done ;;
-        esac
-        # GPU_TEST_PY_ARGS: pytest arguments instead of the whole folder (a few files, -k).
+        [ -z "${GPU_TEST_PY_ARGS:-}" ] &&
+          for f in tests/python/test_jax*.py tests/python/test_cross_framework*.py tests/python/test_torch_*.py; do
+            ignore+=("--ignore=$f")
+          done
+        # GPU_TEST_PY_ARGS: pytest arguments instead of the folder's files (a few files, -k).
         # shellcheck disable=SC2086
-        run_pytest python "${GPU_TEST_PY_LIMIT:-300}" ${GPU_TEST_PY_ARGS:-tests/python} "${ignore[@]}"
+        run_pytest python "${GPU_TEST_PY_LIMIT:-420}" ${GPU_TEST_PY_ARGS:-tests/python} "${ignore[@]}"
       else
         echo "== python: no tests/python; skipped"
       fi
+      ;;
+    torch)
+      run_pytest torch "${GPU_TEST_TORCH_LIMIT:-480}" tests/python/test_torch_*.py
       ;;
     bench)
       if [ -x .gpu/bin/dlpg-bench ] && [ -f bench/run-gpu-bench.sh ]; then
