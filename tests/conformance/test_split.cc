@@ -156,7 +156,8 @@ TEST_P(SplitModes, ParentAbortReachesChildren) {
     // it would otherwise meet the abort there (seen on a loaded 2-core machine).
     int64_t out = 0;
     DLPG_ASSERT_OK(c.api, c.api->store_add(c.store, "parent_abort/left", 1, &out));
-    for (double end = NowSeconds() + Scaled(30); c.rank == 0 && out < 3 && NowSeconds() < end;) {
+    double end = NowSeconds() + Scaled(30);
+    while (c.rank == 0 && out < c.size && NowSeconds() < end) {
       usleep(2000);
       DLPG_ASSERT_OK(c.api, c.api->store_add(c.store, "parent_abort/left", 0, &out));
     }
