@@ -115,7 +115,7 @@ run_pytest() {
 }
 
 # The C++ torch backend, built against this machine's torch (about a minute) before the
-# suites that use torch.distributed on "dlpg" (python; jax's cross-framework tests).
+# suites that use torch.distributed on "dlpg" (python, torch; jax's cross-framework tests).
 case " $suites " in *" python "*|*" torch "*|*" jax "*)
   echo "== torch_ext: python3 -m dlpg.build_torch_ext"
   if MAX_JOBS=8 PYTHONPATH="$repo/python_shim" timeout -k 10 300 \
