@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python_shim"))
 
 SIZES = [8, 64 << 10, 1 << 20, 16 << 20, 64 << 20]
 OPS = ["all_reduce", "all_gather", "broadcast"]
+DDP_WARMUP, DDP_STEPS = 5, 20
 
 
 def _calls(nbytes):
@@ -106,21 +107,24 @@ def _worker(rank, world, port, rounds, q):
         for name in (order if i % 2 == 0 else order[::-1]) + ["local", "noop"]:
             torch.manual_seed(0)
             model = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024) for _ in range(4)]).cuda()
-            ddp = model if name == "local" else DDP(model, process_group=groups.get(name, groups["dlpg"]),
-                                                    device_ids=[0])
+            if name == "local":
+                ddp = model
+            else:  # noop runs DDP on the dlpg group, its hook bypassing the group
+                group = groups["dlpg" if name == "noop" else name]
+                ddp = DDP(model, process_group=group, device_ids=[0])
             if name == "noop":
                 ddp.register_comm_hook(None, noop_hook)
             opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
             x = torch.randn(32, 1024, device="cuda")
-            for step in range(25):
-                if step == 5:
+            for step in range(DDP_WARMUP + DDP_STEPS):
+                if step == DDP_WARMUP:
                     torch.cuda.synchronize()
                     t0 = time.perf_counter()
                 opt.zero_grad()
                 ddp(x).sum().backward()
                 opt.step()
             torch.cuda.synchronize()
-            out.setdefault((name, "ddp", 0), []).append((time.perf_counter() - t0) / 20)
+            out.setdefault((name, "ddp", 0), []).append((time.perf_counter() - t0) / DDP_STEPS)
             del ddp, model, opt
     res = {k: (statistics.median(v) if isinstance(v, list) else v) for k, v in out.items()}
     dist.barrier(group=groups["gloo"])
@@ -153,10 +157,10 @@ def main():
             lines.append("| %s | %d | %.1f | %.1f | %.3fx | %.1f | %.1f |" % (
                 op, n, g * 1e6, d * 1e6, d / g, c * 1e6, n / d / 1e9))
     g, d, c, z = (slow[(k, "ddp", 0)] for k in ("gloo", "dlpg", "local", "noop"))
-    lines += ["", "DDP step (4 x Linear(1024, 1024), batch 32, SGD; 20 steps after 5): gloo %.2f ms, "
+    lines += ["", "DDP step (4 x Linear(1024, 1024), batch 32, SGD; %d steps after %d): gloo %.2f ms, "
               "dlpg %.2f ms: %.3fx; the same step without DDP: %.2f ms (%.3fx gloo's); DDP with "
               "torch's noop_hook (no collective): %.2f ms (%.3fx gloo's)" % (
-                  g * 1e3, d * 1e3, d / g, c * 1e3, c / g, z * 1e3, z / g)]
+                  DDP_STEPS, DDP_WARMUP, g * 1e3, d * 1e3, d / g, c * 1e3, c / g, z * 1e3, z / g)]
     write_text("\n".join(lines) + "\n", args.out)
 
 
